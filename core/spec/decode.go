@@ -1,0 +1,542 @@
+package spec
+
+import (
+	"fmt"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	yaml "go.yaml.in/yaml/v3"
+)
+
+// Duration is a Go duration written as a string (90s, 10m, 1h30m).
+type Duration struct {
+	time.Duration
+	Raw string
+}
+
+// PosMapper maps a position in the parsed (substituted) text back to the
+// file as written. Nil means identity.
+type PosMapper func(line, col int) (int, int)
+
+// Positions records where each field path of a decoded document sits in
+// the file as written.
+type Positions struct {
+	file   string
+	paths  map[string]Pos
+	failed map[string]bool
+}
+
+// At returns the position of path, or of its nearest recorded parent.
+func (p *Positions) At(path string) Pos {
+	if p == nil {
+		return Pos{}
+	}
+	for {
+		if pos, ok := p.paths[path]; ok {
+			return pos
+		}
+		if path == "" {
+			return Pos{File: p.file}
+		}
+		path = parentPath(path)
+	}
+}
+
+// PathPos is one recorded field path and its position.
+type PathPos struct {
+	Path string
+	Pos  Pos
+}
+
+// All returns every recorded field path with its position, unordered.
+func (p *Positions) All() []PathPos {
+	out := make([]PathPos, 0, len(p.paths))
+	for path, pos := range p.paths {
+		out = append(out, PathPos{path, pos})
+	}
+	return out
+}
+
+// Failed reports whether path had a problem already (a decode error, or a
+// variable that could not be substituted): its value is unknown, so further
+// rules about it would only add noise.
+func (p *Positions) Failed(path string) bool { return p.failed[path] }
+
+// MarkFailed records that path's value is unknown (see Failed).
+func (p *Positions) MarkFailed(path string) { p.failed[path] = true }
+
+// Has reports whether path was present in the document.
+func (p *Positions) Has(path string) bool {
+	_, ok := p.paths[path]
+	return ok
+}
+
+// parentPath strips the last element of a field path: a.b[2].c -> a.b[2] -> a.b -> a -> "".
+func parentPath(path string) string {
+	if strings.HasSuffix(path, "]") {
+		if i := strings.LastIndexByte(path, '['); i >= 0 {
+			return path[:i]
+		}
+	}
+	if i := strings.LastIndexByte(path, '.'); i >= 0 {
+		return path[:i]
+	}
+	return ""
+}
+
+// Decode parses YAML text into a Spec, strictly: unknown fields, wrong
+// types and duplicate keys are errors. It returns the spec (as complete as
+// the input allows), where each field sits, and every problem found. file
+// names the source in errors; mapPos maps positions in text back to the
+// file as written (text may be the result of variable substitution).
+func Decode(text []byte, file string, mapPos PosMapper) (*Spec, *Positions, ErrorList) {
+	d := &decoder{
+		file:   file,
+		mapPos: mapPos,
+		pos:    &Positions{file: file, paths: make(map[string]Pos, 64), failed: map[string]bool{}},
+	}
+	s := &Spec{File: file}
+	var root yaml.Node
+	if err := yaml.Unmarshal(text, &root); err != nil {
+		d.errs = append(d.errs, d.syntaxError(err))
+		d.pos.failed[""] = true
+		return s, d.pos, d.errs
+	}
+	if root.Kind == 0 || len(root.Content) == 0 {
+		d.errs = append(d.errs, &FieldError{Pos: Pos{File: file, Line: 1, Col: 1}, Msg: "the spec is empty"})
+		d.pos.failed[""] = true
+		return s, d.pos, d.errs
+	}
+	doc := root.Content[0]
+	d.decodeValue(doc, reflect.ValueOf(s).Elem(), "")
+	return s, d.pos, d.errs
+}
+
+type decoder struct {
+	file   string
+	mapPos PosMapper
+	pos    *Positions
+	errs   ErrorList
+}
+
+func (d *decoder) at(n *yaml.Node) Pos {
+	line, col := n.Line, n.Column
+	if d.mapPos != nil {
+		line, col = d.mapPos(line, col)
+	}
+	return Pos{File: d.file, Line: line, Col: col}
+}
+
+func (d *decoder) errorf(n *yaml.Node, path, format string, args ...any) {
+	d.pos.failed[path] = true
+	d.errs = append(d.errs, &FieldError{Pos: d.at(n), Path: path, Msg: fmt.Sprintf(format, args...)})
+}
+
+// syntaxError turns a yaml.v3 parse error ("yaml: line 7: ...") into a
+// positioned FieldError, mapping the line back to the file as written.
+func (d *decoder) syntaxError(err error) *FieldError {
+	msg := err.Error()
+	msg = strings.TrimPrefix(msg, "yaml: ")
+	line := 0
+	if strings.HasPrefix(msg, "line ") {
+		rest := msg[len("line "):]
+		if i := strings.IndexByte(rest, ':'); i > 0 {
+			if n, convErr := strconv.Atoi(rest[:i]); convErr == nil {
+				line = n
+				msg = strings.TrimSpace(rest[i+1:])
+			}
+		}
+	}
+	pos := Pos{File: d.file, Line: line, Col: 1}
+	if line > 0 && d.mapPos != nil {
+		pos.Line, pos.Col = d.mapPos(line, 1)
+	}
+	return &FieldError{Pos: pos, Msg: "invalid YAML: " + msg}
+}
+
+var (
+	durationType = reflect.TypeOf(Duration{})
+	anyType      = reflect.TypeOf((*any)(nil)).Elem()
+)
+
+func kindName(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.AliasNode:
+		return "an alias"
+	}
+	switch n.ShortTag() {
+	case "!!null":
+		return "null"
+	case "!!bool":
+		return "a boolean"
+	case "!!int":
+		return "a number"
+	case "!!float":
+		return "a number"
+	}
+	return "a string"
+}
+
+func isNull(n *yaml.Node) bool {
+	return n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
+}
+
+// decodeValue decodes node into v (addressable), recording path's position.
+func (d *decoder) decodeValue(n *yaml.Node, v reflect.Value, path string) {
+	if n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	if path != "" {
+		d.pos.paths[path] = d.at(n)
+	}
+	t := v.Type()
+	switch {
+	case t == durationType:
+		if n.Kind != yaml.ScalarNode || isNull(n) {
+			d.errorf(n, path, "must be a duration such as 90s, 10m or 1h, not %s", kindName(n))
+			return
+		}
+		dur, err := time.ParseDuration(n.Value)
+		if err != nil {
+			d.errorf(n, path, "invalid duration %q: use a Go duration such as 90s, 10m or 1h30m", n.Value)
+			return
+		}
+		v.Set(reflect.ValueOf(Duration{Duration: dur, Raw: n.Value}))
+		return
+	case t == anyType:
+		if isNull(n) {
+			return
+		}
+		var x any
+		if err := n.Decode(&x); err != nil {
+			d.errorf(n, path, "%v", err)
+			return
+		}
+		v.Set(reflect.ValueOf(&x).Elem())
+		return
+	}
+	switch t.Kind() {
+	case reflect.Pointer:
+		ev := reflect.New(t.Elem())
+		if isNull(n) && t.Elem().Kind() != reflect.Struct {
+			return // an explicit null for a scalar pointer means "unset"
+		}
+		before := len(d.errs)
+		d.decodeValue(n, ev.Elem(), path)
+		if len(d.errs) == before || (t.Elem().Kind() == reflect.Struct && t.Elem() != durationType) {
+			v.Set(ev) // a scalar that failed to decode stays unset
+		}
+	case reflect.Struct:
+		d.decodeStruct(n, v, path)
+	case reflect.Slice:
+		if isNull(n) {
+			// an empty list written as "key:" — keep it non-nil so presence is known
+			v.Set(reflect.MakeSlice(t, 0, 0))
+			return
+		}
+		if n.Kind != yaml.SequenceNode {
+			d.errorf(n, path, "must be a list, not %s", kindName(n))
+			return
+		}
+		s := reflect.MakeSlice(t, len(n.Content), len(n.Content))
+		for i, c := range n.Content {
+			d.decodeValue(c, s.Index(i), path+"["+strconv.Itoa(i)+"]")
+		}
+		v.Set(s)
+	case reflect.Map:
+		d.decodeMap(n, v, path)
+	case reflect.String:
+		if isNull(n) {
+			return
+		}
+		if n.Kind != yaml.ScalarNode {
+			d.errorf(n, path, "must be a string, not %s", kindName(n))
+			return
+		}
+		v.SetString(n.Value)
+	case reflect.Bool:
+		if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!bool" {
+			d.errorf(n, path, "must be true or false, not %s", describeScalar(n))
+			return
+		}
+		b, err := strconv.ParseBool(strings.ToLower(n.Value))
+		if err != nil {
+			d.errorf(n, path, "must be true or false, not %q", n.Value)
+			return
+		}
+		v.SetBool(b)
+	case reflect.Int:
+		if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" {
+			d.errorf(n, path, "must be a whole number, not %s", describeScalar(n))
+			return
+		}
+		i, err := strconv.ParseInt(n.Value, 0, 64)
+		if err != nil {
+			d.errorf(n, path, "must be a whole number, not %q", n.Value)
+			return
+		}
+		v.SetInt(i)
+	default:
+		panic(fmt.Sprintf("spec: decoder has no rule for %s", t))
+	}
+}
+
+func describeScalar(n *yaml.Node) string {
+	if n.Kind == yaml.ScalarNode && !isNull(n) {
+		return strconv.Quote(n.Value)
+	}
+	return kindName(n)
+}
+
+func (d *decoder) decodeMap(n *yaml.Node, v reflect.Value, path string) {
+	if isNull(n) {
+		return
+	}
+	if n.Kind != yaml.MappingNode {
+		d.errorf(n, path, "must be a mapping, not %s", kindName(n))
+		return
+	}
+	t := v.Type()
+	m := reflect.MakeMapWithSize(t, len(n.Content)/2)
+	seen := make(map[string]bool, len(n.Content)/2)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, val := n.Content[i], n.Content[i+1]
+		if k.Kind != yaml.ScalarNode {
+			d.errorf(k, path, "keys must be strings, not %s", kindName(k))
+			continue
+		}
+		kp := path + "." + k.Value
+		if seen[k.Value] {
+			d.errorf(k, kp, "duplicate key %q", k.Value)
+			continue
+		}
+		seen[k.Value] = true
+		ev := reflect.New(t.Elem()).Elem()
+		if t.Elem().Kind() == reflect.String {
+			// map[string]string (job env): any scalar, taken as written
+			if val.Kind != yaml.ScalarNode {
+				d.errorf(val, kp, "must be a string, not %s", kindName(val))
+				continue
+			}
+			d.pos.paths[kp] = d.at(val)
+			ev.SetString(val.Value)
+		} else {
+			d.decodeValue(val, ev, kp)
+		}
+		m.SetMapIndex(reflect.ValueOf(k.Value), ev)
+	}
+	v.Set(m)
+}
+
+func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) {
+	info := structInfoOf(v.Type())
+	if isNull(n) {
+		return
+	}
+	if n.Kind != yaml.MappingNode {
+		d.errorf(n, path, "must be a mapping, not %s", kindName(n))
+		return
+	}
+	seen := make(map[string]bool, len(n.Content)/2)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, val := n.Content[i], n.Content[i+1]
+		if k.Kind != yaml.ScalarNode {
+			d.errorf(k, path, "keys must be strings, not %s", kindName(k))
+			continue
+		}
+		kp := joinPath(path, k.Value)
+		if seen[k.Value] {
+			d.errorf(k, kp, "duplicate key %q", k.Value)
+			continue
+		}
+		seen[k.Value] = true
+		f, ok := info.byName[k.Value]
+		if !ok {
+			d.errorf(k, kp, "%s", unknownFieldMessage(info, k.Value))
+			continue
+		}
+		d.decodeValue(val, v.Field(f.index), kp)
+	}
+}
+
+func joinPath(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+// FieldInfo describes one decodable field of a spec struct.
+type FieldInfo struct {
+	Name     string // YAML key
+	GoName   string
+	Required bool
+	Doc      string
+	Enum     []string
+	Default  string
+	Schema   string
+	Type     reflect.Type
+	index    int
+}
+
+// StructInfo describes a spec struct: its fields in declaration order and
+// its exactly-one-of group, if any.
+type StructInfo struct {
+	Type   reflect.Type
+	Fields []FieldInfo
+	OneOf  []string
+	byName map[string]*FieldInfo
+}
+
+// Field returns the field with YAML key name.
+func (s *StructInfo) Field(name string) (*FieldInfo, bool) {
+	f, ok := s.byName[name]
+	return f, ok
+}
+
+var structInfos sync.Map // reflect.Type -> *StructInfo
+
+// StructInfoOf returns the field metadata of a spec struct type, computed
+// once per type.
+func StructInfoOf(t reflect.Type) *StructInfo { return structInfoOf(t) }
+
+func structInfoOf(t reflect.Type) *StructInfo {
+	if si, ok := structInfos.Load(t); ok {
+		return si.(*StructInfo)
+	}
+	si := &StructInfo{Type: t, byName: map[string]*FieldInfo{}}
+	for i := 0; i < t.NumField(); i++ {
+		sf := t.Field(i)
+		tag := sf.Tag
+		if sf.Name == "_" {
+			if one, ok := strings.CutPrefix(tag.Get("khook"), "oneof="); ok {
+				si.OneOf = strings.Split(one, ",")
+			}
+			continue
+		}
+		name := tag.Get("yaml")
+		if name == "" || name == "-" {
+			continue
+		}
+		fi := FieldInfo{
+			Name:     name,
+			GoName:   sf.Name,
+			Required: tag.Get("khook") == "required",
+			Doc:      tag.Get("doc"),
+			Default:  tag.Get("default"),
+			Schema:   tag.Get("schema"),
+			Type:     sf.Type,
+			index:    i,
+		}
+		if e := tag.Get("enum"); e != "" {
+			fi.Enum = strings.Split(e, ",")
+		}
+		si.Fields = append(si.Fields, fi)
+	}
+	for i := range si.Fields {
+		si.byName[si.Fields[i].Name] = &si.Fields[i]
+	}
+	actual, _ := structInfos.LoadOrStore(t, si)
+	return actual.(*StructInfo)
+}
+
+// actionStructs maps each step type to its action struct, for hints about
+// fields written at the wrong level.
+var actionStructs = map[string]reflect.Type{
+	TypeHelm:    reflect.TypeOf(Helm{}),
+	TypeApply:   reflect.TypeOf(Apply{}),
+	TypeDelete:  reflect.TypeOf(Delete{}),
+	TypePatch:   reflect.TypeOf(Patch{}),
+	TypeWait:    reflect.TypeOf(Wait{}),
+	TypeRollout: reflect.TypeOf(Rollout{}),
+	TypeJob:     reflect.TypeOf(Job{}),
+}
+
+var skipIfHints = map[reflect.Type]string{
+	reflect.TypeOf(Delete{}):  "delete steps have no skipIf: an absent object is already a no-op (ignoreNotFound defaults to true)",
+	reflect.TypeOf(Patch{}):   "patch steps have no skipIf: strategic and merge patches are idempotent",
+	reflect.TypeOf(Wait{}):    "wait steps have no skipIf: a wait whose condition holds returns at once",
+	reflect.TypeOf(Rollout{}): "rollout steps have no skipIf: rollout status returns at once when the rollout is complete",
+}
+
+func unknownFieldMessage(info *StructInfo, key string) string {
+	msg := fmt.Sprintf("unknown field %q", key)
+	if key == "skipIf" {
+		if h, ok := skipIfHints[info.Type]; ok {
+			return msg + ": " + h
+		}
+	}
+	if key == "type" && info.Type == reflect.TypeOf(Step{}) {
+		return msg + ": the action key (helm, apply, delete, patch, wait, rollout or job) sets the step type"
+	}
+	names := make([]string, len(info.Fields))
+	for i, f := range info.Fields {
+		names[i] = f.Name
+	}
+	if s := closest(key, names); s != "" {
+		return msg + fmt.Sprintf(" (did you mean %q?)", s)
+	}
+	if info.Type == reflect.TypeOf(Step{}) {
+		for _, typ := range StepTypes {
+			if _, ok := structInfoOf(actionStructs[typ]).byName[key]; ok {
+				return msg + fmt.Sprintf(": %s is a field of the action block (for example under %s:), not of the step", key, typ)
+			}
+		}
+	}
+	return msg
+}
+
+// closest returns the candidate nearest to s when it is near enough to be
+// a likely typo: equal ignoring case, or within an edit distance that grows
+// with the length.
+func closest(s string, candidates []string) string {
+	best, bestDist := "", 1<<30
+	for _, c := range candidates {
+		if strings.EqualFold(s, c) {
+			return c
+		}
+		d := levenshtein(strings.ToLower(s), strings.ToLower(c))
+		if d < bestDist {
+			best, bestDist = c, d
+		}
+	}
+	limit := 1
+	if len(s) >= 5 {
+		limit = 2
+	}
+	if len(s) >= 10 {
+		limit = 3
+	}
+	if bestDist <= limit {
+		return best
+	}
+	return ""
+}
+
+func levenshtein(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	prev := make([]int, len(rb)+1)
+	cur := make([]int, len(rb)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(ra); i++ {
+		cur[0] = i
+		for j := 1; j <= len(rb); j++ {
+			cost := 1
+			if ra[i-1] == rb[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(rb)]
+}

@@ -1,0 +1,865 @@
+package spec
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"strconv"
+	"strings"
+
+	yaml "go.yaml.in/yaml/v3"
+)
+
+// ValidateOptions tunes the checks that look at the local file system.
+type ValidateOptions struct {
+	// BaseDir is the folder local paths are relative to: the spec file's
+	// folder, or the working directory for a spec read from stdin.
+	BaseDir string
+	// FS reads local files; nil means the operating system's.
+	FS fs.StatFS
+}
+
+// Validate checks every rule of the v1 DSL that needs no cluster and no
+// variables (those are checked while loading: see package load) and
+// returns every problem found, positioned by pos.
+func Validate(s *Spec, pos *Positions, opts ValidateOptions) ErrorList {
+	v := &validator{pos: pos, opts: opts}
+	if pos.Failed("") {
+		return nil // not a YAML document: nothing to check
+	}
+	v.spec(s)
+	return v.errs
+}
+
+type validator struct {
+	pos  *Positions
+	opts ValidateOptions
+	errs ErrorList
+}
+
+func (v *validator) errf(path, format string, args ...any) {
+	if v.pos.Failed(path) {
+		return // its value is unknown: the problem that made it so is reported
+	}
+	v.errs = append(v.errs, &FieldError{Pos: v.pos.At(path), Path: path, Msg: fmt.Sprintf(format, args...)})
+}
+
+// present reports whether path was written in the document.
+func (v *validator) present(path string) bool { return v.pos.Has(path) }
+
+var (
+	dnsLabelRe     = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+	dnsSubdomainRe = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
+	envNameRe      = regexp.MustCompile(`^[-._a-zA-Z][-._a-zA-Z0-9]*$`)
+)
+
+// IsDNSLabel reports whether s is an RFC 1123 label (at most 63 characters).
+func IsDNSLabel(s string) bool { return len(s) <= 63 && dnsLabelRe.MatchString(s) }
+
+// IsDNSSubdomain reports whether s is an RFC 1123 subdomain (at most 253).
+func IsDNSSubdomain(s string) bool { return len(s) <= 253 && dnsSubdomainRe.MatchString(s) }
+
+// StateSecretName is the record Secret's name: state.name, or
+// khook-state-<metadata.name>.
+func (s *Spec) StateSecretName() string {
+	if s.State != nil && s.State.Name != "" {
+		return s.State.Name
+	}
+	return "khook-state-" + s.Metadata.Name
+}
+
+// StateNamespace is the record Secret's namespace (default "default").
+func (s *Spec) StateNamespace() string {
+	if s.State != nil && s.State.Namespace != "" {
+		return s.State.Namespace
+	}
+	return "default"
+}
+
+// required reports (and records) a missing required field of the struct at
+// path. It checks the khook:"required" tags of val's type.
+func (v *validator) required(path string, val any) {
+	rv := reflect.ValueOf(val)
+	if rv.Kind() == reflect.Pointer {
+		rv = rv.Elem()
+	}
+	info := structInfoOf(rv.Type())
+	for _, f := range info.Fields {
+		if !f.Required {
+			continue
+		}
+		fp := joinPath(path, f.Name)
+		fv := rv.FieldByName(f.GoName)
+		if !v.present(fp) {
+			v.errf(path, "%s is required", f.Name)
+			continue
+		}
+		if fv.Kind() == reflect.String && fv.Len() == 0 {
+			v.errf(fp, "must not be empty")
+		}
+	}
+}
+
+func (v *validator) spec(s *Spec) {
+	v.required("", s)
+	if v.present("apiVersion") && s.APIVersion != APIVersion {
+		v.errf("apiVersion", "must be %q, not %q", APIVersion, s.APIVersion)
+	}
+	if v.present("kind") && s.Kind != Kind {
+		v.errf("kind", "must be %q, not %q", Kind, s.Kind)
+	}
+	if v.present("metadata") {
+		v.required("metadata", &s.Metadata)
+	}
+	if d := s.Defaults; d != nil {
+		v.durationPositive("defaults.timeout", d.Timeout)
+		v.durationNonNegative("defaults.retryDelay", d.RetryDelay)
+		v.nonNegative("defaults.retries", d.Retries)
+		v.enum("defaults.onError", d.OnError, OnErrorFail, OnErrorContinue)
+	}
+	if st := s.State; st != nil {
+		if st.Namespace != "" && !IsDNSLabel(st.Namespace) {
+			v.errf("state.namespace", "%q is not a valid namespace (RFC 1123 label: lowercase letters, digits and '-', at most 63)", st.Namespace)
+		}
+		if st.Name != "" && !IsDNSSubdomain(st.Name) {
+			v.errf("state.name", "%q is not a valid Secret name (RFC 1123 subdomain: lowercase letters, digits, '-' and '.')", st.Name)
+		}
+		if st.IsEnabled() && st.Name == "" && s.Metadata.Name != "" && !IsDNSSubdomain(s.StateSecretName()) {
+			v.errf("metadata.name", "the state record would be named %q, which is not a valid Secret name: use a lowercase DNS name here or set state.name", s.StateSecretName())
+		}
+	}
+	if v.present("steps") && len(s.Steps) == 0 {
+		v.errf("steps", "at least one step is required")
+	}
+	names := make(map[string]int, len(s.Steps))
+	for i := range s.Steps {
+		st := &s.Steps[i]
+		p := "steps[" + strconv.Itoa(i) + "]"
+		if st.Name != "" {
+			if j, dup := names[st.Name]; dup {
+				v.errf(p+".name", "duplicate step name %q (also steps[%d])", st.Name, j)
+			} else {
+				names[st.Name] = i
+			}
+		}
+	}
+	for i := range s.Steps {
+		v.step(&s.Steps[i], "steps["+strconv.Itoa(i)+"]", names)
+	}
+}
+
+func (v *validator) step(st *Step, p string, names map[string]int) {
+	v.required(p, st)
+	if st.Name != "" && !IsDNSLabel(st.Name) {
+		v.errf(p+".name", "%q is not a valid step name: lowercase letters, digits and '-', starting and ending with a letter or digit, at most 63 characters", st.Name)
+	}
+	seen := map[string]bool{}
+	for j, n := range st.Needs {
+		np := p + ".needs[" + strconv.Itoa(j) + "]"
+		switch _, ok := names[n]; {
+		case n == "":
+			v.errf(np, "must not be empty")
+		case n == st.Name:
+			v.errf(np, "a step cannot need itself")
+		case !ok:
+			v.errf(np, "no step named %q%s", n, didYouMean(n, names))
+		case seen[n]:
+			v.errf(np, "%q is listed twice", n)
+		}
+		seen[n] = true
+	}
+	v.durationPositive(p+".timeout", st.Timeout)
+	v.durationNonNegative(p+".retryDelay", st.RetryDelay)
+	v.nonNegative(p+".retries", st.Retries)
+	v.enum(p+".onError", st.OnError, OnErrorFail, OnErrorContinue)
+
+	var actions []string
+	for _, t := range StepTypes {
+		if v.present(p + "." + t) {
+			actions = append(actions, t)
+		}
+	}
+	switch len(actions) {
+	case 0:
+		v.errf(p, "a step needs exactly one action key: helm, apply, delete, patch, wait, rollout or job")
+		return
+	case 1:
+	default:
+		v.errf(p+"."+actions[1], "a step has exactly one action key, but this one has %s", strings.Join(actions, " and "))
+		return
+	}
+	ap := p + "." + actions[0]
+	switch actions[0] {
+	case TypeHelm:
+		v.helm(st, ap)
+	case TypeApply:
+		v.apply(st.Apply, ap)
+	case TypeDelete:
+		v.delete(st.Delete, ap)
+	case TypePatch:
+		v.patch(st.Patch, ap)
+	case TypeWait:
+		v.wait(st.Wait, ap)
+	case TypeRollout:
+		v.rollout(st.Rollout, ap)
+	case TypeJob:
+		v.job(st.Job, ap)
+	}
+}
+
+func didYouMean(s string, names map[string]int) string {
+	cands := make([]string, 0, len(names))
+	for n := range names {
+		cands = append(cands, n)
+	}
+	if c := closest(s, cands); c != "" {
+		return fmt.Sprintf(" (did you mean %q?)", c)
+	}
+	return ""
+}
+
+func (v *validator) durationPositive(path string, d *Duration) {
+	if d != nil && d.Duration <= 0 {
+		v.errf(path, "must be greater than zero, not %q", d.Raw)
+	}
+}
+
+func (v *validator) durationNonNegative(path string, d *Duration) {
+	if d != nil && d.Duration < 0 {
+		v.errf(path, "must not be negative, not %q", d.Raw)
+	}
+}
+
+func (v *validator) nonNegative(path string, n *int) {
+	if n != nil && *n < 0 {
+		v.errf(path, "must not be negative, not %d", *n)
+	}
+}
+
+func (v *validator) enum(path, val string, allowed ...string) {
+	if val == "" {
+		if v.present(path) {
+			v.errf(path, "must be one of %s", quoteList(allowed))
+		}
+		return
+	}
+	for _, a := range allowed {
+		if val == a {
+			return
+		}
+	}
+	v.errf(path, "must be one of %s, not %q", quoteList(allowed), val)
+}
+
+func quoteList(items []string) string {
+	q := make([]string, len(items))
+	for i, s := range items {
+		q[i] = strconv.Quote(s)
+	}
+	if len(q) == 1 {
+		return q[0]
+	}
+	return strings.Join(q[:len(q)-1], ", ") + " or " + q[len(q)-1]
+}
+
+func (v *validator) skipIf(path, val, allowed, typ string) {
+	if val != "" && val != allowed {
+		v.errf(path, "%s steps accept only skipIf: %s, not %q", typ, allowed, val)
+	} else if val == "" && v.present(path) {
+		v.errf(path, "%s steps accept only skipIf: %s", typ, allowed)
+	}
+}
+
+func (v *validator) namespace(path, ns string) {
+	if ns != "" && !IsDNSLabel(ns) {
+		v.errf(path, "%q is not a valid namespace (RFC 1123 label: lowercase letters, digits and '-', at most 63)", ns)
+	}
+}
+
+// httpURL checks an http(s) URL and reports its userinfo problems.
+func (v *validator) httpURL(path, raw string) *url.URL {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		v.errf(path, "%q is not an http:// or https:// URL", stripUserinfo(raw))
+		return nil
+	}
+	if u.User != nil {
+		if pw, ok := u.User.Password(); !ok || pw == "" || u.User.Username() == "" {
+			v.errf(path, "URL credentials must be a full user:password@ pair (URL-encode special characters with ${VAR|urlquery})")
+		}
+	}
+	return u
+}
+
+// stripUserinfo hides credentials in a URL quoted in an error message.
+func stripUserinfo(raw string) string {
+	scheme, rest, ok := strings.Cut(raw, "://")
+	if !ok {
+		return raw
+	}
+	host, path, _ := strings.Cut(rest, "/")
+	if at := strings.LastIndexByte(host, '@'); at >= 0 {
+		host = "***@" + host[at+1:]
+	}
+	if path == "" && !strings.Contains(rest, "/") {
+		return scheme + "://" + host
+	}
+	return scheme + "://" + host + "/" + path
+}
+
+func (v *validator) helm(st *Step, p string) {
+	h := st.Helm
+	v.required(p, h)
+	v.namespace(p+".namespace", h.Namespace)
+	v.skipIf(p+".skipIf", h.SkipIf, SkipIfInstalled, "helm")
+	release := h.Release
+	releasePath := p + ".release"
+	if release == "" {
+		release, releasePath = st.Name, strings.TrimSuffix(p, ".helm")+".name"
+	}
+	if release != "" && (len(release) > 53 || !dnsSubdomainRe.MatchString(release)) {
+		if h.Release == "" {
+			v.errf(releasePath, "the step name is the release name by default, and %q is not a valid Helm release name (lowercase DNS name, at most 53 characters): set helm.release", release)
+		} else {
+			v.errf(releasePath, "%q is not a valid Helm release name (lowercase DNS name, at most 53 characters)", release)
+		}
+	}
+	if h.Auth != nil {
+		v.required(p+".auth", h.Auth)
+	}
+	if h.Chart == "" {
+		return
+	}
+	ref, err := ParseChart(h.Chart)
+	if err != nil {
+		v.errf(p+".chart", "%v", err)
+		return
+	}
+	if ref.InlineVersion != "" && h.Version != "" {
+		form := "name:version"
+		if ref.Source == ChartFromOCI {
+			form = "an OCI :tag"
+		}
+		v.errf(p+".version", "the chart already pins its version with %s (%q): remove one of them", form, ref.InlineVersion)
+	}
+	if ref.Digest != "" && h.Version != "" {
+		v.errf(p+".version", "the chart already pins a digest (@%s): remove version", ref.Digest)
+	}
+	hasUserinfo := false
+	switch ref.Source {
+	case ChartFromRepo:
+		if h.Repo == "" {
+			v.errf(p, "repo is required for the bare chart name %q (or write a local path ./%s, or an oci:// reference)", ref.Name, ref.Name)
+		} else if u := v.httpURL(p+".repo", h.Repo); u != nil && u.User != nil {
+			hasUserinfo = true
+		}
+	case ChartFromOCI:
+		if h.Repo != "" {
+			v.errf(p+".repo", "an oci:// chart carries its registry: remove repo")
+		}
+		if ref.HasUserinfo {
+			hasUserinfo = true
+			if ref.Username == "" || ref.Password == "" {
+				v.errf(p+".chart", "URL credentials must be a full user:password@ pair (URL-encode special characters with ${VAR|urlquery})")
+			}
+		}
+	case ChartFromLocal:
+		if h.Repo != "" {
+			v.errf(p+".repo", "a local chart path takes no repo")
+		}
+		if h.Version != "" {
+			v.errf(p+".version", "a local chart path already pins the chart: remove version")
+		}
+		if h.Auth != nil {
+			v.errf(p+".auth", "a local chart path takes no auth")
+		}
+		if ref.Packaged {
+			v.localFile(p+".chart", h.Chart, "chart archive")
+		} else {
+			v.localChartDir(p+".chart", h.Chart)
+		}
+	}
+	if hasUserinfo && h.Auth != nil {
+		v.errf(p+".auth", "credentials are given twice: use either auth: or user:password@ in the URL, not both")
+	}
+	for i, src := range h.ValuesFrom {
+		sp := p + ".valuesFrom[" + strconv.Itoa(i) + "]"
+		switch {
+		case src.File != "" && src.URL != "":
+			v.errf(sp, "a valuesFrom entry has exactly one of file or url, not both")
+		case src.File != "":
+			v.valuesFile(sp+".file", src.File)
+		case src.URL != "":
+			v.httpURL(sp+".url", src.URL)
+		default:
+			v.errf(sp, "a valuesFrom entry needs one of file or url")
+		}
+	}
+}
+
+func (v *validator) manifests(p string, list []ManifestSource) {
+	if len(list) == 0 {
+		v.errf(p, "at least one manifest source is required")
+	}
+	for i, m := range list {
+		mp := p + "[" + strconv.Itoa(i) + "]"
+		var set []string
+		for _, f := range []struct{ name, val string }{{"inline", m.Inline}, {"file", m.File}, {"url", m.URL}, {"kustomize", m.Kustomize}} {
+			if f.val != "" || v.present(mp+"."+f.name) {
+				set = append(set, f.name)
+			}
+		}
+		if len(set) != 1 {
+			if len(set) == 0 {
+				v.errf(mp, "a manifests entry needs exactly one of inline, file, url or kustomize")
+			} else {
+				v.errf(mp, "a manifests entry has exactly one source, but this one has %s", strings.Join(set, " and "))
+			}
+			continue
+		}
+		switch set[0] {
+		case "inline":
+			if strings.TrimSpace(m.Inline) == "" {
+				v.errf(mp+".inline", "must not be empty")
+			} else {
+				v.manifestDocs(mp+".inline", []byte(m.Inline), "")
+			}
+		case "file":
+			if data, ok := v.localFile(mp+".file", m.File, "manifest file"); ok {
+				v.manifestDocs(mp+".file", data, m.File)
+			}
+		case "url":
+			v.httpURL(mp+".url", m.URL)
+		case "kustomize":
+			if !IsLocalPath(m.Kustomize) {
+				v.errf(mp+".kustomize", "%q: kustomize sources must be local paths starting with ./, ../ or / (remote bases would need git)", m.Kustomize)
+			} else {
+				v.kustomizeDir(mp+".kustomize", m.Kustomize)
+			}
+		}
+	}
+}
+
+// manifestDocs checks that data is YAML whose documents are Kubernetes
+// objects (apiVersion, kind and metadata.name). name names a file source.
+func (v *validator) manifestDocs(path string, data []byte, name string) {
+	where := "inline manifest"
+	if name != "" {
+		where = name
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	for doc := 1; ; doc++ {
+		var n yaml.Node
+		err := dec.Decode(&n)
+		if errors.Is(err, io.EOF) {
+			return
+		}
+		if err != nil {
+			v.errf(path, "%s, document %d: invalid YAML: %s", where, doc, strings.TrimPrefix(err.Error(), "yaml: "))
+			return
+		}
+		if len(n.Content) == 0 || isNull(n.Content[0]) {
+			continue
+		}
+		obj := n.Content[0]
+		if obj.Kind != yaml.MappingNode {
+			v.errf(path, "%s, document %d (line %d): a manifest must be a mapping, not %s", where, doc, obj.Line, kindName(obj))
+			continue
+		}
+		var missing []string
+		if s := scalarAt(obj, "apiVersion"); s == "" {
+			missing = append(missing, "apiVersion")
+		}
+		kind := scalarAt(obj, "kind")
+		if kind == "" {
+			missing = append(missing, "kind")
+		}
+		if kind == "List" || strings.HasSuffix(kind, "List") {
+			continue
+		}
+		meta := nodeAt(obj, "metadata")
+		if meta == nil || (scalarAt(meta, "name") == "" && scalarAt(meta, "generateName") == "") {
+			missing = append(missing, "metadata.name")
+		}
+		if len(missing) > 0 {
+			v.errf(path, "%s, document %d (line %d): missing %s", where, doc, obj.Line, strings.Join(missing, ", "))
+		}
+	}
+}
+
+func nodeAt(m *yaml.Node, key string) *yaml.Node {
+	if m == nil || m.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			return m.Content[i+1]
+		}
+	}
+	return nil
+}
+
+func scalarAt(m *yaml.Node, key string) string {
+	n := nodeAt(m, key)
+	if n == nil || n.Kind != yaml.ScalarNode {
+		return ""
+	}
+	return n.Value
+}
+
+// Resolve returns a local path relative to base (absolute paths stay).
+func Resolve(base, p string) string {
+	if filepath.IsAbs(p) {
+		return filepath.Clean(p)
+	}
+	return filepath.Join(base, p)
+}
+
+func (v *validator) stat(p string) (fs.FileInfo, error) {
+	full := Resolve(v.opts.BaseDir, p)
+	if v.opts.FS != nil {
+		return v.opts.FS.Stat(full)
+	}
+	return os.Stat(full)
+}
+
+func (v *validator) readFile(p string) ([]byte, error) {
+	full := Resolve(v.opts.BaseDir, p)
+	if v.opts.FS != nil {
+		return fs.ReadFile(v.opts.FS, full)
+	}
+	return os.ReadFile(full)
+}
+
+// localFile checks a local file exists and returns its content.
+func (v *validator) localFile(path, p, what string) ([]byte, bool) {
+	fi, err := v.stat(p)
+	if err != nil {
+		v.errf(path, "%s %q: %s", what, p, fsReason(err))
+		return nil, false
+	}
+	if fi.IsDir() {
+		v.errf(path, "%s %q is a directory, not a file", what, p)
+		return nil, false
+	}
+	data, err := v.readFile(p)
+	if err != nil {
+		v.errf(path, "%s %q: %s", what, p, fsReason(err))
+		return nil, false
+	}
+	return data, true
+}
+
+func (v *validator) valuesFile(path, p string) {
+	data, ok := v.localFile(path, p, "values file")
+	if !ok {
+		return
+	}
+	var n yaml.Node
+	if err := yaml.Unmarshal(data, &n); err != nil {
+		v.errf(path, "values file %q: invalid YAML: %s", p, strings.TrimPrefix(err.Error(), "yaml: "))
+		return
+	}
+	if len(n.Content) > 0 && n.Content[0].Kind != yaml.MappingNode && !isNull(n.Content[0]) {
+		v.errf(path, "values file %q must hold a mapping, not %s", p, kindName(n.Content[0]))
+	}
+}
+
+func (v *validator) localChartDir(path, p string) {
+	fi, err := v.stat(p)
+	if err != nil {
+		v.errf(path, "local chart %q: %s", p, fsReason(err))
+		return
+	}
+	if !fi.IsDir() {
+		v.errf(path, "local chart %q is a file: a packaged chart ends in .tgz", p)
+		return
+	}
+	if _, err := v.stat(filepath.Join(p, "Chart.yaml")); err != nil {
+		v.errf(path, "local chart %q has no Chart.yaml", p)
+	}
+}
+
+func (v *validator) kustomizeDir(path, p string) {
+	fi, err := v.stat(p)
+	if err != nil {
+		v.errf(path, "kustomization %q: %s", p, fsReason(err))
+		return
+	}
+	if !fi.IsDir() {
+		v.errf(path, "kustomization %q is a file: point at the directory holding kustomization.yaml", p)
+		return
+	}
+	for _, name := range []string{"kustomization.yaml", "kustomization.yml", "Kustomization"} {
+		if _, err := v.stat(filepath.Join(p, name)); err == nil {
+			return
+		}
+	}
+	v.errf(path, "kustomization %q has no kustomization.yaml", p)
+}
+
+func fsReason(err error) string {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "no such file or directory"
+	case errors.Is(err, fs.ErrPermission):
+		return "permission denied"
+	}
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err.Error()
+	}
+	return err.Error()
+}
+
+func (v *validator) apply(a *Apply, p string) {
+	v.required(p, a)
+	v.namespace(p+".namespace", a.Namespace)
+	v.skipIf(p+".skipIf", a.SkipIf, SkipIfExists, "apply")
+	if a.CreateNamespace && a.Namespace == "" {
+		v.errf(p+".createNamespace", "createNamespace needs namespace: set the namespace to create")
+	}
+	if v.present(p + ".manifests") {
+		v.manifests(p+".manifests", a.Manifests)
+	}
+	if a.WaitFor != "" {
+		w, err := ParseWaitFor(a.WaitFor)
+		switch {
+		case err != nil:
+			v.errf(p+".waitFor", "%v", err)
+		case w.Kind == ForDelete:
+			v.errf(p+".waitFor", "waitFor cannot be delete: an apply step waits for what it applied to meet a condition; use a wait: step with for: delete")
+		}
+	}
+}
+
+func (v *validator) delete(d *Delete, p string) {
+	var forms []string
+	if d.Manifests != nil || v.present(p+".manifests") {
+		forms = append(forms, DeleteByManifests)
+	}
+	if d.Resource != "" || v.present(p+".resource") {
+		forms = append(forms, DeleteByResource)
+	}
+	if d.Release != "" || v.present(p+".release") {
+		forms = append(forms, DeleteByRelease)
+	}
+	if len(forms) != 1 {
+		if len(forms) == 0 {
+			v.errf(p, "delete needs exactly one of manifests, resource or release")
+		} else {
+			v.errf(p, "delete has exactly one form, but this one has %s", strings.Join(forms, " and "))
+		}
+		return
+	}
+	v.namespace(p+".namespace", d.Namespace)
+	notFor := func(form string, fields ...string) {
+		for _, f := range fields {
+			if v.present(p + "." + f) {
+				v.errf(p+"."+f, "%s does not apply to delete by %s", f, form)
+			}
+		}
+	}
+	switch forms[0] {
+	case DeleteByManifests:
+		notFor("manifests", "allNamespaces", "selector", "fieldSelector")
+		v.manifests(p+".manifests", d.Manifests)
+	case DeleteByRelease:
+		notFor("release", "allNamespaces", "selector", "fieldSelector")
+		if d.Release != "" && (len(d.Release) > 53 || !dnsSubdomainRe.MatchString(d.Release)) {
+			v.errf(p+".release", "%q is not a valid Helm release name (lowercase DNS name, at most 53 characters)", d.Release)
+		}
+		if d.Release == "" {
+			v.errf(p+".release", "must not be empty")
+		}
+	case DeleteByResource:
+		v.selection(p, "resource", d.Resource, d.Namespace, d.AllNamespaces, d.Selector, d.FieldSelector)
+	}
+}
+
+// selection checks the type-or-kind/name plus namespace and selector
+// fields shared by delete (resource form) and wait.
+func (v *validator) selection(p, field, res, ns string, all bool, sel, fsel string) {
+	if res == "" {
+		v.errf(p+"."+field, "must not be empty")
+		return
+	}
+	ref, err := ParseResource(res)
+	if err != nil {
+		v.errf(p+"."+field, "%v", err)
+		return
+	}
+	if ns != "" && all {
+		v.errf(p+".allNamespaces", "namespace and allNamespaces are mutually exclusive")
+	}
+	if ref.Name != "" {
+		if sel != "" || fsel != "" {
+			v.errf(p+"."+field, "%q names one object, so selector and fieldSelector cannot apply: use a bare type (%s) with a selector, or drop the selector", res, ref.Type)
+		}
+		if all {
+			v.errf(p+".allNamespaces", "%q names one object, which cannot be looked up across all namespaces: set namespace", res)
+		}
+	}
+	if sel != "" {
+		if err := checkLabelSelector(sel); err != nil {
+			v.errf(p+".selector", "%v", err)
+		}
+	}
+	if fsel != "" {
+		if err := checkFieldSelector(fsel); err != nil {
+			v.errf(p+".fieldSelector", "%v", err)
+		}
+	}
+}
+
+func (v *validator) patch(pt *Patch, p string) {
+	v.required(p, pt)
+	v.namespace(p+".namespace", pt.Namespace)
+	v.enum(p+".type", pt.Type, PatchStrategic, PatchMerge, PatchJSON)
+	if pt.Target != "" {
+		ref, err := ParseResource(pt.Target)
+		if err != nil {
+			v.errf(p+".target", "%v", err)
+		} else if ref.Name == "" {
+			v.errf(p+".target", "%q: want kind/name, for example daemonset/aws-node", pt.Target)
+		}
+	}
+	if pt.Patch == nil {
+		return
+	}
+	bp := p + ".patch"
+	switch pt.PatchType() {
+	case PatchStrategic, PatchMerge:
+		m, ok := pt.Patch.(map[string]any)
+		if !ok {
+			v.errf(bp, "a %s patch is a mapping of the fields to change, not %s", pt.PatchType(), goKind(pt.Patch))
+		} else if len(m) == 0 {
+			v.errf(bp, "must not be empty")
+		}
+	case PatchJSON:
+		ops, ok := pt.Patch.([]any)
+		if !ok {
+			v.errf(bp, "a json patch is a list of operations (op, path, value), not %s", goKind(pt.Patch))
+			return
+		}
+		if len(ops) == 0 {
+			v.errf(bp, "must not be empty")
+		}
+		for i, op := range ops {
+			v.jsonPatchOp(bp+"["+strconv.Itoa(i)+"]", op)
+		}
+	}
+}
+
+func goKind(x any) string {
+	switch x.(type) {
+	case map[string]any:
+		return "a mapping"
+	case []any:
+		return "a list"
+	case string:
+		return "a string"
+	case bool:
+		return "a boolean"
+	case int, int64, float64, uint64:
+		return "a number"
+	}
+	return fmt.Sprintf("%T", x)
+}
+
+func (v *validator) jsonPatchOp(p string, x any) {
+	m, ok := x.(map[string]any)
+	if !ok {
+		v.errf(p, "a json patch operation is a mapping with op and path, not %s", goKind(x))
+		return
+	}
+	for k := range m {
+		if k != "op" && k != "path" && k != "value" && k != "from" {
+			v.errf(p, "unknown json patch field %q (want op, path, value, from)", k)
+		}
+	}
+	op, _ := m["op"].(string)
+	path, hasPath := m["path"].(string)
+	if !hasPath || !strings.HasPrefix(path, "/") && path != "" {
+		v.errf(p, "path must be a JSON pointer such as /spec/replicas")
+	}
+	_, hasValue := m["value"]
+	from, hasFrom := m["from"].(string)
+	switch op {
+	case "add", "replace", "test":
+		if !hasValue {
+			v.errf(p, "a %q operation needs value", op)
+		}
+	case "remove":
+	case "move", "copy":
+		if !hasFrom || (!strings.HasPrefix(from, "/") && from != "") {
+			v.errf(p, "a %q operation needs from, a JSON pointer", op)
+		}
+	case "":
+		v.errf(p, "op is required (add, remove, replace, move, copy or test)")
+	default:
+		v.errf(p, "op must be add, remove, replace, move, copy or test, not %q", op)
+	}
+}
+
+func (v *validator) wait(w *Wait, p string) {
+	v.required(p, w)
+	v.namespace(p+".namespace", w.Namespace)
+	if w.For != "" {
+		if _, err := ParseWaitFor(w.For); err != nil {
+			v.errf(p+".for", "%v", err)
+		}
+	}
+	if w.On != "" {
+		v.selection(p, "on", w.On, w.Namespace, w.AllNamespaces, w.Selector, w.FieldSelector)
+	}
+}
+
+func (v *validator) rollout(r *Rollout, p string) {
+	v.required(p, r)
+	v.namespace(p+".namespace", r.Namespace)
+	hasRestart, hasStatus := v.present(p+".restart"), v.present(p+".status")
+	switch {
+	case hasRestart && hasStatus:
+		v.errf(p, "rollout takes exactly one of restart or status, not both")
+		return
+	case !hasRestart && !hasStatus:
+		v.errf(p, "rollout needs one of restart or status")
+		return
+	}
+	field := "restart"
+	if hasStatus {
+		field = "status"
+	}
+	if r.Target() == "" {
+		v.errf(p+"."+field, "must not be empty")
+		return
+	}
+	if _, _, err := ParseRolloutTarget(r.Target()); err != nil {
+		v.errf(p+"."+field, "%v", err)
+	}
+}
+
+func (v *validator) job(j *Job, p string) {
+	v.required(p, j)
+	v.namespace(p+".namespace", j.Namespace)
+	v.skipIf(p+".skipIf", j.SkipIf, SkipIfSucceeded, "job")
+	if strings.ContainsAny(j.Image, " \t\n") {
+		v.errf(p+".image", "%q is not a valid image reference", j.Image)
+	}
+	if j.ServiceAccount != "" && !IsDNSSubdomain(j.ServiceAccount) {
+		v.errf(p+".serviceAccount", "%q is not a valid ServiceAccount name", j.ServiceAccount)
+	}
+	for name := range j.Env {
+		if !envNameRe.MatchString(name) {
+			v.errf(p+".env."+name, "%q is not a valid environment variable name", name)
+		}
+	}
+}
