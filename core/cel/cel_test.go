@@ -1,0 +1,138 @@
+package cel
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+)
+
+func TestCompileAndEval(t *testing.T) {
+	vars := map[string]string{"ENV": "prod", "ENABLE_ARGOCD": "true", "REGION": "eu-west-1", "EMPTY": ""}
+	tests := []struct {
+		expr    string
+		want    bool
+		wantErr string // compile or eval error substring
+	}{
+		{expr: `vars.ENV == "prod"`, want: true},
+		{expr: `vars.ENV == "dev"`, want: false},
+		{expr: `vars.get("ENABLE_ARGOCD", "false") == "true"`, want: true},
+		{expr: `vars.get("MISSING", "fallback") == "fallback"`, want: true},
+		{expr: `has(vars.ENV)`, want: true},
+		{expr: `has(vars.MISSING)`, want: false},
+		{expr: `!has(vars.MISSING) || vars.MISSING == "x"`, want: true},
+		{expr: `vars.REGION.startsWith("eu-")`, want: true},
+		{expr: `vars.REGION.endsWith("-1") && vars.REGION.contains("west")`, want: true},
+		{expr: `vars.REGION.matches("^eu-[a-z]+-[0-9]$")`, want: true},
+		{expr: `vars.ENV in ["prod", "staging"]`, want: true},
+		{expr: `"ENV" in vars`, want: true},
+		{expr: `vars.ENV == "prod" ? true : false`, want: true},
+		{expr: `vars.EMPTY == ""`, want: true},
+		{expr: `vars.ENV.upperAscii() == "PROD"`, want: true},
+		{expr: `vars.MISSING == "x"`, wantErr: "variable MISSING is not set"},
+		{expr: `vars.ENV`, wantErr: "must evaluate to a bool, not string"},
+		{expr: `vars.ENABLE_ARGOCD == true`, wantErr: "no matching overload"},
+		{expr: `vars.ENV ==`, wantErr: "Syntax error"},
+		{expr: `vars.get("A")`, wantErr: "found no matching overload"},
+		{expr: `unknown == "x"`, wantErr: "undeclared reference to 'unknown'"},
+		{expr: `  `, wantErr: "empty condition"},
+		{expr: `"${ENV}" == "prod"`, wantErr: "write vars.NAME"},
+	}
+	var env Env
+	for _, tt := range tests {
+		t.Run(tt.expr, func(t *testing.T) {
+			p, err := env.Compile(tt.expr)
+			if err == nil {
+				var got bool
+				got, err = p.Eval(vars)
+				if err == nil && tt.wantErr == "" && got != tt.want {
+					t.Fatalf("Eval = %v, want %v", got, tt.want)
+				}
+			}
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Fatalf("unexpected error: %v", err)
+			case tt.wantErr != "" && err == nil:
+				t.Fatalf("want error containing %q, got none", tt.wantErr)
+			case tt.wantErr != "" && !strings.Contains(err.Error(), tt.wantErr):
+				t.Fatalf("error %q does not contain %q", err, tt.wantErr)
+			}
+			if err != nil && strings.Contains(err.Error(), "\n") {
+				t.Fatalf("error spans several lines: %q", err)
+			}
+		})
+	}
+}
+
+func TestCompileCachesPrograms(t *testing.T) {
+	var env Env
+	a, err := env.Compile(`vars.A == "1"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := env.Compile(`vars.A == "1"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a != b {
+		t.Fatal("the same expression was compiled twice")
+	}
+}
+
+func TestCostLimitStopsPathologicalExpressions(t *testing.T) {
+	var env Env
+	// a comprehension nested three deep over a 1000-element list: ~1e9 steps
+	expr := `[` + strings.Repeat("1,", 999) + `1].all(a, [` + strings.Repeat("1,", 999) + `1].all(b, [` + strings.Repeat("1,", 999) + `1].all(c, a == b)))`
+	p, err := env.Compile(expr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Eval(nil); err == nil || !strings.Contains(err.Error(), "cost") {
+		t.Fatalf("want a cost limit error, got %v", err)
+	}
+}
+
+func TestConcurrentCompile(t *testing.T) {
+	var env Env
+	var wg sync.WaitGroup
+	for i := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p, err := env.Compile(fmt.Sprintf(`vars.get("N", "0") == "%d"`, i%4))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if _, err := p.Eval(map[string]string{"N": "1"}); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// BenchmarkCompile measures compiling one new expression in a warm
+// environment (the per-step cost of a when: on every step).
+func BenchmarkCompile(b *testing.B) {
+	var env Env
+	if _, err := env.Compile(`true`); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := env.Compile(fmt.Sprintf(`vars.get("ENV", "dev") == "prod-%d" && has(vars.X%d)`, i, i)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkNewEnv measures building the CEL environment (once per process).
+func BenchmarkNewEnv(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		var env Env
+		if _, err := env.Compile(`true`); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

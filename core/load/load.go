@@ -1,0 +1,228 @@
+// Package load turns a spec file into a checked document: it reads the
+// file, resolves variables, substitutes them (keeping positions in the file
+// as written), decodes and validates the YAML, decides every when: and
+// orders the steps into a DAG. Every problem is reported at once, each with
+// file:line:col and field path; secrets are registered with the redactor
+// before anything can print them.
+package load
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"khook.io/core/cel"
+	"khook.io/core/plan"
+	"khook.io/core/redact"
+	"khook.io/core/spec"
+	"khook.io/core/vars"
+)
+
+// Options say where the spec and its variables come from.
+type Options struct {
+	// File is the spec path, or "-" for Stdin.
+	File  string
+	Stdin io.Reader
+	// Vars are the variable sources (--set, --var-file, the environment).
+	Vars vars.Options
+	// Redactor receives every secret; a new one is made when nil.
+	Redactor *redact.Redactor
+	// ReadFile reads the spec file; nil means os.ReadFile.
+	ReadFile func(string) ([]byte, error)
+}
+
+// Document is a loaded, valid spec.
+type Document struct {
+	Spec       *spec.Spec
+	Positions  *spec.Positions
+	Vars       *vars.Set
+	Redactor   *redact.Redactor
+	Graph      *plan.Graph
+	Conditions []plan.Condition // by step index
+	// BaseDir is the folder local paths in the spec are relative to.
+	BaseDir string
+}
+
+// Included reports whether step i runs (its when: is absent or true).
+func (d *Document) Included(i int) bool { return d.Conditions[i].Included }
+
+// Settings returns step i's effective scheduling fields.
+func (d *Document) Settings(i int) plan.Settings {
+	return plan.EffectiveSettings(&d.Spec.Steps[i], d.Spec.Defaults)
+}
+
+// OfflinePlan is the plan from the spec alone.
+func (d *Document) OfflinePlan() *plan.Plan {
+	return plan.Offline(d.Spec, d.Graph, d.Conditions)
+}
+
+// InvalidError wraps every problem of an invalid spec (or of its variable
+// sources): the CLI exits 2 for it.
+type InvalidError struct {
+	Problems spec.ErrorList
+}
+
+func (e *InvalidError) Error() string {
+	n := len(e.Problems)
+	head := "1 problem"
+	if n != 1 {
+		head = strconv.Itoa(n) + " problems"
+	}
+	return "invalid spec: " + head + ":\n" + e.Problems.Error()
+}
+
+// Unwrap exposes the problems.
+func (e *InvalidError) Unwrap() error { return e.Problems }
+
+// Loader loads specs; it keeps the CEL environment between loads. The zero
+// value is ready to use and safe for concurrent use.
+type Loader struct {
+	cel cel.Env
+}
+
+// Load reads, checks and returns the document; see Loader.Load.
+func Load(opts Options) (*Document, error) {
+	var l Loader
+	return l.Load(opts)
+}
+
+// Load reads and checks a spec. An invalid spec or invalid variable sources
+// return *InvalidError carrying every problem; an unreadable file returns
+// a plain error.
+func (l *Loader) Load(opts Options) (*Document, error) {
+	red := opts.Redactor
+	if red == nil {
+		red = redact.New()
+	}
+	file := opts.File
+	src, baseDir, err := readSpec(opts)
+	if err != nil {
+		return nil, err
+	}
+	set, err := vars.Resolve(opts.Vars, red)
+	if err != nil {
+		return nil, &InvalidError{Problems: spec.ErrorList{{Pos: spec.Pos{File: file}, Msg: red.String(err.Error())}}}
+	}
+	return l.parse(src, file, baseDir, set, red)
+}
+
+func readSpec(opts Options) ([]byte, string, error) {
+	switch opts.File {
+	case "":
+		return nil, "", errors.New("no spec file: pass -f <file> (or -f - for stdin)")
+	case "-":
+		if opts.Stdin == nil {
+			return nil, "", errors.New("no standard input to read the spec from")
+		}
+		src, err := io.ReadAll(opts.Stdin)
+		if err != nil {
+			return nil, "", fmt.Errorf("read spec from stdin: %w", err)
+		}
+		wd, err := os.Getwd()
+		if err != nil {
+			return nil, "", fmt.Errorf("working directory: %w", err)
+		}
+		return src, wd, nil
+	}
+	read := opts.ReadFile
+	if read == nil {
+		read = os.ReadFile
+	}
+	src, err := read(opts.File)
+	if err != nil {
+		return nil, "", fmt.Errorf("read spec: %w", err)
+	}
+	abs, err := filepath.Abs(opts.File)
+	if err != nil {
+		return nil, "", fmt.Errorf("spec path: %w", err)
+	}
+	return src, filepath.Dir(abs), nil
+}
+
+// Parse checks spec text that was already read: file names it in errors,
+// baseDir anchors its local paths.
+func (l *Loader) Parse(src []byte, file, baseDir string, set *vars.Set, red *redact.Redactor) (*Document, error) {
+	if red == nil {
+		red = redact.New()
+	}
+	return l.parse(src, file, baseDir, set, red)
+}
+
+func (l *Loader) parse(src []byte, file, baseDir string, set *vars.Set, red *redact.Redactor) (*Document, error) {
+	sub := vars.Substitute(src, set, red)
+	s, pos, problems := spec.Decode(sub.Text, file, sub.SourcePos)
+	for _, p := range sub.Problems {
+		at := spec.Pos{File: file, Line: p.Line, Col: p.Col}
+		path := pathAt(pos, at)
+		problems = append(problems, &spec.FieldError{Pos: at, Path: path, Msg: p.Msg})
+		pos.MarkFailed(path)
+	}
+	problems = append(problems, spec.Validate(s, pos, spec.ValidateOptions{BaseDir: baseDir})...)
+
+	doc := &Document{Spec: s, Positions: pos, Vars: set, Redactor: red, BaseDir: baseDir}
+	doc.Conditions = make([]plan.Condition, len(s.Steps))
+	varMap := set.Map()
+	for i := range s.Steps {
+		st := &s.Steps[i]
+		doc.Conditions[i] = plan.Condition{Expr: st.When, Included: true}
+		if !pos.Has("steps["+strconv.Itoa(i)+"].when") && st.When == "" {
+			continue
+		}
+		wp := "steps[" + strconv.Itoa(i) + "].when"
+		prg, err := l.cel.Compile(st.When)
+		if err != nil {
+			problems = append(problems, &spec.FieldError{Pos: pos.At(wp), Path: wp, Msg: "invalid condition: " + err.Error()})
+			continue
+		}
+		ok, err := prg.Eval(varMap)
+		if err != nil {
+			problems = append(problems, &spec.FieldError{Pos: pos.At(wp), Path: wp, Msg: err.Error()})
+			continue
+		}
+		doc.Conditions[i].Included = ok
+	}
+
+	nodes := make([]plan.Node, len(s.Steps))
+	for i, st := range s.Steps {
+		nodes[i] = plan.Node{Name: st.Name, Needs: st.Needs}
+	}
+	g, cycles := plan.NewGraph(nodes)
+	for _, c := range cycles {
+		i, _ := g.Index(c.Cycle[0])
+		np := "steps[" + strconv.Itoa(i) + "].needs"
+		problems = append(problems, &spec.FieldError{Pos: pos.At(np), Path: np, Msg: c.Error()})
+	}
+	doc.Graph = g
+
+	if len(problems) > 0 {
+		for _, p := range problems {
+			p.Msg = red.String(p.Msg)
+		}
+		return nil, &InvalidError{Problems: problems.Sort()}
+	}
+	return doc, nil
+}
+
+// pathAt names the field a substitution problem sits in: the last field
+// that starts at or before the position (on the same line when possible).
+func pathAt(pos *spec.Positions, at spec.Pos) string {
+	type entry struct {
+		path string
+		p    spec.Pos
+	}
+	var best entry
+	for _, e := range pos.All() {
+		if e.Pos.Line > at.Line || (e.Pos.Line == at.Line && e.Pos.Col > at.Col) {
+			continue
+		}
+		later := e.Pos.Line > best.p.Line || (e.Pos.Line == best.p.Line && e.Pos.Col > best.p.Col)
+		same := e.Pos.Line == best.p.Line && e.Pos.Col == best.p.Col
+		if best.path == "" || later || (same && len(e.Path) > len(best.path)) {
+			best = entry{e.Path, e.Pos}
+		}
+	}
+	return best.path
+}
