@@ -1,0 +1,286 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"khook.io/core/load"
+	"khook.io/core/render"
+	"khook.io/core/schema"
+	"khook.io/core/version"
+)
+
+// ---- validate ----
+
+// ValidateFlags are validate's flags.
+type ValidateFlags struct {
+	Spec   SpecFlags
+	Output *outputFlag
+}
+
+// ValidateOptions is a ready-to-run validate.
+type ValidateOptions struct {
+	Load   load.Options
+	Output string
+	Out    io.Writer
+	loader *load.Loader
+}
+
+func (a *app) newValidateCommand() *cobra.Command {
+	f := &ValidateFlags{Output: newOutputFlag("text", "text", "json")}
+	cmd := &cobra.Command{
+		Use:   "validate -f SPEC",
+		Short: "Check a spec without touching a cluster",
+		Long: `Check a spec without touching a cluster: variables, YAML, every rule of the
+DSL, when: conditions and the needs graph. Every problem is reported at once,
+with file:line:col and field path. Exit code 0 when valid, 2 when not.`,
+		Example: a.examples(`validate -f bootstrap.yaml
+KHOOK_VAR_ENV=prod %s validate -f bootstrap.yaml --set REGION=eu-west-1`),
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o, err := f.ToOptions(a)
+			if err != nil {
+				return err
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	f.Spec.AddFlags(cmd)
+	f.Output.add(cmd, "output", "o", "output format")
+	return cmd
+}
+
+// ToOptions resolves the flags.
+func (f *ValidateFlags) ToOptions(a *app) (*ValidateOptions, error) {
+	lo, err := f.Spec.loadOptions(a)
+	if err != nil {
+		return nil, err
+	}
+	return &ValidateOptions{Load: lo, Output: f.Output.value, Out: a.out, loader: &a.loader}, nil
+}
+
+// validateResult is validate -o json.
+type validateResult struct {
+	Valid    bool           `json:"valid"`
+	File     string         `json:"file"`
+	Name     string         `json:"name,omitempty"`
+	Steps    int            `json:"steps,omitempty"`
+	Levels   int            `json:"levels,omitempty"`
+	Problems []problemEntry `json:"problems"`
+}
+
+type problemEntry struct {
+	File    string `json:"file"`
+	Line    int    `json:"line"`
+	Column  int    `json:"column"`
+	Path    string `json:"path,omitempty"`
+	Message string `json:"message"`
+}
+
+// Run validates the spec.
+func (o *ValidateOptions) Run(_ context.Context) error {
+	doc, err := o.loader.Load(o.Load)
+	if o.Output == "json" {
+		res := validateResult{Valid: err == nil, File: o.Load.File, Problems: []problemEntry{}}
+		var inv *load.InvalidError
+		switch {
+		case err == nil:
+			res.Name, res.Steps, res.Levels = doc.Spec.Metadata.Name, len(doc.Spec.Steps), len(doc.Graph.Levels())
+		case errors.As(err, &inv):
+			for _, p := range inv.Problems {
+				res.Problems = append(res.Problems, problemEntry{File: p.Pos.File, Line: p.Pos.Line, Column: p.Pos.Col, Path: p.Path, Message: p.Msg})
+			}
+		default:
+			return err
+		}
+		if jerr := render.JSON(o.Out, res); jerr != nil {
+			return jerr
+		}
+		if err != nil {
+			return &ExitError{Code: ExitInvalid, Err: err, Silent: true}
+		}
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(o.Out, "%s is valid: %s, %s in %s.\n", displayFile(o.Load.File), doc.Spec.Metadata.Name,
+		countOf(len(doc.Spec.Steps), "step"), countOf(len(doc.Graph.Levels()), "level"))
+	return err
+}
+
+func displayFile(f string) string {
+	if f == "-" {
+		return "<stdin>"
+	}
+	return f
+}
+
+func countOf(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
+}
+
+// ---- plan ----
+
+// PlanFlags are plan's flags.
+type PlanFlags struct {
+	Spec    SpecFlags
+	Output  *outputFlag
+	Offline bool
+}
+
+// PlanOptions is a ready-to-run plan.
+type PlanOptions struct {
+	Load   load.Options
+	Output string
+	Out    io.Writer
+	loader *load.Loader
+}
+
+func (a *app) newPlanCommand() *cobra.Command {
+	f := &PlanFlags{Output: newOutputFlag("text", "text", "json", "yaml")}
+	cmd := &cobra.Command{
+		Use:   "plan -f SPEC",
+		Short: "Show what apply would do, step by step",
+		Long: `Show what apply would do: the steps in DAG order with their level, type,
+needs, when: outcome and a one-line summary with variables resolved (secrets
+masked).`,
+		Example: a.examples(`plan -f bootstrap.yaml --offline
+plan -f bootstrap.yaml -o json`),
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o, err := f.ToOptions(a)
+			if err != nil {
+				return err
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	f.Spec.AddFlags(cmd)
+	f.Output.add(cmd, "output", "o", "output format")
+	cmd.Flags().BoolVar(&f.Offline, "offline", false, "plan from the spec alone, without contacting a cluster")
+	return cmd
+}
+
+// ToOptions resolves the flags.
+func (f *PlanFlags) ToOptions(a *app) (*PlanOptions, error) {
+	lo, err := f.Spec.loadOptions(a)
+	if err != nil {
+		return nil, err
+	}
+	return &PlanOptions{Load: lo, Output: f.Output.value, Out: a.out, loader: &a.loader}, nil
+}
+
+// Run plans the spec.
+func (o *PlanOptions) Run(_ context.Context) error {
+	doc, err := o.loader.Load(o.Load)
+	if err != nil {
+		return err
+	}
+	p := doc.OfflinePlan()
+	switch o.Output {
+	case "json":
+		return render.JSON(o.Out, p)
+	case "yaml":
+		return render.YAML(o.Out, p)
+	}
+	return render.PlanText(o.Out, p)
+}
+
+// ---- graph ----
+
+// GraphFlags are graph's flags.
+type GraphFlags struct {
+	Spec   SpecFlags
+	Format *outputFlag
+}
+
+func (a *app) newGraphCommand() *cobra.Command {
+	f := &GraphFlags{Format: newOutputFlag("mermaid", "mermaid", "dot")}
+	cmd := &cobra.Command{
+		Use:   "graph -f SPEC",
+		Short: "Print the step DAG as Mermaid or Graphviz DOT",
+		Example: a.examples(`graph -f bootstrap.yaml > dag.mmd
+graph -f bootstrap.yaml --format dot | dot -Tsvg > dag.svg`),
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			lo, err := f.Spec.loadOptions(a)
+			if err != nil {
+				return err
+			}
+			doc, err := a.loader.Load(lo)
+			if err != nil {
+				return err
+			}
+			if f.Format.value == "dot" {
+				return render.DOT(a.out, doc.OfflinePlan())
+			}
+			return render.Mermaid(a.out, doc.OfflinePlan())
+		},
+	}
+	f.Spec.AddFlags(cmd)
+	f.Format.add(cmd, "format", "", "graph format")
+	return cmd
+}
+
+// ---- schema ----
+
+func (a *app) newSchemaCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "schema",
+		Short: "Print the JSON Schema of the khook v1 spec",
+		Long: fmt.Sprintf(`Print the JSON Schema (draft 2020-12) of the khook v1 spec, $id %s.
+Point yaml-language-server at it from the first line of a spec:
+
+  # yaml-language-server: $schema=%s`, schema.ID, schema.ID),
+		Args: noArgs,
+		RunE: func(*cobra.Command, []string) error {
+			_, err := a.out.Write(schema.JSON())
+			return err
+		},
+	}
+}
+
+// ---- version ----
+
+func (a *app) newVersionCommand() *cobra.Command {
+	out := newOutputFlag("text", "text", "json")
+	cmd := &cobra.Command{
+		Use:   "version",
+		Short: "Print khook's version, commit, build date and platform",
+		Args:  noArgs,
+		RunE: func(*cobra.Command, []string) error {
+			info := version.Get()
+			if out.value == "json" {
+				return render.JSON(a.out, info)
+			}
+			_, err := fmt.Fprintf(a.out, "%s %s\ncommit: %s\ndate: %s\nplatform: %s\ngo: %s\n",
+				a.cfg.Name, info.Version, info.Commit, info.Date, info.Platform, info.GoVersion)
+			return err
+		},
+	}
+	out.add(cmd, "output", "o", "output format")
+	return cmd
+}
+
+// examples indents each example line and prefixes it with the plugin's
+// name; a line holding %s gets the name there instead.
+func (a *app) examples(lines string) string {
+	out := strings.Split(lines, "\n")
+	for i, l := range out {
+		if strings.Contains(l, "%s") {
+			out[i] = "  " + fmt.Sprintf(l, a.cfg.Name)
+		} else {
+			out[i] = "  " + a.cfg.Name + " " + l
+		}
+	}
+	return strings.Join(out, "\n")
+}

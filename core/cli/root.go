@@ -1,0 +1,174 @@
+// Package cli is the command tree both plugins share: `kubectl khook` and
+// `helm khook` differ only in how they build their cluster connection (see
+// Connection) and in the name their help text shows. Commands follow
+// kubectl's shape: a Flags struct, ToOptions, Options.Run(ctx).
+//
+// Everything a command prints goes through the run's secret redactor.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+
+	"khook.io/core/load"
+	"khook.io/core/redact"
+)
+
+// Connection is how a plugin reaches the cluster: kubectl's ConfigFlags
+// for kubectl khook, helm's plugin environment for helm khook.
+type Connection interface {
+	// AddFlags adds the connection flags (--kubeconfig, --context, ...).
+	AddFlags(fs *pflag.FlagSet)
+	// RESTClientGetter builds clients from the flags and environment.
+	RESTClientGetter() genericclioptions.RESTClientGetter
+}
+
+// Config is what an entrypoint hands the command tree.
+type Config struct {
+	// Name is how users invoke the plugin: "kubectl khook" or "helm khook".
+	Name string
+	// Connection builds cluster clients; nil means offline only.
+	Connection Connection
+	// In, Out and ErrOut default to the process's standard streams.
+	In          io.Reader
+	Out, ErrOut io.Writer
+	// Environ is the environment variables are read from (os.Environ()
+	// when nil).
+	Environ []string
+}
+
+// Exit codes.
+const (
+	ExitOK      = 0
+	ExitFailed  = 1 // execution failure
+	ExitInvalid = 2 // invalid spec or flags
+)
+
+// ExitError carries a process exit code. Silent errors were already
+// reported to the user.
+type ExitError struct {
+	Code   int
+	Err    error
+	Silent bool
+}
+
+func (e *ExitError) Error() string {
+	if e.Err == nil {
+		return fmt.Sprintf("exit status %d", e.Code)
+	}
+	return e.Err.Error()
+}
+
+func (e *ExitError) Unwrap() error { return e.Err }
+
+// invalid marks err as a usage or spec problem (exit 2).
+func invalid(err error) error { return &ExitError{Code: ExitInvalid, Err: err} }
+
+// app is the state every command shares: the resolved config and the one
+// redactor of this process.
+type app struct {
+	cfg    Config
+	red    *redact.Redactor
+	out    *redact.Writer
+	errOut *redact.Writer
+	loader load.Loader
+}
+
+// Execute runs the command tree with args and returns the exit code.
+// Signals are the caller's: cancel ctx to stop (main uses
+// signal.NotifyContext).
+func Execute(ctx context.Context, cfg Config, args []string) int {
+	if cfg.In == nil {
+		cfg.In = os.Stdin
+	}
+	if cfg.Out == nil {
+		cfg.Out = os.Stdout
+	}
+	if cfg.ErrOut == nil {
+		cfg.ErrOut = os.Stderr
+	}
+	if cfg.Environ == nil {
+		cfg.Environ = os.Environ()
+	}
+	a := &app{cfg: cfg, red: redact.New()}
+	a.out = a.red.Writer(cfg.Out)
+	a.errOut = a.red.Writer(cfg.ErrOut)
+	defer func() {
+		_ = a.out.Flush()
+		_ = a.errOut.Flush()
+	}()
+
+	root := a.newRootCommand()
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return ExitOK
+	}
+	code := ExitFailed
+	var exitErr *ExitError
+	var invalidSpec *load.InvalidError
+	switch {
+	case errors.As(err, &exitErr):
+		code = exitErr.Code
+		if exitErr.Silent {
+			return code
+		}
+	case errors.As(err, &invalidSpec):
+		code = ExitInvalid
+	}
+	fmt.Fprintf(a.errOut, "Error: %s\n", a.red.String(err.Error()))
+	return code
+}
+
+func (a *app) newRootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "khook",
+		Short: "Bootstrap a Kubernetes cluster from one declarative spec",
+		Long: `khook runs a declarative cluster-bootstrap spec (apiVersion: khook.io/v1,
+kind: Khook): helm releases, manifests, deletes, patches, waits, rollouts and
+jobs, ordered as a DAG, with variables, secrets that never leak and CEL
+conditions.`,
+		Annotations:       map[string]string{cobra.CommandDisplayNameAnnotation: a.cfg.Name},
+		SilenceErrors:     true,
+		SilenceUsage:      true,
+		CompletionOptions: cobra.CompletionOptions{HiddenDefaultCmd: false},
+	}
+	root.SetIn(a.cfg.In)
+	root.SetOut(a.out)
+	root.SetErr(a.errOut)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return invalid(err) })
+	if a.cfg.Connection != nil {
+		a.cfg.Connection.AddFlags(root.PersistentFlags())
+	}
+	root.AddCommand(
+		a.newValidateCommand(),
+		a.newPlanCommand(),
+		a.newGraphCommand(),
+		a.newSchemaCommand(),
+		a.newVersionCommand(),
+	)
+	// unknown subcommands and bad arguments are usage errors (exit 2)
+	root.Args = func(cmd *cobra.Command, args []string) error {
+		if len(args) > 0 {
+			return invalid(fmt.Errorf("unknown command %q for %q", args[0], a.cfg.Name))
+		}
+		return nil
+	}
+	root.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
+	return root
+}
+
+// noArgs rejects positional arguments as a usage error.
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return invalid(fmt.Errorf("%s takes no arguments, got %q (pass the spec with -f)", cmd.CommandPath(), args[0]))
+	}
+	return nil
+}

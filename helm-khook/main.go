@@ -1,0 +1,40 @@
+// Command helm-khook is khook as a helm plugin: `helm khook ...`. helm
+// exports its global settings to plugins through the environment
+// (HELM_KUBECONTEXT, HELM_NAMESPACE, KUBECONFIG, ...); helm's own settings
+// type reads them, and accepts the same flags when the binary is run
+// directly.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/pflag"
+	"helm.sh/helm/v3/pkg/cli"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+
+	khookcli "khook.io/core/cli"
+)
+
+// helmConnection is helm's plugin environment.
+type helmConnection struct {
+	settings *cli.EnvSettings
+}
+
+func (c helmConnection) AddFlags(fs *pflag.FlagSet) { c.settings.AddFlags(fs) }
+
+func (c helmConnection) RESTClientGetter() genericclioptions.RESTClientGetter {
+	return c.settings.RESTClientGetter()
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := khookcli.Execute(ctx, khookcli.Config{
+		Name:       "helm khook",
+		Connection: helmConnection{settings: cli.New()},
+	}, os.Args[1:])
+	stop()
+	os.Exit(code)
+}

@@ -1,0 +1,35 @@
+// Command kubectl-khook is khook as a kubectl plugin: `kubectl khook ...`.
+// It builds the cluster connection from kubectl's own flags
+// (--kubeconfig, --context, -n, ...) and runs the shared command tree.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/pflag"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+
+	"khook.io/core/cli"
+)
+
+// kubectlConnection is kubectl's connection flags.
+type kubectlConnection struct {
+	flags *genericclioptions.ConfigFlags
+}
+
+func (c kubectlConnection) AddFlags(fs *pflag.FlagSet) { c.flags.AddFlags(fs) }
+
+func (c kubectlConnection) RESTClientGetter() genericclioptions.RESTClientGetter { return c.flags }
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := cli.Execute(ctx, cli.Config{
+		Name:       "kubectl khook",
+		Connection: kubectlConnection{flags: genericclioptions.NewConfigFlags(true)},
+	}, os.Args[1:])
+	stop()
+	os.Exit(code)
+}
