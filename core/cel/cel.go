@@ -14,6 +14,7 @@ package cel
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -30,13 +31,18 @@ import (
 const CostLimit = 1_000_000
 
 // Env compiles conditions. It is safe for concurrent use; the zero value is
-// ready to use.
+// ready to use. Each distinct expression is compiled once, and expressions
+// of the same shape share one compiled program (see shape.go).
 type Env struct {
-	once    sync.Once
-	env     *gocel.Env
-	envErr  error
+	once   sync.Once
+	env    *gocel.Env
+	envErr error
+
 	mu      sync.Mutex
-	results map[string]compiled
+	results map[string]compiled // by expression
+	shapes  map[string]compiled // by shape text
+	params  map[int]*gocel.Env  // the environment with n parameters
+	names   []string            // parameter names: khp0, khp1, ...
 }
 
 type compiled struct {
@@ -46,8 +52,10 @@ type compiled struct {
 
 // Program is one compiled condition.
 type Program struct {
-	expr string
-	prg  gocel.Program
+	expr   string
+	prg    gocel.Program
+	params []string // the values of the shape's parameters
+	names  []string
 }
 
 // Expr returns the source expression.
@@ -67,6 +75,8 @@ func (e *Env) init() {
 			ext.Strings(),
 		)
 		e.results = map[string]compiled{}
+		e.shapes = map[string]compiled{}
+		e.params = map[int]*gocel.Env{0: e.env}
 	})
 }
 
@@ -89,39 +99,80 @@ func (e *Env) Compile(expr string) (*Program, error) {
 		return nil, fmt.Errorf("cel environment: %w", e.envErr)
 	}
 	e.mu.Lock()
-	c, ok := e.results[expr]
-	e.mu.Unlock()
-	if ok {
+	defer e.mu.Unlock()
+	if c, ok := e.results[expr]; ok {
 		return c.prog, c.err
 	}
-	c.prog, c.err = e.compile(expr)
-	e.mu.Lock()
+	c := e.compile(expr)
 	e.results[expr] = c
-	e.mu.Unlock()
 	return c.prog, c.err
 }
 
-func (e *Env) compile(expr string) (*Program, error) {
+// compile compiles expr through its shape, or as written when it has no
+// parameters or its shape does not compile (the error then comes from the
+// expression as the user wrote it). Called with e.mu held.
+func (e *Env) compile(expr string) compiled {
 	if strings.TrimSpace(expr) == "" {
-		return nil, errors.New("empty condition")
+		return compiled{err: errors.New("empty condition")}
 	}
 	if strings.Contains(expr, "${") {
 		// ${NAME} was substituted textually already, so this is a literal
 		// left by an escape; say what to write instead.
-		return nil, errors.New("write vars.NAME (or vars.get(\"NAME\", \"default\")) in when:, not ${NAME}")
+		return compiled{err: errors.New("write vars.NAME (or vars.get(\"NAME\", \"default\")) in when:, not ${NAME}")}
 	}
-	ast, iss := e.env.Compile(expr)
+	sh, ok := normalize(expr)
+	if !ok || len(sh.params) == 0 {
+		return e.compileText(expr, 0)
+	}
+	c, seen := e.shapes[sh.text]
+	if !seen {
+		c = e.compileText(sh.text, len(sh.params))
+		e.shapes[sh.text] = c
+	}
+	if c.err != nil {
+		return e.compileText(expr, 0)
+	}
+	return compiled{prog: &Program{expr: expr, prg: c.prog.prg, params: sh.params, names: e.names[:len(sh.params)]}}
+}
+
+// compileText compiles text in the environment with n string parameters.
+func (e *Env) compileText(text string, n int) compiled {
+	env, err := e.paramEnv(n)
+	if err != nil {
+		return compiled{err: fmt.Errorf("cel environment: %w", err)}
+	}
+	ast, iss := env.Compile(text)
 	if iss != nil && iss.Err() != nil {
-		return nil, errors.New(oneLine(iss.Err().Error()))
+		return compiled{err: errors.New(oneLine(iss.Err().Error()))}
 	}
 	if ast.OutputType() != gocel.BoolType {
-		return nil, fmt.Errorf("must evaluate to a bool, not %s (compare strings: vars.ENV == \"prod\")", ast.OutputType())
+		return compiled{err: fmt.Errorf("must evaluate to a bool, not %s (compare strings: vars.ENV == \"prod\")", ast.OutputType())}
 	}
-	prg, err := e.env.Program(ast, gocel.CostLimit(CostLimit), gocel.EvalOptions(gocel.OptOptimize))
+	prg, err := env.Program(ast, gocel.CostLimit(CostLimit))
 	if err != nil {
-		return nil, fmt.Errorf("cannot plan condition: %w", err)
+		return compiled{err: fmt.Errorf("cannot plan condition: %w", err)}
 	}
-	return &Program{expr: expr, prg: prg}, nil
+	return compiled{prog: &Program{expr: text, prg: prg}}
+}
+
+// paramEnv returns the environment declaring n string parameters.
+func (e *Env) paramEnv(n int) (*gocel.Env, error) {
+	if env, ok := e.params[n]; ok {
+		return env, nil
+	}
+	for len(e.names) < n {
+		e.names = append(e.names, paramPrefix+strconv.Itoa(len(e.names)))
+	}
+	opts := make([]gocel.EnvOption, n)
+	for i := range n {
+		opts[i] = gocel.Variable(e.names[i], gocel.StringType)
+	}
+	env, err := e.env.Extend(opts...)
+	if err != nil {
+		return nil, err
+	}
+	e.params[n] = env
+	return env, nil
 }
 
 // oneLine folds cel-go's multi-line error (message, source, caret) into a
@@ -149,7 +200,12 @@ func isDigits(s string) bool {
 
 // Eval evaluates the condition against vars.
 func (p *Program) Eval(vars map[string]string) (bool, error) {
-	out, _, err := p.prg.Eval(map[string]any{"vars": vars})
+	act := make(map[string]any, len(p.params)+1)
+	act["vars"] = vars
+	for i, v := range p.params {
+		act[p.names[i]] = v
+	}
+	out, _, err := p.prg.Eval(act)
 	if err != nil {
 		msg := err.Error()
 		if key, ok := strings.CutPrefix(msg, "no such key: "); ok {
