@@ -1,0 +1,97 @@
+// Package steptest builds real step requests for executor tests: a step
+// written as YAML, loaded and validated like a spec, with clients for the
+// test cluster.
+package steptest
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/rest"
+
+	"khook.io/core/fetch"
+	"khook.io/core/kube"
+	"khook.io/core/load"
+	"khook.io/core/redact"
+	"khook.io/core/step"
+	"khook.io/core/vars"
+)
+
+// Clients returns clients for cfg, as one run has.
+func Clients(t testing.TB, cfg *rest.Config) *kube.Clients {
+	t.Helper()
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = kube.DefaultQPS, kube.DefaultBurst
+	c, err := kube.NewForConfig(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// Options tune Request.
+type Options struct {
+	// Env holds KHOOK_VAR_*/KHOOK_SECRET_* variables ("K=V").
+	Env []string
+	// BaseDir anchors local paths; defaults to the test's working directory.
+	BaseDir string
+	// Timeout of the attempt (default 1m).
+	Timeout time.Duration
+	// Redactor to register secrets in (a new one when nil).
+	Redactor *redact.Redactor
+}
+
+// Request loads stepYAML (one step: "name: x\napply: {...}") as the only
+// step of a spec, checks it like validate does, and returns a request for
+// it against clients. Progress lines go to t.Log.
+func Request(t testing.TB, clients *kube.Clients, stepYAML string, opts Options) *step.Request {
+	t.Helper()
+	red := opts.Redactor
+	if red == nil {
+		red = redact.New()
+	}
+	base := opts.BaseDir
+	if base == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			t.Fatal(err)
+		}
+		base = wd
+	}
+	set, err := vars.Resolve(vars.Options{Environ: opts.Env}, red)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	b.WriteString("apiVersion: khook.io/v1\nkind: Khook\nmetadata:\n  name: steptest\nsteps:\n")
+	for i, line := range strings.Split(strings.TrimSpace(stepYAML), "\n") {
+		if i == 0 {
+			b.WriteString("  - " + line + "\n")
+		} else {
+			b.WriteString("    " + line + "\n")
+		}
+	}
+	var l load.Loader
+	doc, err := l.Parse([]byte(b.String()), filepath.Join(base, "steptest.yaml"), base, set, red)
+	if err != nil {
+		t.Fatalf("step does not validate: %v\n%s", err, b.String())
+	}
+	timeout := opts.Timeout
+	if timeout == 0 {
+		timeout = time.Minute
+	}
+	return &step.Request{
+		Step:     &doc.Spec.Steps[0],
+		SpecName: "steptest",
+		BaseDir:  base,
+		Attempt:  1,
+		Timeout:  timeout,
+		Kube:     clients,
+		HTTP:     fetch.NewClient(),
+		Redactor: red,
+		Log:      func(format string, args ...any) { t.Logf("progress: "+format, args...) },
+	}
+}

@@ -1,0 +1,135 @@
+// Package step is the contract between the engine and the step types. An
+// Executor runs one step type; the entrypoint registers every executor
+// explicitly (no init(), no switch over kinds in the scheduler). Optional
+// capabilities are separate interfaces an executor may implement: Planner
+// (live plan), Destroyer (destroy), Differ (diff).
+package step
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sort"
+	"time"
+
+	"khook.io/core/kube"
+	"khook.io/core/redact"
+	"khook.io/core/spec"
+)
+
+// Request is everything an executor needs for one attempt of one step.
+type Request struct {
+	Step     *spec.Step
+	SpecName string
+	// BaseDir anchors the spec's local paths (the spec file's folder).
+	BaseDir string
+	// Attempt is 1 for the first try.
+	Attempt int
+	// Timeout bounds this attempt; ctx carries the same deadline.
+	Timeout time.Duration
+	// DefaultNamespace replaces "default" wherever the spec leaves a
+	// namespace to its default (kubectl's -n, helm's --namespace).
+	DefaultNamespace string
+	Kube             *kube.Clients
+	// HTTP fetches url: sources (manifests, values).
+	HTTP *http.Client
+	// Redactor masks secrets; executors pass text that may hold secrets
+	// (a pod's log, a rendered manifest in an error) through it.
+	Redactor *redact.Redactor
+	// Log reports progress ("waiting for 2 pods"). Safe for concurrent use.
+	Log func(format string, args ...any)
+}
+
+// Logf reports progress; a request without a Log drops it.
+func (r *Request) Logf(format string, args ...any) {
+	if r.Log != nil {
+		r.Log(format, args...)
+	}
+}
+
+// Namespace returns ns, or the request's default namespace when ns is
+// empty, or "default".
+func (r *Request) Namespace(ns string) string {
+	switch {
+	case ns != "":
+		return ns
+	case r.DefaultNamespace != "":
+		return r.DefaultNamespace
+	}
+	return "default"
+}
+
+// Outcome is what one successful attempt did.
+type Outcome struct {
+	// Skipped is set when the step's skipIf held: success without work.
+	Skipped    bool
+	SkipReason string
+	// Message summarizes what happened, in one line.
+	Message string
+}
+
+// Executor runs one step type.
+type Executor interface {
+	// Type is the action key the executor handles: helm, apply, ...
+	Type() string
+	// Run makes one attempt. The scheduler handles timeout, retries and
+	// onError; Run returns an error that says what failed.
+	Run(ctx context.Context, req *Request) (Outcome, error)
+}
+
+// Prediction is what a live plan expects a step to do.
+type Prediction struct {
+	// Action: create, configure, skip, delete, no-op, wait, run, install,
+	// upgrade, or unknown (with Reason).
+	Action  string
+	Reason  string
+	Details []string
+}
+
+// Planner predicts a step's action against the cluster without changing
+// it.
+type Planner interface {
+	Plan(ctx context.Context, req *Request) (Prediction, error)
+}
+
+// Destroyer undoes what a step created; steps without one are skipped by
+// destroy with a reason.
+type Destroyer interface {
+	Destroy(ctx context.Context, req *Request) (Outcome, error)
+}
+
+// Registry maps step types to executors.
+type Registry struct {
+	byType map[string]Executor
+}
+
+// NewRegistry registers executors; two for one type is an error.
+func NewRegistry(execs ...Executor) (*Registry, error) {
+	r := &Registry{byType: make(map[string]Executor, len(execs))}
+	for _, e := range execs {
+		if _, dup := r.byType[e.Type()]; dup {
+			return nil, fmt.Errorf("two executors for step type %q", e.Type())
+		}
+		r.byType[e.Type()] = e
+	}
+	return r, nil
+}
+
+// Get returns the executor for a step type.
+func (r *Registry) Get(typ string) (Executor, bool) {
+	if r == nil {
+		return nil, false
+	}
+	e, ok := r.byType[typ]
+	return e, ok
+}
+
+// Types lists the registered step types, sorted.
+func (r *Registry) Types() []string {
+	out := make([]string, 0, len(r.byType))
+	for t := range r.byType {
+		out = append(out, t)
+	}
+	sort.Strings(out)
+	return out
+}
