@@ -17,7 +17,7 @@ var update = flag.Bool("update", false, "rewrite the golden files under testdata
 
 // run executes the command tree in-process and returns stdout, stderr and
 // the exit code.
-func run(t *testing.T, env []string, stdin string, args ...string) (string, string, int) {
+func runCLI(t *testing.T, env []string, stdin string, args ...string) (string, string, int) {
 	t.Helper()
 	var out, errOut bytes.Buffer
 	code := Execute(context.Background(), Config{
@@ -67,7 +67,7 @@ func TestGoldenOutputs(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.golden, func(t *testing.T) {
-			out, errOut, code := run(t, tt.env, "", tt.args...)
+			out, errOut, code := runCLI(t, tt.env, "", tt.args...)
 			if code != 0 {
 				t.Fatalf("exit %d: %s", code, errOut)
 			}
@@ -77,7 +77,7 @@ func TestGoldenOutputs(t *testing.T) {
 }
 
 func TestPlanJSONShape(t *testing.T) {
-	out, errOut, code := run(t, nil, "", "plan", "-f", "testdata/golden-spec.yaml", "-o", "json")
+	out, errOut, code := runCLI(t, nil, "", "plan", "-f", "testdata/golden-spec.yaml", "-o", "json")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
@@ -128,7 +128,7 @@ func TestExitCodes(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, errOut, code := run(t, nil, tt.stdin, tt.args...)
+			_, errOut, code := runCLI(t, nil, tt.stdin, tt.args...)
 			if code != tt.code {
 				t.Fatalf("exit %d, want %d; stderr:\n%s", code, tt.code, errOut)
 			}
@@ -157,7 +157,7 @@ steps:
       for: ready
       on: pods
 `
-	_, errOut, code := run(t, nil, spec, "validate", "-f", "-")
+	_, errOut, code := runCLI(t, nil, spec, "validate", "-f", "-")
 	if code != 2 {
 		t.Fatalf("exit %d, want 2", code)
 	}
@@ -220,7 +220,7 @@ steps:
 		{invalidSpec, []string{"graph", "-f", "-"}},
 	}
 	for _, r := range runs {
-		out, errOut, code := run(t, env, r.stdin, r.args...)
+		out, errOut, code := runCLI(t, env, r.stdin, r.args...)
 		if r.stdin == "" && code != 0 {
 			t.Fatalf("%v: exit %d: %s", r.args, code, errOut)
 		}

@@ -9,7 +9,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"khook.io/core/kube"
 	"khook.io/core/load"
+	"khook.io/core/plan"
 	"khook.io/core/render"
 	"khook.io/core/schema"
 	"khook.io/core/version"
@@ -139,10 +141,12 @@ type PlanFlags struct {
 
 // PlanOptions is a ready-to-run plan.
 type PlanOptions struct {
-	Load   load.Options
-	Output string
-	Out    io.Writer
-	loader *load.Loader
+	Load    load.Options
+	Output  string
+	Offline bool
+	Out     io.Writer
+	flags   *PlanFlags
+	app     *app
 }
 
 func (a *app) newPlanCommand() *cobra.Command {
@@ -176,16 +180,37 @@ func (f *PlanFlags) ToOptions(a *app) (*PlanOptions, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &PlanOptions{Load: lo, Output: f.Output.value, Out: a.out, loader: &a.loader}, nil
+	offline := f.Offline || a.cfg.Connection == nil || !kube.Configured(a.cfg.Connection.RESTClientGetter())
+	return &PlanOptions{Load: lo, Output: f.Output.value, Offline: offline, Out: a.out, flags: f, app: a}, nil
 }
 
-// Run plans the spec.
-func (o *PlanOptions) Run(_ context.Context) error {
-	doc, err := o.loader.Load(o.Load)
-	if err != nil {
-		return err
+// Run plans the spec: offline from the spec alone, or live against the
+// cluster when one is configured and reachable.
+func (o *PlanOptions) Run(ctx context.Context) error {
+	var p *plan.Plan
+	if o.Offline {
+		doc, err := o.app.loader.Load(o.Load)
+		if err != nil {
+			return err
+		}
+		p = doc.OfflinePlan()
+	} else {
+		s, err := o.app.connect(ctx, &o.flags.Spec)
+		var inv *load.InvalidError
+		switch {
+		case errors.As(err, &inv):
+			return err
+		case err != nil:
+			fmt.Fprintf(o.app.errOut, "Warning: %v; planning offline\n", err)
+			doc, lerr := o.app.loader.Load(o.Load)
+			if lerr != nil {
+				return lerr
+			}
+			p = doc.OfflinePlan()
+		default:
+			p = s.livePlan(ctx)
+		}
 	}
-	p := doc.OfflinePlan()
 	switch o.Output {
 	case "json":
 		return render.JSON(o.Out, p)

@@ -19,6 +19,7 @@ import (
 
 	"khook.io/core/load"
 	"khook.io/core/redact"
+	"khook.io/core/step"
 )
 
 // Connection is how a plugin reaches the cluster: kubectl's ConfigFlags
@@ -42,6 +43,10 @@ type Config struct {
 	// Environ is the environment variables are read from (os.Environ()
 	// when nil).
 	Environ []string
+	// Steps builds the step executors this binary runs (the entrypoint
+	// registers them explicitly); nil means the cluster commands are
+	// unavailable.
+	Steps func() (*step.Registry, error)
 }
 
 // Exit codes.
@@ -150,6 +155,8 @@ conditions.`,
 	root.AddCommand(
 		a.newValidateCommand(),
 		a.newPlanCommand(),
+		a.newApplyCommand(),
+		a.newDestroyCommand(),
 		a.newGraphCommand(),
 		a.newSchemaCommand(),
 		a.newVersionCommand(),

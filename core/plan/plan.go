@@ -60,6 +60,9 @@ type Duration time.Duration
 
 func (d Duration) String() string { return time.Duration(d).String() }
 
+// Duration returns d as a time.Duration.
+func (d Duration) Duration() time.Duration { return time.Duration(d) }
+
 // MarshalText implements encoding.TextMarshaler.
 func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
 

@@ -1,0 +1,177 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"golang.org/x/term"
+	"k8s.io/klog/v2"
+
+	"khook.io/core/event"
+	"khook.io/core/fetch"
+	"khook.io/core/kube"
+	"khook.io/core/load"
+	"khook.io/core/plan"
+	"khook.io/core/render"
+	"khook.io/core/run"
+	"khook.io/core/step"
+)
+
+// checkTimeout bounds the up-front reachability check.
+const checkTimeout = 15 * time.Second
+
+// session is one command's connection to the cluster for one spec.
+type session struct {
+	app       *app
+	doc       *load.Document
+	clients   *kube.Clients
+	registry  *step.Registry
+	http      *http.Client
+	namespace string // where the spec leaves a namespace to its default
+	// sink receives the run's events (progress lines of the executors).
+	sink event.Sink
+}
+
+// connect loads the spec, builds the clients and checks the cluster up
+// front: a missing kubeconfig or an unreachable server is one clear error,
+// before anything runs.
+func (a *app) connect(ctx context.Context, sf *SpecFlags) (*session, error) {
+	doc, err := sf.load(a)
+	if err != nil {
+		return nil, err
+	}
+	clients, err := a.clients(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if a.cfg.Steps == nil {
+		return nil, errors.New("this build of khook has no step executors")
+	}
+	reg, err := a.cfg.Steps()
+	if err != nil {
+		return nil, err
+	}
+	return &session{app: a, doc: doc, clients: clients, registry: reg, http: fetch.NewClient(), namespace: a.defaultNamespace()}, nil
+}
+
+// clients builds and checks the cluster clients.
+func (a *app) clients(ctx context.Context) (*kube.Clients, error) {
+	if a.cfg.Connection == nil {
+		return nil, kube.ErrNoKubeconfig
+	}
+	a.routeClientLogs()
+	c, err := kube.New(a.cfg.Connection.RESTClientGetter(), kube.Options{Warnings: a.errOut})
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Check(ctx, checkTimeout); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// defaultNamespace is the connection's namespace (-n, else the kubeconfig
+// context's, else "default"), as kubectl and helm use it.
+func (a *app) defaultNamespace() string {
+	if a.cfg.Connection == nil {
+		return "default"
+	}
+	ns, _, err := a.cfg.Connection.RESTClientGetter().ToRawKubeConfigLoader().Namespace()
+	if err != nil || ns == "" {
+		return "default"
+	}
+	return ns
+}
+
+var klogOnce sync.Once
+
+// routeClientLogs sends client-go's klog lines through khook's redacting
+// standard error, never raw to the process's stderr. klog is global to
+// the process, so this happens once.
+func (a *app) routeClientLogs() {
+	klogOnce.Do(func() {
+		fs := flag.NewFlagSet("klog", flag.ContinueOnError)
+		klog.InitFlags(fs)
+		_ = fs.Set("logtostderr", "false")
+		_ = fs.Set("alsologtostderr", "false")
+		_ = fs.Set("stderrthreshold", "FATAL")
+		_ = fs.Set("skip_headers", "true")
+		klog.SetOutput(a.errOut)
+	})
+}
+
+// request builds the request for step i, attempt n.
+func (s *session) request(i, attempt int, timeout time.Duration, sink event.Sink) *step.Request {
+	st := &s.doc.Spec.Steps[i]
+	return &step.Request{
+		Step:             st,
+		SpecName:         s.doc.Spec.Metadata.Name,
+		BaseDir:          s.doc.BaseDir,
+		Attempt:          attempt,
+		Timeout:          timeout,
+		DefaultNamespace: s.namespace,
+		Kube:             s.clients,
+		HTTP:             s.http,
+		Redactor:         s.app.red,
+		Log: func(format string, args ...any) {
+			sink.Emit(event.Event{Kind: event.StepProgress, Time: time.Now(), Step: st.Name, Type: st.Type(), Message: fmt.Sprintf(format, args...)})
+		},
+	}
+}
+
+// progress returns the renderer for a run's events on standard error:
+// live lines on a terminal (colors unless NO_COLOR), one line per change
+// otherwise.
+func (s *session) progress(verb string, order []int) *render.Progress {
+	infos := make([]render.StepInfo, len(order))
+	for k, i := range order {
+		st := &s.doc.Spec.Steps[i]
+		infos[k] = render.StepInfo{Name: st.Name, Type: st.Type()}
+	}
+	opts := render.ProgressOptions{Verb: verb}
+	if f, ok := s.app.cfg.ErrOut.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		opts.Live = true
+		opts.Color = os.Getenv("NO_COLOR") == "" && envLookup(s.app.cfg.Environ, "NO_COLOR") == ""
+		if w, _, err := term.GetSize(int(f.Fd())); err == nil {
+			opts.Width = w
+		}
+	}
+	return render.NewProgress(s.app.errOut, infos, opts)
+}
+
+func envLookup(environ []string, key string) string {
+	for _, kv := range environ {
+		if len(kv) > len(key) && kv[:len(key)] == key && kv[len(key)] == '=' {
+			return kv[len(key)+1:]
+		}
+	}
+	return ""
+}
+
+// settings returns step i's effective scheduling fields.
+func (s *session) settings(i int) plan.Settings { return s.doc.Settings(i) }
+
+// finish prints the run's result and returns the command's error: nil when
+// every step succeeded or was skipped.
+func (s *session) finish(command, output string, res *run.Result) error {
+	name := s.doc.Spec.Metadata.Name
+	var err error
+	if output == "json" {
+		err = render.JSON(s.app.out, render.Report(name, command, res))
+	} else {
+		err = render.Summary(s.app.out, name, command, res)
+	}
+	if err != nil {
+		return err
+	}
+	if res.Status != run.RunOK {
+		return &ExitError{Code: ExitFailed, Silent: true}
+	}
+	return nil
+}

@@ -1,0 +1,336 @@
+package run
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"khook.io/core/event"
+	"khook.io/core/spec"
+)
+
+// recorder collects events.
+type recorder struct {
+	mu     sync.Mutex
+	events []event.Event
+}
+
+func (r *recorder) Emit(e event.Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, e)
+}
+
+func (r *recorder) kinds(step string) []event.Kind {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []event.Kind
+	for _, e := range r.events {
+		if e.Step == step {
+			out = append(out, e.Kind)
+		}
+	}
+	return out
+}
+
+func ok(msg string) AttemptFunc {
+	return func(context.Context, int) (Outcome, error) { return Outcome{Message: msg}, nil }
+}
+
+func fail(msg string) AttemptFunc {
+	return func(context.Context, int) (Outcome, error) { return Outcome{}, errors.New(msg) }
+}
+
+func byName(res *Result) map[string]StepResult {
+	m := map[string]StepResult{}
+	for _, s := range res.Steps {
+		m[s.Name] = s
+	}
+	return m
+}
+
+func TestIndependentStepsRunInParallel(t *testing.T) {
+	// each attempt waits until all three are running at once
+	var running sync.WaitGroup
+	running.Add(3)
+	barrier := func(context.Context, int) (Outcome, error) {
+		running.Done()
+		done := make(chan struct{})
+		go func() { running.Wait(); close(done) }()
+		select {
+		case <-done:
+			return Outcome{}, nil
+		case <-time.After(5 * time.Second):
+			return Outcome{}, errors.New("the steps did not run in parallel")
+		}
+	}
+	tasks := []Task{{Name: "a", Attempt: barrier}, {Name: "b", Attempt: barrier}, {Name: "c", Attempt: barrier}}
+	res := Run(context.Background(), tasks, Options{})
+	if res.Status != RunOK {
+		t.Fatalf("status %s: %+v", res.Status, res.Steps)
+	}
+}
+
+func TestParallelismCap(t *testing.T) {
+	var cur, peak atomic.Int32
+	work := func(context.Context, int) (Outcome, error) {
+		n := cur.Add(1)
+		for {
+			p := peak.Load()
+			if n <= p || peak.CompareAndSwap(p, n) {
+				break
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+		cur.Add(-1)
+		return Outcome{}, nil
+	}
+	var tasks []Task
+	for i := range 10 {
+		tasks = append(tasks, Task{Name: fmt.Sprint(i), Attempt: work})
+	}
+	if res := Run(context.Background(), tasks, Options{Parallelism: 2}); res.Status != RunOK {
+		t.Fatal(res.Status)
+	}
+	if peak.Load() > 2 {
+		t.Fatalf("%d steps ran at once with a cap of 2", peak.Load())
+	}
+}
+
+// TestNoLevelBarrier: c needs only a; it must not wait for the slow b,
+// which is on a's level.
+func TestNoLevelBarrier(t *testing.T) {
+	bDone := make(chan struct{})
+	var cStartedBeforeB atomic.Bool
+	tasks := []Task{
+		{Name: "a", Attempt: ok("")},
+		{Name: "b", Attempt: func(context.Context, int) (Outcome, error) {
+			time.Sleep(200 * time.Millisecond)
+			close(bDone)
+			return Outcome{}, nil
+		}},
+		{Name: "c", Needs: []int{0}, Attempt: func(context.Context, int) (Outcome, error) {
+			select {
+			case <-bDone:
+			default:
+				cStartedBeforeB.Store(true)
+			}
+			return Outcome{}, nil
+		}},
+	}
+	Run(context.Background(), tasks, Options{})
+	if !cStartedBeforeB.Load() {
+		t.Fatal("c waited for b, which it does not need")
+	}
+}
+
+func TestOnErrorFail(t *testing.T) {
+	slowStarted := make(chan struct{})
+	var slowFinished atomic.Bool
+	tasks := []Task{
+		{Name: "slow", Attempt: func(context.Context, int) (Outcome, error) {
+			close(slowStarted)
+			time.Sleep(100 * time.Millisecond)
+			slowFinished.Store(true)
+			return Outcome{Message: "done"}, nil
+		}},
+		{Name: "bad", OnError: spec.OnErrorFail, Attempt: func(context.Context, int) (Outcome, error) {
+			<-slowStarted
+			return Outcome{}, errors.New("boom")
+		}},
+		{Name: "after-slow", Needs: []int{0}, Attempt: ok("")},
+		{Name: "after-bad", Needs: []int{1}, Attempt: ok("")},
+	}
+	rec := &recorder{}
+	res := Run(context.Background(), tasks, Options{Events: rec})
+	m := byName(res)
+	if res.Status != RunFailed || !slowFinished.Load() {
+		t.Fatalf("status %s, slow finished %v", res.Status, slowFinished.Load())
+	}
+	if m["slow"].Status != StatusOK || m["bad"].Status != StatusFailed || m["bad"].Error != "boom" {
+		t.Fatalf("running steps must finish: %+v", res.Steps)
+	}
+	for _, name := range []string{"after-slow", "after-bad"} {
+		if m[name].Status != StatusSkipped || m[name].Attempts != 0 {
+			t.Fatalf("%s: %+v", name, m[name])
+		}
+	}
+	if m["after-slow"].SkipReason != "not run: step bad failed (onError: fail)" {
+		t.Fatalf("reason %q", m["after-slow"].SkipReason)
+	}
+	if m["after-bad"].SkipReason != "needs bad, which failed" {
+		t.Fatalf("reason %q", m["after-bad"].SkipReason)
+	}
+}
+
+func TestOnErrorContinue(t *testing.T) {
+	tasks := []Task{
+		{Name: "bad", OnError: spec.OnErrorContinue, Attempt: fail("boom")},
+		{Name: "child", Needs: []int{0}, Attempt: ok("")},
+		{Name: "grandchild", Needs: []int{1}, Attempt: ok("")},
+		{Name: "other", Attempt: func(context.Context, int) (Outcome, error) {
+			time.Sleep(50 * time.Millisecond) // still running when bad fails
+			return Outcome{}, nil
+		}},
+		{Name: "after-other", Needs: []int{3}, Attempt: ok("ran")},
+	}
+	res := Run(context.Background(), tasks, Options{})
+	m := byName(res)
+	if res.Status != RunFailed {
+		t.Fatal(res.Status)
+	}
+	if m["after-other"].Status != StatusOK || m["after-other"].Message != "ran" {
+		t.Fatalf("other branches must keep going: %+v", m["after-other"])
+	}
+	if m["child"].SkipReason != "needs bad, which failed" || m["grandchild"].SkipReason != "needs child, which was skipped" {
+		t.Fatalf("dependents: %+v %+v", m["child"], m["grandchild"])
+	}
+}
+
+func TestSkipsSatisfyNeeds(t *testing.T) {
+	tasks := []Task{
+		{Name: "excluded", Skip: "when: vars.X == \"y\" is false", Attempt: fail("must not run")},
+		{Name: "already-done", Attempt: func(context.Context, int) (Outcome, error) {
+			return Outcome{Skipped: true, SkipReason: "skipIf installed: release exists"}, nil
+		}},
+		{Name: "after", Needs: []int{0, 1}, Attempt: ok("ran")},
+	}
+	res := Run(context.Background(), tasks, Options{})
+	m := byName(res)
+	if res.Status != RunOK || m["after"].Status != StatusOK {
+		t.Fatalf("%s %+v", res.Status, res.Steps)
+	}
+	if m["excluded"].Status != StatusSkipped || m["excluded"].Attempts != 0 || m["excluded"].SkipReason == "" {
+		t.Fatalf("excluded: %+v", m["excluded"])
+	}
+	if m["already-done"].Status != StatusSkipped || m["already-done"].Attempts != 1 || m["already-done"].SkipReason != "skipIf installed: release exists" {
+		t.Fatalf("already-done: %+v", m["already-done"])
+	}
+}
+
+func TestRetries(t *testing.T) {
+	var calls atomic.Int32
+	flaky := func(_ context.Context, attempt int) (Outcome, error) {
+		calls.Add(1)
+		if attempt < 2 {
+			return Outcome{}, errors.New("not yet")
+		}
+		return Outcome{Message: "second time lucky"}, nil
+	}
+	rec := &recorder{}
+	start := time.Now()
+	res := Run(context.Background(), []Task{{Name: "flaky", Retries: 2, RetryDelay: 50 * time.Millisecond, Attempt: flaky}}, Options{Events: rec})
+	if res.Status != RunOK || res.Steps[0].Attempts != 2 || calls.Load() != 2 {
+		t.Fatalf("%+v", res.Steps[0])
+	}
+	if time.Since(start) < 50*time.Millisecond {
+		t.Fatal("the retry delay was not respected")
+	}
+	got := fmt.Sprint(rec.kinds("flaky"))
+	if got != "[step-started step-retrying step-started step-succeeded]" {
+		t.Fatalf("events %s", got)
+	}
+	// retries exhausted
+	res = Run(context.Background(), []Task{{Name: "broken", Retries: 1, Attempt: fail("still broken")}}, Options{})
+	if res.Steps[0].Status != StatusFailed || res.Steps[0].Attempts != 2 || res.Steps[0].Error != "still broken" {
+		t.Fatalf("%+v", res.Steps[0])
+	}
+}
+
+func TestTimeoutBoundsEachAttempt(t *testing.T) {
+	var deadlines []time.Duration
+	var mu sync.Mutex
+	slow := func(ctx context.Context, _ int) (Outcome, error) {
+		dl, _ := ctx.Deadline()
+		mu.Lock()
+		deadlines = append(deadlines, time.Until(dl))
+		mu.Unlock()
+		<-ctx.Done()
+		return Outcome{}, ctx.Err()
+	}
+	res := Run(context.Background(), []Task{{Name: "slow", Timeout: 50 * time.Millisecond, Retries: 1, Attempt: slow}}, Options{})
+	s := res.Steps[0]
+	if s.Status != StatusFailed || s.Attempts != 2 || !strings.HasPrefix(s.Error, "timed out after 50ms") {
+		t.Fatalf("%+v", s)
+	}
+	for _, d := range deadlines {
+		if d > 50*time.Millisecond {
+			t.Fatalf("attempt deadline %s exceeds the timeout", d)
+		}
+	}
+}
+
+func TestInterrupt(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	started := make(chan struct{})
+	tasks := []Task{
+		{Name: "running", Attempt: func(ctx context.Context, _ int) (Outcome, error) {
+			close(started)
+			<-ctx.Done()
+			return Outcome{}, ctx.Err()
+		}},
+		{Name: "next", Needs: []int{0}, Attempt: fail("must not run")},
+		{Name: "retrying", Retries: 5, RetryDelay: time.Hour, Attempt: fail("flaky")},
+	}
+	go func() { <-started; time.Sleep(20 * time.Millisecond); cancel() }()
+	done := make(chan *Result)
+	go func() { done <- Run(ctx, tasks, Options{}) }()
+	var res *Result
+	select {
+	case res = <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the run did not stop after cancellation")
+	}
+	m := byName(res)
+	if res.Status != RunInterrupted {
+		t.Fatal(res.Status)
+	}
+	if m["running"].Status != StatusFailed || !strings.Contains(m["running"].Error, "interrupted") {
+		t.Fatalf("running: %+v", m["running"])
+	}
+	if m["next"].Status != StatusSkipped || !strings.Contains(m["next"].SkipReason, "needs running") {
+		t.Fatalf("next: %+v", m["next"])
+	}
+	if m["retrying"].Status != StatusFailed || !strings.Contains(m["retrying"].Error, "interrupted while waiting to retry") {
+		t.Fatalf("retrying: %+v", m["retrying"])
+	}
+}
+
+func TestPanicIsAFailure(t *testing.T) {
+	res := Run(context.Background(), []Task{{Name: "p", Type: "job", Attempt: func(context.Context, int) (Outcome, error) { panic("nil map") }}}, Options{})
+	if res.Steps[0].Status != StatusFailed || !strings.Contains(res.Steps[0].Error, "internal error in the job step: nil map") {
+		t.Fatalf("%+v", res.Steps[0])
+	}
+}
+
+// BenchmarkStartGap measures the time from a step's last need finishing
+// to the step starting (target: under 10 ms), over a 200-step chain.
+func BenchmarkStartGap(b *testing.B) {
+	const n = 200
+	var total time.Duration
+	for i := 0; i < b.N; i++ {
+		ends := make([]time.Time, n)
+		starts := make([]time.Time, n)
+		tasks := make([]Task, n)
+		for j := range tasks {
+			tasks[j] = Task{Name: fmt.Sprint(j), Attempt: func(context.Context, int) (Outcome, error) {
+				starts[j] = time.Now()
+				ends[j] = time.Now()
+				return Outcome{}, nil
+			}}
+			if j > 0 {
+				tasks[j].Needs = []int{j - 1}
+			}
+		}
+		Run(context.Background(), tasks, Options{})
+		for j := 1; j < n; j++ {
+			total += starts[j].Sub(ends[j-1])
+		}
+	}
+	b.ReportMetric(float64(total.Nanoseconds())/float64(b.N*(n-1)), "ns/gap")
+}
