@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"khook.io/core/run"
+	"khook.io/core/state"
 	"khook.io/core/step"
 )
 
@@ -100,20 +101,37 @@ func (o *RunOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	rs, err := s.openState(ctx)
+	if err != nil {
+		return err
+	}
 	build, order := s.applyTasks, s.doc.Graph.Order()
 	if o.command == "destroy" {
 		build, order = s.destroyTasks, s.doc.Graph.Reverse()
 	}
-	progress := s.progress(o.command, order)
-	s.sink = progress
-	tasks, err := build()
+	tasks, err := build(rs)
 	if err != nil {
-		progress.Close()
 		return err
 	}
-	res := run.Run(ctx, tasks, run.Options{Parallelism: o.flags.Parallelism, Events: progress})
+	progress := s.progress(o.command, order)
+	s.sink = progress
+	if rs != nil {
+		if err := rs.begin(ctx, o.command, s); err != nil {
+			progress.Close()
+			return err
+		}
+		s.sink = rs.sink(progress, s, o.command)
+	}
+	res := run.Run(ctx, tasks, run.Options{Parallelism: o.flags.Parallelism, Events: s.sink})
 	progress.Close()
-	return s.finish(o.command, o.flags.Output.value, res)
+	var stateErr error
+	if rs != nil {
+		stateErr = rs.finish(ctx, o.command, res.Status)
+	}
+	if err := s.finish(o.command, o.flags.Output.value, res); err != nil && stateErr == nil {
+		return err
+	}
+	return stateErr
 }
 
 // baseTask fills the scheduling fields of step i.
@@ -143,7 +161,10 @@ func (s *session) executor(i int) (step.Executor, error) {
 	return exec, nil
 }
 
-func (s *session) applyTasks() ([]run.Task, error) {
+// applyTasks maps the steps to tasks; with a state record, a step that
+// succeeded before with the same inputs resumes (is skipped, satisfying
+// its needers). when: is decided first and wins over the record.
+func (s *session) applyTasks(rs *runState) ([]run.Task, error) {
 	tasks := make([]run.Task, len(s.doc.Spec.Steps))
 	for i := range tasks {
 		exec, err := s.executor(i)
@@ -152,6 +173,9 @@ func (s *session) applyTasks() ([]run.Task, error) {
 		}
 		t := s.baseTask(i)
 		t.Needs = s.doc.Graph.Needs(i)
+		if t.Skip == "" && rs != nil && rs.store.Previous().Resumes(t.Name, rs.hashes[i]) {
+			t.Skip = state.ResumeReason
+		}
 		t.Attempt = s.attempt(i, t.Timeout, exec.Run)
 		tasks[i] = t
 	}
@@ -160,7 +184,7 @@ func (s *session) applyTasks() ([]run.Task, error) {
 
 // destroyTasks reverses the DAG: a step is undone once every step that
 // needs it has been.
-func (s *session) destroyTasks() ([]run.Task, error) {
+func (s *session) destroyTasks(*runState) ([]run.Task, error) {
 	tasks := make([]run.Task, len(s.doc.Spec.Steps))
 	for i := range tasks {
 		exec, err := s.executor(i)

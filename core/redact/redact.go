@@ -392,3 +392,18 @@ func maskBytes(m *matcher, s []byte) []byte {
 	}
 	return append(out, s[last:]...)
 }
+
+// Occurrences returns the text of every masked span of s, in order: the
+// secret material s carries. The state record fingerprints it (slowly,
+// salted) instead of storing anything from which a secret could be read.
+func (r *Redactor) Occurrences(s string) []string {
+	m := r.matcher()
+	if m == nil {
+		return nil
+	}
+	var out []string
+	for start, end := nextMatch(m, s, 0); start >= 0; start, end = nextMatch(m, s, end) {
+		out = append(out, s[start:end])
+	}
+	return out
+}

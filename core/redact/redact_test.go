@@ -453,3 +453,17 @@ func BenchmarkRedactString(b *testing.B) {
 		}
 	})
 }
+
+func TestOccurrences(t *testing.T) {
+	r := New()
+	r.Add("hunter2-secret")
+	r.Add("tok-123456")
+	got := r.Occurrences(`{"a":"hunter2-secret","b":"x tok-123456 y","c":"aHVudGVyMi1zZWNyZXQ="}`)
+	want := []string{"hunter2-secret", "tok-123456", "aHVudGVyMi1zZWNyZXQ="}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+	if New().Occurrences("hunter2-secret") != nil || (*Redactor)(nil).Occurrences("x") != nil {
+		t.Fatal("an empty or nil redactor finds nothing")
+	}
+}

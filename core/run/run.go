@@ -166,7 +166,7 @@ func Run(ctx context.Context, tasks []Task, opts Options) *Result {
 		remaining--
 		switch res.Status {
 		case StatusSkipped:
-			sink.Emit(event.Event{Kind: event.StepSkipped, Time: time.Now(), Step: res.Name, Type: res.Type, Message: res.SkipReason, Elapsed: res.Duration})
+			sink.Emit(event.Event{Kind: event.StepSkipped, Time: time.Now(), Step: res.Name, Type: res.Type, Attempt: res.Attempts, Message: res.SkipReason, Elapsed: res.Duration})
 		case StatusOK:
 			sink.Emit(event.Event{Kind: event.StepSucceeded, Time: time.Now(), Step: res.Name, Type: res.Type, Attempt: res.Attempts, Message: res.Message, Elapsed: res.Duration})
 		case StatusFailed:

@@ -1,0 +1,102 @@
+package state
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"time"
+	"unicode/utf8"
+)
+
+// RecordVersion is the record's format version.
+const RecordVersion = 1
+
+// Step outcomes as the record keeps them. A step that skipIf found already
+// done is recorded ok: it resumes like a success.
+const (
+	StepOK      = "ok"
+	StepFailed  = "failed"
+	StepSkipped = "skipped"
+)
+
+// ResumeReason is the skip reason of a step the record lets a run resume.
+const ResumeReason = "unchanged since it succeeded in a previous run (state record)"
+
+// maxText bounds the error and detail text kept per step.
+const maxText = 512
+
+// Record is the journal of the last run of a spec.
+type Record struct {
+	Version      int                    `json:"version"`
+	Spec         string                 `json:"spec"`
+	SpecHash     string                 `json:"specHash"`
+	KhookVersion string                 `json:"khookVersion"`
+	Command      string                 `json:"command"`
+	RunStatus    string                 `json:"runStatus"`
+	StartedAt    time.Time              `json:"startedAt"`
+	UpdatedAt    time.Time              `json:"updatedAt"`
+	FinishedAt   *time.Time             `json:"finishedAt,omitempty"`
+	Salt         string                 `json:"salt"`
+	Steps        map[string]*StepRecord `json:"steps"`
+}
+
+// StepRecord is one step's last outcome.
+type StepRecord struct {
+	Type       string    `json:"type"`
+	Hash       string    `json:"hash"`
+	Status     string    `json:"status"`
+	Attempts   int       `json:"attempts"`
+	DurationMs int64     `json:"durationMs"`
+	FinishedAt time.Time `json:"finishedAt"`
+	// Error (failed) and Detail (what it did, or why it was skipped) are
+	// redacted and truncated before they are recorded.
+	Error  string `json:"error,omitempty"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// Resumes reports whether a step with this input hash may be skipped: it
+// succeeded with the same inputs.
+func (r *Record) Resumes(name, hash string) bool {
+	if r == nil {
+		return false
+	}
+	s, ok := r.Steps[name]
+	return ok && s.Status == StepOK && s.Hash == hash && hash != ""
+}
+
+// SaltBytes decodes the record's salt.
+func (r *Record) SaltBytes() []byte {
+	b, _ := base64.StdEncoding.DecodeString(r.Salt)
+	return b
+}
+
+func newRecord() *Record {
+	salt := make([]byte, 16)
+	_, _ = rand.Read(salt) // crypto/rand.Read never fails on supported platforms
+	return &Record{Version: RecordVersion, Salt: base64.StdEncoding.EncodeToString(salt), Steps: map[string]*StepRecord{}}
+}
+
+// Truncate cuts s to the record's text limit on a character boundary.
+func Truncate(s string) string {
+	if len(s) <= maxText {
+		return s
+	}
+	cut := maxText
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "… (truncated)"
+}
+
+func (r *Record) clone() *Record {
+	c := *r
+	c.Steps = make(map[string]*StepRecord, len(r.Steps))
+	for k, v := range r.Steps {
+		s := *v
+		c.Steps[k] = &s
+	}
+	if r.FinishedAt != nil {
+		t := *r.FinishedAt
+		c.FinishedAt = &t
+	}
+	return &c
+}
