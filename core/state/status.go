@@ -73,4 +73,3 @@ func Compare(loc Location, rec *Record, steps []SpecStep) *Status {
 	sort.Strings(st.Removed)
 	return st
 }
-
