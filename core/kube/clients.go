@@ -70,7 +70,9 @@ func Configured(getter genericclioptions.RESTClientGetter) bool {
 	if err == nil && len(raw.Clusters) > 0 {
 		return true
 	}
-	if cfg, err := getter.ToRESTConfig(); err == nil && cfg.Host != "" {
+	// an explicit --server, or in-cluster config; an empty kubeconfig gets
+	// clientcmd's default server (localhost:8080), which counts as nothing
+	if cfg, err := getter.ToRESTConfig(); err == nil && cfg.Host != "" && cfg.Host != clientcmd.ClusterDefaults.Server {
 		return true
 	}
 	return false

@@ -1,0 +1,42 @@
+package kube
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+)
+
+func TestConfiguredNeverFallsBackToLocalhost(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("HOME", dir)
+	t.Setenv("KUBECONFIG", filepath.Join(dir, "missing"))
+	flags := genericclioptions.NewConfigFlags(false)
+	if Configured(flags) {
+		t.Fatal("no kubeconfig and no --server must not count as configured")
+	}
+	if _, err := New(flags, Options{}); !errors.Is(err, ErrNoKubeconfig) {
+		t.Fatalf("want ErrNoKubeconfig, got %v", err)
+	}
+	server := "https://10.0.0.1:6443"
+	flags.APIServer = &server
+	if !Configured(flags) {
+		t.Fatal("an explicit --server counts as configured")
+	}
+	kc := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(kc, []byte("apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {server: https://10.0.0.2:6443}\ncontexts:\n- name: c\n  context: {cluster: c, user: u}\ncurrent-context: c\nusers:\n- name: u\n  user: {}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("KUBECONFIG", kc)
+	if !Configured(genericclioptions.NewConfigFlags(false)) {
+		t.Fatal("a kubeconfig with a cluster counts as configured")
+	}
+}
+
+func TestStripCredentials(t *testing.T) {
+	if got := StripCredentials("https://admin:hunter2@10.0.0.1:6443/path"); got != "https://10.0.0.1:6443/path" {
+		t.Fatal(got)
+	}
+}
