@@ -13,14 +13,34 @@
 //   - a missing JSONPath means "not yet", never an error;
 //   - ctx bounds the wait; on expiry the error says which objects were not
 //     ready and why (their current value of the condition).
+//
+// Every target is watched by an informer of its own (a list, then a watch
+// that is resumed or re-listed when it drops); the objects are evaluated
+// after every event, so a wait returns within milliseconds of the condition
+// holding.
 package waiter
 
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"sync"
 
+	"github.com/go-logr/logr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 
 	"khook.io/core/kube"
 	"khook.io/core/spec"
@@ -42,8 +62,610 @@ type Target struct {
 
 // Until blocks until every target meets cond, ctx ends, or an API error
 // makes waiting pointless (forbidden, unknown type). progress, when not
-// nil, receives a short line when the set of not-yet-ready objects
-// changes ("waiting for 2 of 3 pods: condition Ready is False").
+// nil, receives a short line when the set of not-yet-ready objects or
+// their current values change ("waiting for condition Ready on 2 of 3
+// pods: Pod ns/a: status False (ContainersNotReady) (and 1 more)").
 func Until(ctx context.Context, c *kube.Clients, targets []Target, cond spec.WaitFor, progress func(string)) error {
-	return errors.New("waiter: not implemented yet")
+	opts := Options{Targets: targets, What: Describe(cond), Progress: progress}
+	if cond.Kind == spec.ForDelete {
+		opts.Gone = true
+	} else {
+		cc, err := NewCondition(cond)
+		if err != nil {
+			return err
+		}
+		opts.Check = cc.Check
+	}
+	return Wait(ctx, c, opts)
+}
+
+// Options is a wait in its general form: Until with a condition of the
+// caller's (a rollout's status viewer, a Job's outcome).
+type Options struct {
+	Targets []Target
+	// Check decides whether one object is ready. Unused with Gone.
+	Check CheckFunc
+	// Gone waits for the targets to disappear instead: a named target
+	// until it is gone (or has another UID than Target.UID), a type target
+	// until nothing matches.
+	Gone bool
+	// What names what is waited for in messages: "condition Available",
+	// "rollout", "completion".
+	What string
+	// Progress receives a line when the set of not-ready objects, or the
+	// current value of one, changes.
+	Progress func(string)
+}
+
+// Wait blocks until every target is ready by opts, ctx ends, an API error
+// makes waiting pointless (forbidden, unknown type), or opts.Check returns
+// an error.
+func Wait(ctx context.Context, c *kube.Clients, opts Options) error {
+	if len(opts.Targets) == 0 {
+		return nil
+	}
+	if !opts.Gone && opts.Check == nil {
+		return errors.New("waiter: no check given")
+	}
+	if opts.What == "" {
+		opts.What = "readiness"
+		if opts.Gone {
+			opts.What = "deletion"
+		}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	changed := make(chan struct{}, 1)
+	notify := func() {
+		select {
+		case changed <- struct{}{}:
+		default:
+		}
+	}
+	fatal := make(chan error, len(opts.Targets))
+	watches, scopes, err := newWatches(c, opts.Targets, notify, fatal)
+	if err != nil {
+		return err
+	}
+	// The informers' own log lines (a watch ended by the cancel that ends
+	// the wait, a transient error) would be noise: errors reach the caller
+	// through the fatal channel and the timeout message instead.
+	quiet := klog.NewContext(ctx, logr.Discard())
+	for _, sw := range scopes {
+		go sw.informer.RunWithContext(quiet)
+	}
+
+	var last evaluation
+	lastKey := ""
+	for {
+		synced := true
+		for _, sw := range scopes {
+			if !cache.IsDone(sw.informer.HasSyncedChecker()) {
+				synced = false
+				break
+			}
+		}
+		if synced {
+			ev, err := evaluate(snapshot(watches), opts)
+			if err != nil {
+				return err
+			}
+			if ev.ready() {
+				return nil
+			}
+			last = ev
+			if key := ev.key(); key != lastKey {
+				lastKey = key
+				if opts.Progress != nil {
+					opts.Progress(ev.progressLine(opts.What))
+				}
+			}
+		}
+		var syncedCh <-chan struct{}
+		for _, sw := range scopes {
+			if ch := sw.informer.HasSyncedChecker().Done(); !cache.IsDone(sw.informer.HasSyncedChecker()) {
+				syncedCh = ch
+				break
+			}
+		}
+		select {
+		case <-changed:
+		case <-syncedCh:
+		case err := <-fatal:
+			return err
+		case <-ctx.Done():
+			return expired(ctx, scopes, last, synced, opts)
+		}
+	}
+}
+
+// Ready looks once, without watching: it reports whether every target
+// meets cond now, and when not, a line naming what is not ready and why
+// (for a live plan: no-op or wait). A List error is returned as is (with
+// the server's wording).
+func Ready(ctx context.Context, c *kube.Clients, targets []Target, cond spec.WaitFor) (bool, string, error) {
+	opts := Options{Targets: targets, What: Describe(cond)}
+	if cond.Kind == spec.ForDelete {
+		opts.Gone = true
+	} else {
+		cc, err := NewCondition(cond)
+		if err != nil {
+			return false, "", err
+		}
+		opts.Check = cc.Check
+	}
+	return ReadyNow(ctx, c, opts)
+}
+
+// ReadyNow is Ready with a caller's check (opts.Progress is unused).
+func ReadyNow(ctx context.Context, c *kube.Clients, opts Options) (bool, string, error) {
+	var found []targetObjects
+	for _, t := range opts.Targets {
+		sc, err := newScope(c, t)
+		if err != nil {
+			return false, "", err
+		}
+		var lo metav1.ListOptions
+		sc.tweak(&lo)
+		list, err := sc.ri.List(ctx, lo)
+		if err != nil {
+			return false, "", fmt.Errorf("list %s: %w", subject(sc.t), err)
+		}
+		to := targetObjects{t: sc.t, subject: subject(sc.t)}
+		for i := range list.Items {
+			to.objs = append(to.objs, &list.Items[i])
+		}
+		found = append(found, to)
+	}
+	if opts.What == "" {
+		opts.What = "readiness"
+	}
+	ev, err := evaluate(found, opts)
+	if err != nil {
+		return false, "", err
+	}
+	if ev.ready() {
+		return true, "", nil
+	}
+	return false, strings.TrimPrefix(ev.progressLine(opts.What), "waiting for "), nil
+}
+
+// scopeWatch is one informer: of one target, or of the namespace several
+// named targets of one type share.
+type scopeWatch struct {
+	informer cache.SharedIndexInformer
+	subject  string // "Deployment ns/web", "pods in namespace x"
+	lastErr  errorBox
+}
+
+// targetWatch is one target and the informer that sees it.
+type targetWatch struct {
+	t       Target
+	subject string
+	sw      *scopeWatch
+	// byName: the informer watches more than this target (a namespace
+	// several named targets share); pick the target's object by name.
+	byName bool
+}
+
+// normalize fills in the namespace a target is looked up in.
+func normalize(t Target) Target {
+	if t.AllNamespaces || !kube.Namespaced(t.Mapping) {
+		t.Namespace = ""
+	}
+	if kube.Namespaced(t.Mapping) && !t.AllNamespaces && t.Namespace == "" {
+		t.Namespace = metav1.NamespaceDefault
+	}
+	return t
+}
+
+// newWatches builds the informers of targets: one per target, except that
+// named targets of one type in one namespace (apply's waitFor on many
+// objects) share one informer of that namespace.
+func newWatches(c *kube.Clients, targets []Target, notify func(), fatal chan<- error) ([]*targetWatch, []*scopeWatch, error) {
+	type key struct {
+		gvr string
+		ns  string
+	}
+	keyOf := func(t Target) (key, bool) {
+		if t.Name == "" || t.LabelSelector != "" || t.FieldSelector != "" {
+			return key{}, false
+		}
+		return key{gvr: t.Mapping.Resource.String(), ns: t.Namespace}, true
+	}
+	count := map[key]int{}
+	for i := range targets {
+		if targets[i].Mapping == nil {
+			return nil, nil, errors.New("waiter: target without a mapping")
+		}
+		if k, ok := keyOf(normalize(targets[i])); ok {
+			count[k]++
+		}
+	}
+	shared := map[key]*scopeWatch{}
+	var scopes []*scopeWatch
+	watches := make([]*targetWatch, 0, len(targets))
+	for _, t := range targets {
+		t = normalize(t)
+		tw := &targetWatch{t: t, subject: subject(t)}
+		if k, ok := keyOf(t); ok && count[k] > 1 {
+			tw.byName = true
+			if tw.sw = shared[k]; tw.sw == nil {
+				sw, err := newScopeWatch(c, Target{Mapping: t.Mapping, Namespace: t.Namespace}, notify, fatal)
+				if err != nil {
+					return nil, nil, err
+				}
+				shared[k], tw.sw = sw, sw
+				scopes = append(scopes, sw)
+			}
+		} else {
+			sw, err := newScopeWatch(c, t, notify, fatal)
+			if err != nil {
+				return nil, nil, err
+			}
+			tw.sw = sw
+			scopes = append(scopes, sw)
+		}
+		watches = append(watches, tw)
+	}
+	return watches, scopes, nil
+}
+
+// scope is how to list and watch one target.
+type scope struct {
+	t     Target
+	ri    dynamic.ResourceInterface
+	tweak func(*metav1.ListOptions)
+}
+
+func newScope(c *kube.Clients, t Target) (scope, error) {
+	if t.Mapping == nil {
+		return scope{}, errors.New("waiter: target without a mapping")
+	}
+	t = normalize(t)
+	var ri dynamic.ResourceInterface
+	if t.Namespace == "" {
+		ri = c.Dynamic.Resource(t.Mapping.Resource)
+	} else {
+		ri = c.Dynamic.Resource(t.Mapping.Resource).Namespace(t.Namespace)
+	}
+	fieldSel := t.FieldSelector
+	if t.Name != "" {
+		byName := fields.OneTermEqualSelector("metadata.name", t.Name)
+		if fieldSel != "" {
+			sel, err := fields.ParseSelector(fieldSel)
+			if err != nil {
+				return scope{}, fmt.Errorf("invalid field selector %q: %w", fieldSel, err)
+			}
+			byName = fields.AndSelectors(byName, sel)
+		}
+		fieldSel = byName.String()
+	}
+	tweak := func(o *metav1.ListOptions) {
+		o.FieldSelector = fieldSel
+		o.LabelSelector = t.LabelSelector
+	}
+	return scope{t: t, ri: ri, tweak: tweak}, nil
+}
+
+func newScopeWatch(c *kube.Clients, t Target, notify func(), fatal chan<- error) (*scopeWatch, error) {
+	sc, err := newScope(c, t)
+	if err != nil {
+		return nil, err
+	}
+	ri, tweak := sc.ri, sc.tweak
+	lw := cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			tweak(&o)
+			return ri.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			tweak(&o)
+			return ri.Watch(ctx, o)
+		},
+	}, c.Dynamic)
+	w := &scopeWatch{subject: subject(sc.t)}
+	w.informer = cache.NewSharedIndexInformerWithOptions(lw, &unstructured.Unstructured{}, cache.SharedIndexInformerOptions{
+		ObjectDescription: w.subject,
+	})
+	_ = w.informer.SetTransform(func(obj any) (any, error) {
+		if u, ok := obj.(*unstructured.Unstructured); ok {
+			u.SetManagedFields(nil)
+		}
+		return obj, nil
+	})
+	_ = w.informer.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
+		if ctx.Err() != nil {
+			return
+		}
+		if permanent(err) {
+			select {
+			case fatal <- fmt.Errorf("wait for %s: %s", w.subject, serverMessage(err)):
+			default:
+			}
+			return
+		}
+		if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
+			w.lastErr.set(err)
+		}
+	})
+	event := func() {
+		w.lastErr.set(nil)
+		notify()
+	}
+	handler := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { event() },
+		UpdateFunc: func(any, any) { event() },
+		DeleteFunc: func(any) { event() },
+	}
+	if _, err := w.informer.AddEventHandler(handler); err != nil {
+		return nil, fmt.Errorf("watch %s: %w", w.subject, err)
+	}
+	return w, nil
+}
+
+// permanent reports errors no retry can cure: the user may not list or
+// watch, or the type is not served (any more).
+func permanent(err error) bool {
+	return apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) ||
+		apierrors.IsNotFound(err) || apierrors.IsMethodNotSupported(err) || apierrors.IsBadRequest(err)
+}
+
+// serverMessage is the API server's own wording of err.
+func serverMessage(err error) string {
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		if msg := strings.TrimSpace(status.Status().Message); msg != "" {
+			return msg
+		}
+	}
+	return err.Error()
+}
+
+// subject names a target in messages.
+func subject(t Target) string {
+	kind := t.Mapping.GroupVersionKind.Kind
+	if t.Name != "" {
+		if t.Namespace != "" {
+			return kind + " " + t.Namespace + "/" + t.Name
+		}
+		return kind + " " + t.Name
+	}
+	s := t.Mapping.Resource.Resource
+	switch {
+	case t.Namespace != "":
+		s += " in namespace " + t.Namespace
+	case kube.Namespaced(t.Mapping):
+		s += " in all namespaces"
+	}
+	var sels []string
+	if t.LabelSelector != "" {
+		sels = append(sels, "selector "+t.LabelSelector)
+	}
+	if t.FieldSelector != "" {
+		sels = append(sels, "field selector "+t.FieldSelector)
+	}
+	if len(sels) > 0 {
+		s += " (" + strings.Join(sels, ", ") + ")"
+	}
+	return s
+}
+
+// objectName names one object in messages: "Pod ns/name".
+func objectName(kind string, u *unstructured.Unstructured) string {
+	if u.GetNamespace() != "" {
+		return kind + " " + u.GetNamespace() + "/" + u.GetName()
+	}
+	return kind + " " + u.GetName()
+}
+
+// notReady is one object (or an absent one) not meeting the wait.
+type notReady struct {
+	name    string // "Pod ns/a", or a target's subject when nothing matches
+	current string
+}
+
+// evaluation is the state of every target after one look at the stores.
+type evaluation struct {
+	pending []notReady
+	total   int    // objects looked at (plus absent named targets)
+	plural  string // a resource name when every target is of one type
+}
+
+func (e evaluation) ready() bool { return len(e.pending) == 0 }
+
+func (e evaluation) key() string {
+	var b strings.Builder
+	for _, p := range e.pending {
+		b.WriteString(p.name)
+		b.WriteByte(0)
+		b.WriteString(p.current)
+		b.WriteByte(0)
+	}
+	return b.String()
+}
+
+func (e evaluation) progressLine(what string) string {
+	first := e.pending[0]
+	var s string
+	if len(e.pending) == 1 && e.total <= 1 {
+		s = fmt.Sprintf("waiting for %s on %s: %s", what, first.name, first.current)
+	} else {
+		s = fmt.Sprintf("waiting for %s on %d of %d %s: %s: %s", what, len(e.pending), e.total, e.plural, first.name, first.current)
+		if len(e.pending) > 1 {
+			s += fmt.Sprintf(" (and %d more)", len(e.pending)-1)
+		}
+	}
+	return s
+}
+
+// targetObjects is what one look at a target found.
+type targetObjects struct {
+	t       Target
+	subject string
+	objs    []*unstructured.Unstructured
+	lastErr error
+}
+
+// snapshot reads every target's store.
+func snapshot(watches []*targetWatch) []targetObjects {
+	out := make([]targetObjects, len(watches))
+	for i, w := range watches {
+		out[i] = targetObjects{t: w.t, subject: w.subject, lastErr: w.sw.lastErr.get()}
+		if w.byName {
+			key := w.t.Name
+			if w.t.Namespace != "" {
+				key = w.t.Namespace + "/" + w.t.Name
+			}
+			if o, ok, _ := w.sw.informer.GetStore().GetByKey(key); ok {
+				if u, ok := o.(*unstructured.Unstructured); ok {
+					out[i].objs = append(out[i].objs, u)
+				}
+			}
+			continue
+		}
+		for _, o := range w.sw.informer.GetStore().List() {
+			if u, ok := o.(*unstructured.Unstructured); ok {
+				out[i].objs = append(out[i].objs, u)
+			}
+		}
+	}
+	return out
+}
+
+// evaluate decides every target by the objects found.
+func evaluate(targets []targetObjects, opts Options) (evaluation, error) {
+	var ev evaluation
+	plurals := map[string]bool{}
+	for _, to := range targets {
+		plurals[to.t.Mapping.Resource.Resource] = true
+		kind := to.t.Mapping.GroupVersionKind.Kind
+		objs := to.objs
+		sort.Slice(objs, func(i, j int) bool { return objKey(objs[i]) < objKey(objs[j]) })
+		matched := 0
+		for _, u := range objs {
+			if opts.Gone && to.t.Name != "" && to.t.UID != "" && u.GetUID() != to.t.UID {
+				continue // re-created: the one we wait for is gone
+			}
+			matched++
+			ev.total++
+			if opts.Gone {
+				ev.pending = append(ev.pending, notReady{name: objectName(kind, u), current: stillExists(u)})
+				continue
+			}
+			ok, cur, err := opts.Check(u)
+			if err != nil {
+				return ev, err
+			}
+			if !ok {
+				ev.pending = append(ev.pending, notReady{name: objectName(kind, u), current: cur})
+			}
+		}
+		if matched == 0 && !opts.Gone {
+			ev.total++
+			cur := "does not exist"
+			if to.t.Name == "" {
+				cur = "none found"
+			}
+			if to.lastErr != nil {
+				cur += " (last error: " + to.lastErr.Error() + ")"
+			}
+			ev.pending = append(ev.pending, notReady{name: to.subject, current: cur})
+		}
+	}
+	if len(plurals) == 1 {
+		for p := range plurals {
+			ev.plural = p
+		}
+	} else {
+		ev.plural = "objects"
+	}
+	return ev, nil
+}
+
+func objKey(u *unstructured.Unstructured) string {
+	return u.GetNamespace() + "/" + u.GetName()
+}
+
+func stillExists(u *unstructured.Unstructured) string {
+	if u.GetDeletionTimestamp() == nil {
+		return "still exists"
+	}
+	s := "being deleted"
+	if f := u.GetFinalizers(); len(f) > 0 {
+		s += ", waiting for finalizers " + strings.Join(f, ", ")
+	}
+	return s
+}
+
+// maxListed bounds the objects a timeout error lists.
+const maxListed = 5
+
+// expired builds the error for a wait whose ctx ended.
+func expired(ctx context.Context, scopes []*scopeWatch, last evaluation, synced bool, opts Options) error {
+	verb := "timed out"
+	if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		verb = "cancelled"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s waiting for %s on ", verb, opts.What)
+	if !synced {
+		var subjects []string
+		for _, w := range scopes {
+			if !cache.IsDone(w.informer.HasSyncedChecker()) {
+				s := w.subject + ": not listed yet"
+				if err := w.lastErr.get(); err != nil {
+					s = w.subject + ": " + err.Error()
+				}
+				subjects = append(subjects, s)
+			}
+		}
+		b.WriteString(strings.Join(subjects, "; "))
+		return &waitError{msg: b.String(), cause: ctx.Err()}
+	}
+	if len(last.pending) == 1 && last.total <= 1 {
+		fmt.Fprintf(&b, "%s: %s", last.pending[0].name, last.pending[0].current)
+	} else {
+		fmt.Fprintf(&b, "%d of %d %s: ", len(last.pending), last.total, last.plural)
+		for i, p := range last.pending {
+			if i == maxListed {
+				fmt.Fprintf(&b, "; and %d more", len(last.pending)-maxListed)
+				break
+			}
+			if i > 0 {
+				b.WriteString("; ")
+			}
+			fmt.Fprintf(&b, "%s: %s", p.name, p.current)
+		}
+	}
+	return &waitError{msg: b.String(), cause: ctx.Err()}
+}
+
+// waitError is a wait ended by its context: the message says what was not
+// ready; errors.Is finds context.DeadlineExceeded or context.Canceled.
+type waitError struct {
+	msg   string
+	cause error
+}
+
+func (e *waitError) Error() string { return e.msg }
+func (e *waitError) Unwrap() error { return e.cause }
+
+// errorBox holds the last transient error of a target's watch.
+type errorBox struct {
+	mu  sync.Mutex
+	err error
+}
+
+func (b *errorBox) set(err error) {
+	b.mu.Lock()
+	b.err = err
+	b.mu.Unlock()
+}
+
+func (b *errorBox) get() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.err
 }

@@ -1,0 +1,585 @@
+// Package job is the job: step: run a container to completion as a
+// batch/v1 Job named after the step, labelled as khook's, replaced on every
+// run, with backoffLimit 0, restartPolicy Never and the step timeout as its
+// activeDeadlineSeconds. A failed Job's error carries the reason and the
+// pod's last log lines.
+package job
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"khook.io/core/kube"
+	"khook.io/core/spec"
+	"khook.io/core/step"
+	"khook.io/core/waiter"
+)
+
+// Labels and annotations khook puts on its Jobs and their pods.
+const (
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	ManagedBy      = "khook"
+	LabelSpec      = "khook.io/spec" // the spec's metadata.name, when it is a valid label value
+	LabelStep      = "khook.io/step"
+	AnnotationSpec = "khook.io/spec" // the spec's name, always
+)
+
+// Plan actions of a job step.
+const (
+	ActionRun     = "run"
+	ActionSkip    = "skip"
+	ActionUnknown = "unknown"
+)
+
+// Bounds of the log excerpt a failure carries.
+const (
+	LogTailLines = 20
+	LogMaxBytes  = 4 << 10
+	logLineMax   = 400
+)
+
+// Executor runs job: steps.
+type Executor struct{}
+
+// New returns the job: executor.
+func New() *Executor { return &Executor{} }
+
+// Type is the action key.
+func (*Executor) Type() string { return spec.TypeJob }
+
+// ref is the step's Job.
+type ref struct {
+	ns, name string
+	subject  string // "Job ns/name"
+}
+
+func jobRef(req *step.Request) (ref, error) {
+	if req.Step.Job == nil {
+		return ref{}, fmt.Errorf("step %s is not a job step", req.Step.Name)
+	}
+	ns := req.Namespace(req.Step.Job.Namespace)
+	return ref{ns: ns, name: req.Step.Name, subject: "Job " + ns + "/" + req.Step.Name}, nil
+}
+
+// Owned reports whether khook manages j.
+func Owned(j *batchv1.Job) bool { return j.Labels[LabelManagedBy] == ManagedBy }
+
+// Succeeded reports whether j completed successfully.
+func Succeeded(j *batchv1.Job) bool { return conditionTrue(j, batchv1.JobComplete) }
+
+func conditionTrue(j *batchv1.Job, t batchv1.JobConditionType) bool {
+	for _, c := range j.Status.Conditions {
+		if c.Type == t && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+func notOwned(r ref) error {
+	return fmt.Errorf("%s exists and is not managed by khook (no %s: %s label): khook never replaces a Job it does not own; delete it or rename the step",
+		r.subject, LabelManagedBy, ManagedBy)
+}
+
+// Build returns the Job a step runs: named after the step, in ns, with
+// activeDeadlineSeconds from timeout (rounded up; none when timeout is 0).
+func Build(st *spec.Step, specName, ns string, timeout time.Duration) *batchv1.Job {
+	j := st.Job
+	labels := map[string]string{LabelManagedBy: ManagedBy, LabelStep: st.Name}
+	if specName != "" && len(validation.IsValidLabelValue(specName)) == 0 {
+		labels[LabelSpec] = specName
+	}
+	podLabels := make(map[string]string, len(labels))
+	for k, v := range labels {
+		podLabels[k] = v
+	}
+	names := make([]string, 0, len(j.Env))
+	for k := range j.Env {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	env := make([]corev1.EnvVar, 0, len(names))
+	for _, k := range names {
+		env = append(env, corev1.EnvVar{Name: k, Value: j.Env[k]})
+	}
+	if len(env) == 0 {
+		env = nil
+	}
+	backoff := int32(0)
+	job := &batchv1.Job{
+		TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        st.Name,
+			Namespace:   ns,
+			Labels:      labels,
+			Annotations: map[string]string{AnnotationSpec: specName},
+		},
+		Spec: batchv1.JobSpec{
+			BackoffLimit: &backoff,
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: podLabels},
+				Spec: corev1.PodSpec{
+					RestartPolicy:      corev1.RestartPolicyNever,
+					ServiceAccountName: j.ServiceAccount,
+					Containers: []corev1.Container{{
+						Name:    st.Name,
+						Image:   j.Image,
+						Command: j.Command,
+						Args:    j.Args,
+						Env:     env,
+					}},
+				},
+			},
+		},
+	}
+	if timeout > 0 {
+		secs := int64(math.Ceil(timeout.Seconds()))
+		job.Spec.ActiveDeadlineSeconds = &secs
+	}
+	return job
+}
+
+// Run creates the step's Job (replacing the previous run's) and waits for
+// it to complete; skipIf: succeeded skips when the Job already completed.
+func (e *Executor) Run(ctx context.Context, req *step.Request) (step.Outcome, error) {
+	out, err := e.run(ctx, req)
+	return out, redacted(req, err)
+}
+
+func (e *Executor) run(ctx context.Context, req *step.Request) (step.Outcome, error) {
+	r, err := jobRef(req)
+	if err != nil {
+		return step.Outcome{}, err
+	}
+	jobs := req.Kube.Typed.BatchV1().Jobs(r.ns)
+	if req.Step.Job.CreateNamespace {
+		if err := ensureNamespace(ctx, req.Kube, r.ns); err != nil {
+			return step.Outcome{}, err
+		}
+	}
+	old, err := jobs.Get(ctx, r.name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		old = nil
+	case err != nil:
+		return step.Outcome{}, fmt.Errorf("%s: %w", r.subject, err)
+	case !Owned(old):
+		return step.Outcome{}, notOwned(r)
+	case req.Step.Job.SkipIf == spec.SkipIfSucceeded && Succeeded(old):
+		return step.Outcome{Skipped: true, SkipReason: r.subject + " already completed successfully" + completedAt(old)}, nil
+	}
+	if old != nil {
+		req.Logf("replacing the previous run's %s", r.subject)
+		if err := deleteAndWait(ctx, req.Kube, r, old.UID); err != nil {
+			return step.Outcome{}, err
+		}
+	}
+	created, err := jobs.Create(ctx, Build(req.Step, req.SpecName, r.ns, req.Timeout), metav1.CreateOptions{FieldManager: "khook"})
+	if err != nil {
+		if apierrors.IsNotFound(err) && !req.Step.Job.CreateNamespace {
+			return step.Outcome{}, fmt.Errorf("%s: namespace %s does not exist (set createNamespace: true, or order this step after the one creating it): %w", r.subject, r.ns, err)
+		}
+		return step.Outcome{}, fmt.Errorf("create %s: %w", r.subject, err)
+	}
+	began := time.Now()
+	err = e.wait(ctx, req, r, created)
+	if err != nil {
+		return step.Outcome{}, err
+	}
+	return step.Outcome{Message: fmt.Sprintf("%s completed (in %s)", r.subject, time.Since(began).Round(time.Millisecond))}, nil
+}
+
+func completedAt(j *batchv1.Job) string {
+	if j.Status.CompletionTime == nil {
+		return ""
+	}
+	return " at " + j.Status.CompletionTime.UTC().Format(time.RFC3339)
+}
+
+// failure is a Job that ended Failed.
+type failure struct {
+	reason, message string
+}
+
+func (f *failure) Error() string { return "failed" }
+
+// wait waits for created to complete or fail.
+func (e *Executor) wait(ctx context.Context, req *step.Request, r ref, created *batchv1.Job) error {
+	m, err := jobsMapping(req.Kube)
+	if err != nil {
+		return err
+	}
+	err = waiter.Wait(ctx, req.Kube, waiter.Options{
+		Targets:  []waiter.Target{{Mapping: m, Namespace: r.ns, Name: r.name}},
+		What:     "completion",
+		Check:    check(created.UID),
+		Progress: func(line string) { req.Logf("%s", line) },
+	})
+	var f *failure
+	switch {
+	case errors.As(err, &f):
+		// the step's deadline may be close or past: read the pod briefly
+		hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		msg := r.subject + " failed"
+		if f.reason != "" {
+			msg += " (" + join(f.reason, f.message) + ")"
+		}
+		return errors.New(msg + describePods(hctx, req.Kube, r, created.UID, true))
+	case err != nil && errors.Is(err, context.DeadlineExceeded):
+		hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		extra := describePods(hctx, req.Kube, r, created.UID, false)
+		if d := created.Spec.ActiveDeadlineSeconds; d != nil {
+			extra += fmt.Sprintf("; its activeDeadlineSeconds (%d) stops it in-cluster", *d)
+		}
+		return &wrapped{msg: err.Error() + extra, err: err}
+	}
+	return err
+}
+
+func jobsMapping(c *kube.Clients) (*meta.RESTMapping, error) {
+	return c.MappingFor(batchv1.SchemeGroupVersion.WithKind("Job"))
+}
+
+// check is the waiter check of one Job: Complete is ready, Failed (or
+// FailureTarget, which precedes it) ends the wait with a *failure.
+func check(uid types.UID) waiter.CheckFunc {
+	return func(u *unstructured.Unstructured) (bool, string, error) {
+		if u.GetUID() != uid {
+			return false, "", errors.New("the Job was replaced by another of the same name while khook waited for it")
+		}
+		var j batchv1.Job
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &j); err != nil {
+			return false, "", fmt.Errorf("decode Job: %w", err)
+		}
+		for _, c := range j.Status.Conditions {
+			if c.Status != corev1.ConditionTrue {
+				continue
+			}
+			switch c.Type {
+			case batchv1.JobComplete:
+				return true, "complete", nil
+			case batchv1.JobFailed, batchv1.JobFailureTarget:
+				return false, "", &failure{reason: c.Reason, message: c.Message}
+			}
+		}
+		active := int32(0)
+		if j.Status.Active > 0 {
+			active = j.Status.Active
+		}
+		if active == 0 && j.Status.Failed == 0 && j.Status.Succeeded == 0 {
+			return false, "no pod running yet", nil
+		}
+		return false, fmt.Sprintf("%d active, %d succeeded, %d failed", active, j.Status.Succeeded, j.Status.Failed), nil
+	}
+}
+
+// describePods tells about the Job's pod: for a failure, how its container
+// ended and its last log lines; for a timeout, why it is not done. With no
+// pod at all, the Job's last FailedCreate event says why.
+func describePods(ctx context.Context, c *kube.Clients, r ref, uid types.UID, failed bool) string {
+	pods, err := c.Typed.CoreV1().Pods(r.ns).List(ctx, metav1.ListOptions{LabelSelector: batchv1.ControllerUidLabel + "=" + string(uid)})
+	if err != nil {
+		return "; its pods could not be listed: " + kube.Reason(err)
+	}
+	if len(pods.Items) == 0 {
+		if ev := lastFailedCreate(ctx, c, r.ns, uid); ev != "" {
+			return "; no pod was created: " + ev
+		}
+		return "; no pod was created"
+	}
+	// the pod that failed, else the newest
+	sort.Slice(pods.Items, func(i, j int) bool {
+		pi, pj := &pods.Items[i], &pods.Items[j]
+		if (pi.Status.Phase == corev1.PodFailed) != (pj.Status.Phase == corev1.PodFailed) {
+			return pi.Status.Phase == corev1.PodFailed
+		}
+		return pj.CreationTimestamp.Before(&pi.CreationTimestamp)
+	})
+	pod := &pods.Items[0]
+	var b strings.Builder
+	b.WriteString("; pod " + pod.Name)
+	if s := containerState(pod, r.name); s != "" {
+		b.WriteString(": " + s)
+	} else if !failed {
+		b.WriteString(": " + strings.ToLower(string(pod.Status.Phase)))
+	}
+	if !failed {
+		return b.String()
+	}
+	b.WriteString(PodLogs(ctx, c, pod.Namespace, pod.Name, r.name))
+	return b.String()
+}
+
+// containerState describes how the step's container is or ended.
+func containerState(p *corev1.Pod, container string) string {
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.Name != container {
+			continue
+		}
+		switch {
+		case cs.State.Terminated != nil:
+			t := cs.State.Terminated
+			s := fmt.Sprintf("container %s exited with code %d", cs.Name, t.ExitCode)
+			if r := join(t.Reason, strings.TrimSpace(t.Message)); r != "" {
+				s += " (" + r + ")"
+			}
+			return s
+		case cs.State.Waiting != nil && cs.State.Waiting.Reason != "":
+			return "container " + cs.Name + " waiting: " + join(cs.State.Waiting.Reason, cs.State.Waiting.Message)
+		}
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+			return "not scheduled: " + join(c.Reason, c.Message)
+		}
+	}
+	return ""
+}
+
+// PodLogs returns the container's last log lines as a message suffix
+// ("; last 3 log lines:\n    ..."), bounded to LogTailLines lines and
+// LogMaxBytes, or a note saying why there are none.
+func PodLogs(ctx context.Context, c *kube.Clients, ns, pod, container string) string {
+	tail, limit := int64(LogTailLines), int64(LogMaxBytes)
+	raw, err := c.Typed.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{
+		Container: container, TailLines: &tail, LimitBytes: &limit,
+	}).Do(ctx).Raw()
+	if err != nil {
+		return "; its logs are unavailable: " + logsError(err)
+	}
+	return FormatLogs(raw)
+}
+
+// logsError explains a failed log request: the node's own answer when the
+// API server relays one, else the API error.
+func logsError(err error) string {
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		if d := status.Status().Details; d != nil {
+			for _, c := range d.Causes {
+				if m := strings.TrimSpace(c.Message); m != "" {
+					return m
+				}
+			}
+		}
+	}
+	return kube.Reason(err)
+}
+
+// FormatLogs turns raw log output into a message suffix: the last
+// LogTailLines lines, each cut to a bounded length, at most LogMaxBytes.
+func FormatLogs(raw []byte) string {
+	raw = bytes.TrimRight(raw, "\n")
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return "; it logged nothing"
+	}
+	lines := strings.Split(string(raw), "\n")
+	if len(lines) > LogTailLines {
+		lines = lines[len(lines)-LogTailLines:]
+	}
+	for i, l := range lines {
+		l = strings.TrimRight(l, "\r")
+		if len(l) > logLineMax {
+			l = l[:logLineMax] + "..."
+		}
+		lines[i] = l
+	}
+	for total(lines) > LogMaxBytes && len(lines) > 1 {
+		lines = lines[1:]
+	}
+	what := "log line"
+	if len(lines) > 1 {
+		what = fmt.Sprintf("%d log lines", len(lines))
+	}
+	return "; last " + what + ":\n    " + strings.Join(lines, "\n    ")
+}
+
+func total(lines []string) int {
+	n := 0
+	for _, l := range lines {
+		n += len(l) + 5
+	}
+	return n
+}
+
+func lastFailedCreate(ctx context.Context, c *kube.Clients, ns string, uid types.UID) string {
+	evs, err := c.Typed.CoreV1().Events(ns).List(ctx, metav1.ListOptions{
+		FieldSelector: fields.AndSelectors(
+			fields.OneTermEqualSelector("involvedObject.uid", string(uid)),
+			fields.OneTermEqualSelector("reason", "FailedCreate"),
+		).String(),
+	})
+	if err != nil || len(evs.Items) == 0 {
+		return ""
+	}
+	last := evs.Items[0]
+	for _, e := range evs.Items[1:] {
+		if eventTime(e).After(eventTime(last)) {
+			last = e
+		}
+	}
+	return last.Message
+}
+
+func eventTime(e corev1.Event) time.Time {
+	switch {
+	case !e.LastTimestamp.IsZero():
+		return e.LastTimestamp.Time
+	case !e.EventTime.IsZero():
+		return e.EventTime.Time
+	}
+	return e.CreationTimestamp.Time
+}
+
+func join(reason, msg string) string {
+	switch {
+	case reason == "":
+		return msg
+	case msg == "":
+		return reason
+	}
+	return reason + ": " + msg
+}
+
+// deleteAndWait deletes the Job of uid (its pods in the background) and
+// waits until it is gone.
+func deleteAndWait(ctx context.Context, c *kube.Clients, r ref, uid types.UID) error {
+	bg := metav1.DeletePropagationBackground
+	err := c.Typed.BatchV1().Jobs(r.ns).Delete(ctx, r.name, metav1.DeleteOptions{
+		PropagationPolicy: &bg,
+		Preconditions:     &metav1.Preconditions{UID: &uid},
+	})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("delete %s: %w", r.subject, err)
+	}
+	m, err := jobsMapping(c)
+	if err != nil {
+		return err
+	}
+	return waiter.Until(ctx, c, []waiter.Target{{Mapping: m, Namespace: r.ns, Name: r.name, UID: uid}},
+		spec.WaitFor{Kind: spec.ForDelete}, nil)
+}
+
+// ensureNamespace creates ns when it does not exist, leaving an existing
+// one alone. A user who may not read namespaces tries to create it; when
+// that is refused too, the Job's creation says whether the namespace is
+// there.
+func ensureNamespace(ctx context.Context, c *kube.Clients, ns string) error {
+	_, err := c.Typed.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+	if err == nil {
+		return nil
+	}
+	getForbidden := apierrors.IsForbidden(err)
+	if !apierrors.IsNotFound(err) && !getForbidden {
+		return fmt.Errorf("namespace %s: %w", ns, err)
+	}
+	_, err = c.Typed.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		Name:   ns,
+		Labels: map[string]string{LabelManagedBy: ManagedBy},
+	}}, metav1.CreateOptions{FieldManager: "khook"})
+	switch {
+	case err == nil, apierrors.IsAlreadyExists(err):
+		return nil
+	case getForbidden && apierrors.IsForbidden(err):
+		return nil
+	}
+	return fmt.Errorf("create namespace %s: %w", ns, err)
+}
+
+// Plan predicts run, or skip when skipIf: succeeded holds; unknown when
+// the namespace does not exist yet and the step does not create it.
+func (e *Executor) Plan(ctx context.Context, req *step.Request) (step.Prediction, error) {
+	p, err := e.plan(ctx, req)
+	return p, redacted(req, err)
+}
+
+func (e *Executor) plan(ctx context.Context, req *step.Request) (step.Prediction, error) {
+	r, err := jobRef(req)
+	if err != nil {
+		return step.Prediction{}, err
+	}
+	_, err = req.Kube.Typed.CoreV1().Namespaces().Get(ctx, r.ns, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		if req.Step.Job.CreateNamespace {
+			return step.Prediction{Action: ActionRun, Reason: "create namespace " + r.ns + " and run " + r.subject}, nil
+		}
+		return step.Prediction{Action: ActionUnknown, Reason: "namespace " + r.ns + " does not exist yet"}, nil
+	case err != nil && !apierrors.IsForbidden(err):
+		return step.Prediction{}, fmt.Errorf("namespace %s: %w", r.ns, err)
+	}
+	old, err := req.Kube.Typed.BatchV1().Jobs(r.ns).Get(ctx, r.name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return step.Prediction{Action: ActionRun, Reason: "run " + r.subject}, nil
+	case err != nil:
+		return step.Prediction{}, fmt.Errorf("%s: %w", r.subject, err)
+	case !Owned(old):
+		return step.Prediction{}, notOwned(r)
+	case req.Step.Job.SkipIf == spec.SkipIfSucceeded && Succeeded(old):
+		return step.Prediction{Action: ActionSkip, Reason: r.subject + " already completed successfully" + completedAt(old)}, nil
+	}
+	return step.Prediction{Action: ActionRun, Reason: "replace the previous run's " + r.subject}, nil
+}
+
+// Destroy deletes the step's Job (never one khook does not own) and waits
+// until it is gone; a Job already gone is success.
+func (e *Executor) Destroy(ctx context.Context, req *step.Request) (step.Outcome, error) {
+	out, err := e.destroy(ctx, req)
+	return out, redacted(req, err)
+}
+
+func (e *Executor) destroy(ctx context.Context, req *step.Request) (step.Outcome, error) {
+	r, err := jobRef(req)
+	if err != nil {
+		return step.Outcome{}, err
+	}
+	old, err := req.Kube.Typed.BatchV1().Jobs(r.ns).Get(ctx, r.name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return step.Outcome{Message: r.subject + " already gone"}, nil
+	case err != nil:
+		return step.Outcome{}, fmt.Errorf("%s: %w", r.subject, err)
+	case !Owned(old):
+		return step.Outcome{Skipped: true, SkipReason: r.subject + " is not managed by khook: left alone"}, nil
+	}
+	if err := deleteAndWait(ctx, req.Kube, r, old.UID); err != nil {
+		return step.Outcome{}, err
+	}
+	return step.Outcome{Message: r.subject + " deleted"}, nil
+}
+
+// wrapped is an error with a message of its own over a cause.
+type wrapped struct {
+	msg string
+	err error
+}
+
+func (w *wrapped) Error() string { return w.msg }
+func (w *wrapped) Unwrap() error { return w.err }
+
+func redacted(req *step.Request, err error) error {
+	if err == nil || req.Redactor == nil {
+		return err
+	}
+	return req.Redactor.Error(err)
+}

@@ -1,0 +1,260 @@
+// Package patch is the patch: step: kubectl patch with a strategic merge
+// (the default), JSON merge (RFC 7386) or JSON (RFC 6902) patch on one
+// existing object.
+package patch
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+
+	"khook.io/core/kube"
+	"khook.io/core/spec"
+	"khook.io/core/step"
+)
+
+// FieldManager is the field manager khook patches as.
+const FieldManager = "khook"
+
+// Plan actions of a patch step.
+const (
+	ActionNoOp    = "no-op"
+	ActionPatch   = "patch"
+	ActionUnknown = "unknown"
+)
+
+// maxDetails bounds the changed fields a plan lists.
+const maxDetails = 10
+
+// Executor runs patch: steps.
+type Executor struct{}
+
+// New returns the patch: executor.
+func New() *Executor { return &Executor{} }
+
+// Type is the action key.
+func (*Executor) Type() string { return spec.TypePatch }
+
+// target is a resolved patch: its object, patch type and body.
+type target struct {
+	mapping   *meta.RESTMapping
+	ri        dynamic.ResourceInterface
+	name      string
+	subject   string // "Deployment ns/web", "StorageClass gp3"
+	patchType types.PatchType
+	typ       string // strategic, merge, json
+	body      []byte
+}
+
+func resolve(req *step.Request) (*target, error) {
+	p := req.Step.Patch
+	if p == nil {
+		return nil, fmt.Errorf("step %s is not a patch step", req.Step.Name)
+	}
+	ref, err := spec.ParseResource(p.Target)
+	if err != nil {
+		return nil, fmt.Errorf("patch.target %w", err)
+	}
+	if ref.Name == "" {
+		return nil, fmt.Errorf("patch.target %q: want kind/name", p.Target)
+	}
+	m, err := req.Kube.MappingForType(ref.Type)
+	if err != nil {
+		return nil, fmt.Errorf("patch target %s: %w", p.Target, err)
+	}
+	t := &target{mapping: m, name: ref.Name, typ: p.PatchType()}
+	ns := ""
+	if kube.Namespaced(m) {
+		ns = req.Namespace(p.Namespace)
+		t.subject = m.GroupVersionKind.Kind + " " + ns + "/" + ref.Name
+	} else {
+		t.subject = m.GroupVersionKind.Kind + " " + ref.Name
+	}
+	t.ri = req.Kube.Resource(m, ns)
+	switch t.typ {
+	case spec.PatchStrategic:
+		t.patchType = types.StrategicMergePatchType
+	case spec.PatchMerge:
+		t.patchType = types.MergePatchType
+	case spec.PatchJSON:
+		t.patchType = types.JSONPatchType
+	default:
+		return nil, fmt.Errorf("patch.type %q: want strategic, merge or json", t.typ)
+	}
+	if t.body, err = json.Marshal(p.Patch); err != nil {
+		return nil, fmt.Errorf("patch body: %w", err)
+	}
+	return t, nil
+}
+
+// Run patches the target, which must exist.
+func (e *Executor) Run(ctx context.Context, req *step.Request) (step.Outcome, error) {
+	t, err := resolve(req)
+	if err != nil {
+		return step.Outcome{}, redacted(req, err)
+	}
+	live, err := t.ri.Get(ctx, t.name, metav1.GetOptions{})
+	if err != nil {
+		return step.Outcome{}, redacted(req, t.explain(err))
+	}
+	out, err := t.ri.Patch(ctx, t.name, t.patchType, t.body, metav1.PatchOptions{FieldManager: FieldManager})
+	if err != nil {
+		return step.Outcome{}, redacted(req, t.explain(err))
+	}
+	// unchanged when the patch changed nothing but what controllers write
+	// meanwhile (status)
+	if out.GetResourceVersion() == live.GetResourceVersion() || !changedBesidesStatus(ChangedFields(live, out)) {
+		return step.Outcome{Message: fmt.Sprintf("%s unchanged: the %s patch was already applied", t.subject, t.typ)}, nil
+	}
+	return step.Outcome{Message: fmt.Sprintf("%s patched (%s)", t.subject, t.typ)}, nil
+}
+
+// Plan compares a server-side dry run of the patch with the live object:
+// no-op, or patch with the changed fields as details; unknown when the
+// target (or its type) does not exist yet.
+func (e *Executor) Plan(ctx context.Context, req *step.Request) (step.Prediction, error) {
+	t, err := resolve(req)
+	if err != nil {
+		if strings.Contains(err.Error(), "the cluster serves no resource type") {
+			return step.Prediction{Action: ActionUnknown, Reason: err.Error() + " (yet: a CRD an earlier step installs?)"}, nil
+		}
+		return step.Prediction{}, redacted(req, err)
+	}
+	// The dry run patches the object as it is then; compare it with the
+	// same version of the object (a controller may write in between).
+	var live, dry *unstructured.Unstructured
+	for attempt := 0; ; attempt++ {
+		live, err = t.ri.Get(ctx, t.name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return step.Prediction{Action: ActionUnknown, Reason: t.subject + " does not exist yet"}, nil
+		}
+		if err != nil {
+			return step.Prediction{}, redacted(req, t.explain(err))
+		}
+		dry, err = t.ri.Patch(ctx, t.name, t.patchType, t.body, metav1.PatchOptions{
+			FieldManager: FieldManager,
+			DryRun:       []string{metav1.DryRunAll},
+		})
+		if err != nil {
+			return step.Prediction{}, redacted(req, t.explain(err))
+		}
+		if dry.GetResourceVersion() == live.GetResourceVersion() || attempt == 4 {
+			break
+		}
+	}
+	changed := ChangedFields(live, dry)
+	if len(changed) == 0 {
+		return step.Prediction{Action: ActionNoOp, Reason: t.subject + " already matches the patch"}, nil
+	}
+	if len(changed) > maxDetails {
+		changed = append(changed[:maxDetails], fmt.Sprintf("and %d more", len(changed)-maxDetails))
+	}
+	return step.Prediction{Action: ActionPatch, Reason: fmt.Sprintf("%s: %s patch changes %s", t.subject, t.typ, plural(len(changed), "field")), Details: changed}, nil
+}
+
+func changedBesidesStatus(paths []string) bool {
+	for _, p := range paths {
+		if p != ".status" && !strings.HasPrefix(p, ".status.") {
+			return true
+		}
+	}
+	return false
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
+// explain turns an API error into a line naming the target: a missing
+// target, and a strategic patch a custom resource refuses (415), get a
+// hint.
+func (t *target) explain(err error) error {
+	switch {
+	case apierrors.IsNotFound(err):
+		return &wrapped{msg: t.subject + " not found: a patch needs an existing target (order this step after the one creating it with needs:)", err: err}
+	case apierrors.IsUnsupportedMediaType(err) && t.patchType == types.StrategicMergePatchType:
+		return &wrapped{msg: t.subject + ": a strategic merge patch is not supported for custom resources (the server answered 415 Unsupported Media Type): use type: merge (RFC 7386), or type: json for list surgery", err: err}
+	}
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		return fmt.Errorf("%s: %s patch failed: %w", t.subject, t.typ, err)
+	}
+	return fmt.Errorf("%s: %w", t.subject, err)
+}
+
+// wrapped is an error with a message of its own over the API error.
+type wrapped struct {
+	msg string
+	err error
+}
+
+func (w *wrapped) Error() string { return w.msg }
+func (w *wrapped) Unwrap() error { return w.err }
+
+// ignoredFields change on every write and say nothing about the patch.
+var ignoredFields = [][]string{
+	{"metadata", "resourceVersion"},
+	{"metadata", "managedFields"},
+	{"metadata", "generation"},
+}
+
+// ChangedFields lists the paths (.spec.replicas, .metadata.labels.app)
+// where after differs from before, ignoring resourceVersion, managedFields
+// and generation. Lists are compared whole.
+func ChangedFields(before, after *unstructured.Unstructured) []string {
+	b, a := before.DeepCopy().Object, after.DeepCopy().Object
+	for _, f := range ignoredFields {
+		unstructured.RemoveNestedField(b, f...)
+		unstructured.RemoveNestedField(a, f...)
+	}
+	var out []string
+	diffPaths("", b, a, &out)
+	sort.Strings(out)
+	return out
+}
+
+func diffPaths(prefix string, b, a any, out *[]string) {
+	bm, bok := b.(map[string]any)
+	am, aok := a.(map[string]any)
+	if bok && aok {
+		keys := map[string]bool{}
+		for k := range bm {
+			keys[k] = true
+		}
+		for k := range am {
+			keys[k] = true
+		}
+		for k := range keys {
+			diffPaths(prefix+"."+k, bm[k], am[k], out)
+		}
+		return
+	}
+	if !reflect.DeepEqual(b, a) {
+		p := prefix
+		if p == "" {
+			p = "."
+		}
+		*out = append(*out, p)
+	}
+}
+
+func redacted(req *step.Request, err error) error {
+	if req.Redactor == nil {
+		return err
+	}
+	return req.Redactor.Error(err)
+}

@@ -1,0 +1,360 @@
+// Package rollout is the rollout: step: kubectl rollout restart (the
+// kubectl.kubernetes.io/restartedAt pod-template annotation, patched the
+// way kubectl does) and kubectl rollout status (kubectl's status viewers,
+// driven by a watch) for Deployments, DaemonSets and StatefulSets.
+package rollout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/kubectl/pkg/polymorphichelpers"
+	"k8s.io/kubectl/pkg/scheme"
+
+	"khook.io/core/kube"
+	"khook.io/core/spec"
+	"khook.io/core/step"
+	"khook.io/core/waiter"
+)
+
+// FieldManager is the field manager khook patches as.
+const FieldManager = "khook"
+
+// Plan actions of a rollout step.
+const (
+	ActionRestart = "restart"
+	ActionNoOp    = "no-op"
+	ActionWait    = "wait"
+	ActionUnknown = "unknown"
+)
+
+// Executor runs rollout: steps.
+type Executor struct{}
+
+// New returns the rollout: executor.
+func New() *Executor { return &Executor{} }
+
+// Type is the action key.
+func (*Executor) Type() string { return spec.TypeRollout }
+
+// workload is a resolved rollout target.
+type workload struct {
+	mapping *meta.RESTMapping
+	ri      dynamic.ResourceInterface
+	ns      string
+	name    string
+	subject string // "Deployment ns/web"
+}
+
+func resolve(req *step.Request) (*workload, error) {
+	r := req.Step.Rollout
+	if r == nil {
+		return nil, fmt.Errorf("step %s is not a rollout step", req.Step.Name)
+	}
+	kind, name, err := spec.ParseRolloutTarget(r.Target())
+	if err != nil {
+		return nil, fmt.Errorf("rollout target %w", err)
+	}
+	m, err := req.Kube.MappingFor(appsv1.SchemeGroupVersion.WithKind(kind))
+	if err != nil {
+		return nil, err
+	}
+	ns := req.Namespace(r.Namespace)
+	return &workload{
+		mapping: m,
+		ri:      req.Kube.Resource(m, ns),
+		ns:      ns,
+		name:    name,
+		subject: kind + " " + ns + "/" + name,
+	}, nil
+}
+
+func (w *workload) get(ctx context.Context) (*unstructured.Unstructured, error) {
+	u, err := w.ri.Get(ctx, w.name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, &wrapped{msg: w.subject + " not found", err: err}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", w.subject, err)
+	}
+	return u, nil
+}
+
+// Run restarts the workload, or waits for its rollout to complete.
+func (e *Executor) Run(ctx context.Context, req *step.Request) (step.Outcome, error) {
+	w, err := resolve(req)
+	if err != nil {
+		return step.Outcome{}, redacted(req, err)
+	}
+	if req.Step.Rollout.Restart != "" {
+		out, err := w.restart(ctx)
+		return out, redacted(req, err)
+	}
+	out, err := w.status(ctx, req)
+	return out, redacted(req, err)
+}
+
+// Restart patches the pod template's kubectl.kubernetes.io/restartedAt
+// annotation, exactly as kubectl rollout restart does.
+func (w *workload) restart(ctx context.Context) (step.Outcome, error) {
+	u, err := w.get(ctx)
+	if err != nil {
+		return step.Outcome{}, err
+	}
+	patch, err := RestartPatch(u)
+	if err != nil {
+		return step.Outcome{}, fmt.Errorf("%s: %w", w.subject, err)
+	}
+	if len(patch) == 0 || string(patch) == "{}" {
+		// restartedAt has a resolution of a second: a restart was triggered
+		// this very second, which is what this step asks for
+		return step.Outcome{Message: w.subject + " was restarted within the last second already"}, nil
+	}
+	if _, err := w.ri.Patch(ctx, w.name, types.StrategicMergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager}); err != nil {
+		return step.Outcome{}, fmt.Errorf("%s: restart: %w", w.subject, err)
+	}
+	return step.Outcome{Message: w.subject + " restarted"}, nil
+}
+
+// RestartPatch is the strategic merge patch kubectl rollout restart sends
+// for obj (a Deployment, DaemonSet or StatefulSet): the difference made by
+// kubectl's ObjectRestarterFn, which sets the pod template's
+// kubectl.kubernetes.io/restartedAt annotation to the current time.
+func RestartPatch(obj *unstructured.Unstructured) ([]byte, error) {
+	gvk := obj.GroupVersionKind()
+	typed, err := scheme.Scheme.New(gvk)
+	if err != nil {
+		return nil, fmt.Errorf("restart is not supported for %s", gvk.Kind)
+	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, typed); err != nil {
+		return nil, fmt.Errorf("decode %s: %w", gvk.Kind, err)
+	}
+	if d, ok := typed.(*appsv1.Deployment); ok && d.Spec.Paused {
+		return nil, errors.New("the Deployment is paused, so a restart would not roll out: unpause it first (spec.paused: false)")
+	}
+	before, err := runtime.Encode(scheme.DefaultJSONEncoder(), typed)
+	if err != nil {
+		return nil, err
+	}
+	after, err := polymorphichelpers.ObjectRestarterFn(typed)
+	if err != nil {
+		return nil, err
+	}
+	return strategicpatch.CreateTwoWayMergePatch(before, after, typed)
+}
+
+// status waits for the rollout to complete, with kubectl's status viewer.
+func (w *workload) status(ctx context.Context, req *step.Request) (step.Outcome, error) {
+	viewer, err := polymorphichelpers.StatusViewerFor(w.mapping.GroupVersionKind.GroupKind())
+	if err != nil {
+		return step.Outcome{}, err
+	}
+	if _, err := w.get(ctx); err != nil {
+		return step.Outcome{}, err
+	}
+	began := time.Now()
+	err = waiter.Wait(ctx, req.Kube, waiter.Options{
+		Targets:  []waiter.Target{{Mapping: w.mapping, Namespace: w.ns, Name: w.name}},
+		What:     "rollout",
+		Check:    w.check(ctx, req.Kube, viewer),
+		Progress: func(line string) { req.Logf("%s", line) },
+	})
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			// the step's deadline has passed: look once more, briefly
+			hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+			defer cancel()
+			if hint := w.podHint(hctx, req.Kube); hint != "" {
+				return step.Outcome{}, &wrapped{msg: err.Error() + "; " + hint, err: err}
+			}
+		}
+		return step.Outcome{}, err
+	}
+	return step.Outcome{Message: fmt.Sprintf("%s rolled out (waited %s)", w.subject, time.Since(began).Round(time.Millisecond))}, nil
+}
+
+// check is a waiter check around kubectl's status viewer; a Deployment
+// past its progress deadline fails the wait at once.
+func (w *workload) check(ctx context.Context, c *kube.Clients, viewer polymorphichelpers.StatusViewer) waiter.CheckFunc {
+	return func(u *unstructured.Unstructured) (bool, string, error) {
+		msg, done, err := viewer.Status(u, 0)
+		if err != nil {
+			if d := deadlineExceeded(u); d != "" {
+				hctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+				defer cancel()
+				if hint := w.podHint(hctx, c); hint != "" {
+					d += "; " + hint
+				}
+				return false, "", errors.New(w.subject + " " + d)
+			}
+			return false, "", fmt.Errorf("%s: %w", w.subject, err)
+		}
+		return done, strings.TrimSpace(msg), nil
+	}
+}
+
+// deadlineExceeded describes a Deployment whose Progressing condition says
+// ProgressDeadlineExceeded, or returns "".
+func deadlineExceeded(u *unstructured.Unstructured) string {
+	if u.GetKind() != "Deployment" {
+		return ""
+	}
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, raw := range conds {
+		c, _ := raw.(map[string]any)
+		if c["type"] != string(appsv1.DeploymentProgressing) || c["reason"] != "ProgressDeadlineExceeded" {
+			continue
+		}
+		s := "exceeded its progress deadline"
+		if secs, found, _ := unstructured.NestedInt64(u.Object, "spec", "progressDeadlineSeconds"); found {
+			s += fmt.Sprintf(" (progressDeadlineSeconds: %d)", secs)
+		}
+		if m, _ := c["message"].(string); m != "" {
+			s += ": " + m
+		}
+		return s
+	}
+	return ""
+}
+
+// podHint says why one of the workload's pods is not ready ("pod web-x:
+// Unschedulable: 0/1 nodes are available: ..."), or returns "".
+func (w *workload) podHint(ctx context.Context, c *kube.Clients) string {
+	u, err := w.ri.Get(ctx, w.name, metav1.GetOptions{})
+	if err != nil {
+		return ""
+	}
+	raw, found, _ := unstructured.NestedMap(u.Object, "spec", "selector")
+	if !found {
+		return ""
+	}
+	var ls metav1.LabelSelector
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(raw, &ls); err != nil {
+		return ""
+	}
+	sel, err := metav1.LabelSelectorAsSelector(&ls)
+	if err != nil || sel.Empty() {
+		return ""
+	}
+	pods, err := c.Typed.CoreV1().Pods(w.ns).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	if err != nil {
+		return ""
+	}
+	for i := range pods.Items {
+		if why := PodNotReadyReason(&pods.Items[i]); why != "" {
+			return "pod " + pods.Items[i].Name + ": " + why
+		}
+	}
+	return ""
+}
+
+// PodNotReadyReason says why a pod is not ready: unscheduled, a container
+// waiting (ImagePullBackOff, CrashLoopBackOff) or terminated, or not Ready;
+// "" for a ready pod.
+func PodNotReadyReason(p *corev1.Pod) string {
+	if p.DeletionTimestamp != nil {
+		return ""
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+			return join(string(c.Reason), c.Message)
+		}
+	}
+	for _, cs := range append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
+		switch {
+		case cs.State.Waiting != nil && cs.State.Waiting.Reason != "" && cs.State.Waiting.Reason != "ContainerCreating" && cs.State.Waiting.Reason != "PodInitializing":
+			return "container " + cs.Name + ": " + join(cs.State.Waiting.Reason, cs.State.Waiting.Message)
+		case cs.State.Terminated != nil && cs.State.Terminated.ExitCode != 0:
+			return fmt.Sprintf("container %s exited with code %d", cs.Name, cs.State.Terminated.ExitCode) + optional(join(cs.State.Terminated.Reason, cs.State.Terminated.Message))
+		}
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady && c.Status != corev1.ConditionTrue {
+			return "not ready" + optional(join(c.Reason, c.Message))
+		}
+	}
+	if p.Status.Phase == corev1.PodPending {
+		return "pending"
+	}
+	return ""
+}
+
+func join(reason, msg string) string {
+	switch {
+	case reason == "":
+		return msg
+	case msg == "":
+		return reason
+	}
+	return reason + ": " + msg
+}
+
+func optional(s string) string {
+	if s == "" {
+		return ""
+	}
+	return " (" + s + ")"
+}
+
+// Plan predicts restart, or for status no-op (rolled out) or wait;
+// unknown when the workload does not exist yet.
+func (e *Executor) Plan(ctx context.Context, req *step.Request) (step.Prediction, error) {
+	w, err := resolve(req)
+	if err != nil {
+		return step.Prediction{}, redacted(req, err)
+	}
+	u, err := w.ri.Get(ctx, w.name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return step.Prediction{Action: ActionUnknown, Reason: w.subject + " does not exist yet"}, nil
+	}
+	if err != nil {
+		return step.Prediction{}, redacted(req, fmt.Errorf("%s: %w", w.subject, err))
+	}
+	if req.Step.Rollout.Restart != "" {
+		return step.Prediction{Action: ActionRestart, Reason: "restart " + w.subject}, nil
+	}
+	viewer, err := polymorphichelpers.StatusViewerFor(w.mapping.GroupVersionKind.GroupKind())
+	if err != nil {
+		return step.Prediction{}, err
+	}
+	msg, done, err := viewer.Status(u, 0)
+	switch {
+	case err != nil:
+		if d := deadlineExceeded(u); d != "" {
+			return step.Prediction{Action: ActionWait, Reason: w.subject + " " + d}, nil
+		}
+		return step.Prediction{Action: ActionWait, Reason: w.subject + ": " + err.Error()}, nil
+	case done:
+		return step.Prediction{Action: ActionNoOp, Reason: strings.TrimSpace(msg)}, nil
+	}
+	return step.Prediction{Action: ActionWait, Reason: strings.TrimSpace(msg)}, nil
+}
+
+// wrapped is an error with a message of its own over the API error.
+type wrapped struct {
+	msg string
+	err error
+}
+
+func (w *wrapped) Error() string { return w.msg }
+func (w *wrapped) Unwrap() error { return w.err }
+
+func redacted(req *step.Request, err error) error {
+	if err == nil || req.Redactor == nil {
+		return err
+	}
+	return req.Redactor.Error(err)
+}

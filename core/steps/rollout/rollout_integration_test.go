@@ -1,0 +1,204 @@
+//go:build integration
+
+package rollout_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+
+	"khook.io/core/internal/steptest"
+	"khook.io/core/internal/testcluster"
+	"khook.io/core/kube"
+	"khook.io/core/step"
+	"khook.io/core/steps/rollout"
+)
+
+func TestMain(m *testing.M) { os.Exit(testcluster.Main(m)) }
+
+func setup(t *testing.T, prefix string) (*kube.Clients, string) {
+	t.Helper()
+	cl := testcluster.Get(t)
+	return steptest.Clients(t, cl.RESTConfig(t)), cl.NewNamespace(t, prefix)
+}
+
+func create(t *testing.T, c *kube.Clients, ns, y string) {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte(y), &u.Object); err != nil {
+		t.Fatal(err)
+	}
+	m, err := c.MappingFor(u.GroupVersionKind())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Resource(m, ns).Create(context.Background(), u, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create %s %s: %v", u.GetKind(), u.GetName(), err)
+	}
+}
+
+func run(t *testing.T, req *step.Request) (step.Outcome, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), req.Timeout)
+	defer cancel()
+	return rollout.New().Run(ctx, req)
+}
+
+func plan(t *testing.T, req *step.Request) step.Prediction {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p, err := rollout.New().Plan(ctx, req)
+	if err != nil {
+		t.Fatalf("Plan: %v", err)
+	}
+	return p
+}
+
+func request(t *testing.T, c *kube.Clients, y string, timeout time.Duration) *step.Request {
+	t.Helper()
+	return steptest.Request(t, c, y, steptest.Options{Timeout: timeout})
+}
+
+func workload(kind, name, extraSpec, podSpecExtra string) string {
+	s := `apiVersion: apps/v1
+kind: ` + kind + `
+metadata: {name: ` + name + `}
+spec:
+  selector: {matchLabels: {app: ` + name + `}}
+` + extraSpec + `  template:
+    metadata: {labels: {app: ` + name + `}}
+    spec:
+      containers: [{name: main, image: example.invalid/app:1}]
+`
+	if podSpecExtra != "" {
+		s += "      " + podSpecExtra + "\n"
+	}
+	return s
+}
+
+func restartedAt(t *testing.T, c *kube.Clients, typ, ns, name string) string {
+	t.Helper()
+	m, err := c.MappingForType(typ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := c.Resource(m, ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, _, _ := unstructured.NestedString(u.Object, "spec", "template", "metadata", "annotations", "kubectl.kubernetes.io/restartedAt")
+	return v
+}
+
+func TestRestartThenStatus(t *testing.T) {
+	c, ns := setup(t, "rollout")
+	for _, tc := range []struct{ kind, short, extra string }{
+		{"Deployment", "deployment", "  replicas: 2\n"},
+		{"DaemonSet", "ds", ""},
+		{"StatefulSet", "sts", "  replicas: 1\n  serviceName: web-sts\n"},
+	} {
+		t.Run(tc.kind, func(t *testing.T) {
+			name := strings.ToLower(tc.kind)
+			create(t, c, ns, workload(tc.kind, name, tc.extra, ""))
+			status := request(t, c, "name: s\nrollout:\n  status: "+tc.short+"/"+name+"\n  namespace: "+ns, time.Minute)
+			if _, err := run(t, status); err != nil {
+				t.Fatalf("first rollout: %v", err)
+			}
+			if p := plan(t, status); p.Action != rollout.ActionNoOp {
+				t.Errorf("plan of status after the rollout = %+v, want no-op", p)
+			}
+			restart := request(t, c, "name: r\nrollout:\n  restart: "+tc.short+"/"+name+"\n  namespace: "+ns, time.Minute)
+			if p := plan(t, restart); p.Action != rollout.ActionRestart {
+				t.Errorf("plan of restart = %+v", p)
+			}
+			out, err := run(t, restart)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := tc.kind + " " + ns + "/" + name + " restarted"; out.Message != want {
+				t.Errorf("message = %q, want %q", out.Message, want)
+			}
+			if at := restartedAt(t, c, tc.short, ns, name); at == "" {
+				t.Fatal("no kubectl.kubernetes.io/restartedAt annotation on the pod template")
+			}
+			began := time.Now()
+			out, err = run(t, status)
+			if err != nil {
+				t.Fatalf("rollout after the restart: %v", err)
+			}
+			t.Logf("%s after %s", out.Message, time.Since(began).Round(time.Millisecond))
+			if p := plan(t, status); p.Action != rollout.ActionNoOp {
+				t.Errorf("plan of status after the restart = %+v, want no-op", p)
+			}
+		})
+	}
+}
+
+func TestProgressDeadlineFailsAtOnce(t *testing.T) {
+	c, ns := setup(t, "rollout-deadline")
+	// no node matches: the pods stay Pending, the rollout cannot progress
+	create(t, c, ns, workload("Deployment", "stuck", "  progressDeadlineSeconds: 1\n", `nodeSelector: {khook.io/none: "true"}`))
+	req := request(t, c, "name: s\nrollout:\n  status: deployment/stuck\n  namespace: "+ns, time.Minute)
+	began := time.Now()
+	_, err := run(t, req)
+	took := time.Since(began)
+	if err == nil {
+		t.Fatal("the rollout of a Deployment that cannot progress succeeded")
+	}
+	if errors.Is(err, context.DeadlineExceeded) || took > 20*time.Second {
+		t.Fatalf("the step waited %s (err %v) instead of failing at the progress deadline", took, err)
+	}
+	want := "Deployment " + ns + "/stuck exceeded its progress deadline (progressDeadlineSeconds: 1): ReplicaSet "
+	if !strings.HasPrefix(err.Error(), want) || !strings.Contains(err.Error(), "has timed out progressing.; pod stuck-") ||
+		!strings.Contains(err.Error(), "Unschedulable: 0/1 nodes are available") {
+		t.Errorf("err = %v\nwant it to start with %q and name the unschedulable pod", err, want)
+	}
+	t.Logf("failed after %s: %v", took.Round(time.Millisecond), err)
+	if p := plan(t, req); p.Action != rollout.ActionWait || !strings.Contains(p.Reason, "exceeded its progress deadline") {
+		t.Errorf("plan = %+v", p)
+	}
+}
+
+func TestStatusTimeout(t *testing.T) {
+	c, ns := setup(t, "rollout-timeout")
+	create(t, c, ns, workload("Deployment", "slow", "", `nodeSelector: {khook.io/none: "true"}`))
+	req := request(t, c, "name: s\nrollout:\n  status: deployment/slow\n  namespace: "+ns, 2*time.Second)
+	_, err := run(t, req)
+	want := `timed out waiting for rollout on Deployment ` + ns + `/slow: Waiting for deployment "slow" rollout to finish: 0 of 1 updated replicas are available...; pod slow-`
+	if err == nil || !strings.HasPrefix(err.Error(), want) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v\nwant %s...", err, want)
+	}
+}
+
+func TestMissingWorkload(t *testing.T) {
+	c, ns := setup(t, "rollout-missing")
+	for _, y := range []string{
+		"name: r\nrollout:\n  restart: deployment/nope\n  namespace: " + ns,
+		"name: r\nrollout:\n  status: deployment/nope\n  namespace: " + ns,
+	} {
+		req := request(t, c, y, 10*time.Second)
+		if _, err := run(t, req); err == nil || err.Error() != "Deployment "+ns+"/nope not found" {
+			t.Errorf("err = %v", err)
+		}
+		if p := plan(t, req); p.Action != rollout.ActionUnknown {
+			t.Errorf("plan = %+v, want unknown", p)
+		}
+	}
+}
+
+func TestPausedDeploymentIsRefused(t *testing.T) {
+	c, ns := setup(t, "rollout-paused")
+	create(t, c, ns, workload("Deployment", "held", "  paused: true\n", ""))
+	_, err := run(t, request(t, c, "name: r\nrollout:\n  restart: deploy/held\n  namespace: "+ns, 10*time.Second))
+	if err == nil || !strings.HasPrefix(err.Error(), "Deployment "+ns+"/held: the Deployment is paused") {
+		t.Errorf("err = %v", err)
+	}
+}

@@ -1,0 +1,123 @@
+package rollout
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+)
+
+func object(t *testing.T, y string) *unstructured.Unstructured {
+	t.Helper()
+	j, err := yaml.YAMLToJSON([]byte(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(j); err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+const workloadYAML = `apiVersion: apps/v1
+kind: KIND
+metadata: {name: web, namespace: default}
+spec:
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata:
+      labels: {app: web}
+      annotations: {keep: me}
+    spec:
+      containers: [{name: main, image: x}]
+`
+
+func TestRestartPatch(t *testing.T) {
+	for _, kind := range []string{"Deployment", "DaemonSet", "StatefulSet"} {
+		t.Run(kind, func(t *testing.T) {
+			before := time.Now().Truncate(time.Second)
+			p, err := RestartPatch(object(t, strings.Replace(workloadYAML, "KIND", kind, 1)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got struct {
+				Spec struct {
+					Template struct {
+						Metadata struct {
+							Annotations map[string]string `json:"annotations"`
+						} `json:"metadata"`
+					} `json:"template"`
+				} `json:"spec"`
+			}
+			if err := json.Unmarshal(p, &got); err != nil {
+				t.Fatalf("%s: %v", p, err)
+			}
+			ann := got.Spec.Template.Metadata.Annotations
+			if len(ann) != 1 {
+				t.Fatalf("patch %s: want only the restartedAt annotation", p)
+			}
+			at, err := time.Parse(time.RFC3339, ann["kubectl.kubernetes.io/restartedAt"])
+			if err != nil || at.Before(before) {
+				t.Errorf("restartedAt = %q (%v)", ann["kubectl.kubernetes.io/restartedAt"], err)
+			}
+		})
+	}
+}
+
+func TestRestartPatchRefusesPausedAndOtherKinds(t *testing.T) {
+	paused := strings.Replace(workloadYAML, "KIND", "Deployment", 1) + "  paused: true\n"
+	if _, err := RestartPatch(object(t, paused)); err == nil || !strings.Contains(err.Error(), "paused") {
+		t.Errorf("paused deployment: err = %v", err)
+	}
+	if _, err := RestartPatch(object(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}")); err == nil {
+		t.Error("restart of a ConfigMap succeeded")
+	}
+}
+
+func TestDeadlineExceeded(t *testing.T) {
+	d := object(t, `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec: {progressDeadlineSeconds: 1}
+status:
+  conditions:
+  - {type: Progressing, status: "False", reason: ProgressDeadlineExceeded, message: 'ReplicaSet "web-1" has timed out progressing.'}
+`)
+	want := `exceeded its progress deadline (progressDeadlineSeconds: 1): ReplicaSet "web-1" has timed out progressing.`
+	if got := deadlineExceeded(d); got != want {
+		t.Errorf("deadlineExceeded = %q, want %q", got, want)
+	}
+	ok := object(t, "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nstatus:\n  conditions:\n  - {type: Progressing, status: \"True\", reason: NewReplicaSetAvailable}\n")
+	if got := deadlineExceeded(ok); got != "" {
+		t.Errorf("deadlineExceeded of a progressing deployment = %q", got)
+	}
+}
+
+func TestPodNotReadyReason(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		pod  corev1.Pod
+		want string
+	}{
+		{"unschedulable", corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{
+			{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable", Message: "0/1 nodes are available"}}}},
+			"Unschedulable: 0/1 nodes are available"},
+		{"image pull", corev1.Pod{Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{
+			{Name: "main", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: "pull failed"}}}}}},
+			"container main: ImagePullBackOff: pull failed"},
+		{"crashed", corev1.Pod{Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{
+			{Name: "main", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 2, Reason: "Error"}}}}}},
+			"container main exited with code 2 (Error)"},
+		{"ready", corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{
+			{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}}, ""},
+	} {
+		if got := PodNotReadyReason(&tc.pod); got != tc.want {
+			t.Errorf("%s: got %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,154 @@
+package waiter
+
+import (
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+
+	"khook.io/core/spec"
+)
+
+func obj(t *testing.T, y string) *unstructured.Unstructured {
+	t.Helper()
+	m := map[string]any{}
+	if err := yaml.Unmarshal([]byte(y), &m); err != nil {
+		t.Fatal(err)
+	}
+	// unstructured objects decoded from JSON hold int64, not float64
+	u := &unstructured.Unstructured{Object: m}
+	fixInts(u.Object)
+	return u
+}
+
+func fixInts(x any) {
+	switch v := x.(type) {
+	case map[string]any:
+		for k, e := range v {
+			if f, ok := e.(float64); ok && f == float64(int64(f)) {
+				v[k] = int64(f)
+			} else {
+				fixInts(e)
+			}
+		}
+	case []any:
+		for i, e := range v {
+			if f, ok := e.(float64); ok && f == float64(int64(f)) {
+				v[i] = int64(f)
+			} else {
+				fixInts(e)
+			}
+		}
+	}
+}
+
+const deployment = `
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: default, generation: 2}
+spec:
+  replicas: 2
+status:
+  observedGeneration: 2
+  readyReplicas: 2
+  replicas: 2
+  phase: ""
+  labels: {}
+  conditions:
+  - type: Available
+    status: "False"
+    reason: MinimumReplicasUnavailable
+  - type: Progressing
+    status: "True"
+    reason: NewReplicaSetAvailable
+  - type: Stale
+    status: "True"
+    observedGeneration: 1
+`
+
+func TestConditionCheck(t *testing.T) {
+	d := obj(t, deployment)
+	noConds := obj(t, "metadata: {name: x}\nstatus: {}")
+	for _, tc := range []struct {
+		name, for_ string
+		o          *unstructured.Unstructured
+		want       bool
+		current    string
+	}{
+		{"condition false", "condition=Available", d, false, "status False (MinimumReplicasUnavailable)"},
+		{"condition true", "condition=Progressing", d, true, "status True (NewReplicaSetAvailable)"},
+		{"condition name case-insensitive", "condition=progressing", d, true, "status True (NewReplicaSetAvailable)"},
+		{"condition with value", "condition=Available=False", d, true, "status False (MinimumReplicasUnavailable)"},
+		{"condition value case-insensitive", "condition=Available=false", d, true, "status False (MinimumReplicasUnavailable)"},
+		{"condition value mismatch", "condition=Progressing=False", d, false, "status True (NewReplicaSetAvailable)"},
+		{"condition missing", "condition=Ready", d, false, "no Ready condition yet"},
+		{"no conditions", "condition=Ready", noConds, false, "no conditions yet"},
+		{"stale observed generation", "condition=Stale", d, false, "status True, observed for generation 1 of 2"},
+		{"jsonpath any value", "jsonpath={.status.readyReplicas}", d, true, "value 2"},
+		{"jsonpath relaxed equals", "jsonpath=.status.readyReplicas=2", d, true, "value 2"},
+		{"jsonpath bare equals", "jsonpath=status.replicas=2", d, true, "value 2"},
+		{"jsonpath mismatch", "jsonpath={.status.readyReplicas}=3", d, false, "value 2"},
+		{"jsonpath missing path is not yet", "jsonpath={.status.nothing.here}", d, false, "{.status.nothing.here} not found"},
+		{"jsonpath missing path with value", "jsonpath={.status.nothing}=x", d, false, "{.status.nothing} not found"},
+		{"jsonpath empty string is not a value", "jsonpath={.status.phase}", d, false, `value ""`},
+		{"jsonpath empty map is not a value", "jsonpath={.status.labels}", d, false, "value an object of 0 fields"},
+		{"jsonpath filter", `jsonpath={.status.conditions[?(@.type=="Progressing")].status}=True`, d, true, `value "True"`},
+		{"jsonpath filter mismatch", `jsonpath={.status.conditions[?(@.type=="Available")].status}=True`, d, false, `value "False"`},
+		{"jsonpath filter no match", `jsonpath={.status.conditions[?(@.type=="Ready")].status}=True`, d, false, `{.status.conditions[?(@.type=="Ready")].status} not found`},
+		{"jsonpath some of many values", "jsonpath={.status.conditions[*].status}=False", d, true, `value "False"`},
+		{"jsonpath none of many values", "jsonpath={.status.conditions[*].reason}=Nope", d, false, `values "MinimumReplicasUnavailable", "NewReplicaSetAvailable"`},
+		{"jsonpath object never equals", "jsonpath={.spec}=x", d, false, "value an object of 1 fields"},
+		{"jsonpath quoted value", `jsonpath={.metadata.name}="web"`, d, true, `value "web"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			wf, err := spec.ParseWaitFor(tc.for_)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := NewCondition(wf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, cur, err := c.Check(tc.o)
+			if err != nil {
+				t.Fatalf("Check: %v", err)
+			}
+			if got != tc.want || cur != tc.current {
+				t.Errorf("Check(%s) = %v, %q; want %v, %q", tc.for_, got, cur, tc.want, tc.current)
+			}
+		})
+	}
+}
+
+func TestNewConditionRejectsDelete(t *testing.T) {
+	if _, err := NewCondition(spec.WaitFor{Kind: spec.ForDelete}); err == nil {
+		t.Fatal("NewCondition(delete) succeeded")
+	}
+}
+
+func TestDescribe(t *testing.T) {
+	for in, want := range map[string]string{
+		"condition=Ready":              "condition Ready",
+		"condition=Ready=true":         "condition Ready",
+		"condition=Ready=False":        "condition Ready=False",
+		"jsonpath=.status.phase":       "jsonpath {.status.phase}",
+		"jsonpath=status.phase=Active": "jsonpath {.status.phase}=Active",
+		"delete":                       "deletion",
+	} {
+		wf, err := spec.ParseWaitFor(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := Describe(wf); got != want {
+			t.Errorf("Describe(%s) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestQuoteValueBounded(t *testing.T) {
+	long := strings.Repeat("x", 500)
+	if got := quoteValue(long); len(got) > maxValueLen+3 {
+		t.Errorf("quoteValue of 500 bytes is %d bytes", len(got))
+	}
+}
