@@ -1,0 +1,387 @@
+package apply
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/jsonmergepatch"
+	"k8s.io/apimachinery/pkg/util/mergepatch"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/util/csaupgrade"
+	kubectlutil "k8s.io/kubectl/pkg/util"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+
+	"khook.io/core/kube"
+	"khook.io/core/manifest"
+)
+
+// FieldManager is the field manager khook writes as (managedFields).
+const FieldManager = "khook"
+
+// maxPatchAttempts bounds client-side apply's re-reads when the object
+// changed between the read and the patch (kubectl apply's maxPatchRetry).
+const maxPatchAttempts = 5
+
+// Action is what applying one object did.
+type Action string
+
+// Actions, as kubectl apply prints them.
+const (
+	Created    Action = "created"
+	Configured Action = "configured"
+	Unchanged  Action = "unchanged"
+)
+
+// Applier applies single objects, kubectl apply style. It is what the
+// apply step runs per object, and what diff reuses with DryRun to send the
+// very same requests without persisting them. Safe for concurrent use.
+type Applier struct {
+	Kube *kube.Clients
+	// ServerSide selects server-side apply (field manager FieldManager,
+	// force false); otherwise client-side apply: create, or a three-way
+	// patch against the last-applied-configuration annotation.
+	ServerSide bool
+	// FieldManager defaults to FieldManager.
+	FieldManager string
+	// DryRun sends every write with dryRun=All: the server validates and
+	// returns the result, nothing is persisted. (A dry-run CRD is never
+	// established: custom resources of it cannot be dry-run after it.)
+	DryRun bool
+}
+
+// Result is the outcome of applying one object.
+type Result struct {
+	Action  Action
+	Mapping *meta.RESTMapping
+	// Live is the object before the apply (nil when it did not exist, or
+	// could not be read); Object is the object after it, as the server
+	// returned it (Live when unchanged).
+	Live   *unstructured.Unstructured
+	Object *unstructured.Unstructured
+	// Patch is the client-side three-way patch that was sent (nil for a
+	// create, for server-side apply, and when unchanged).
+	Patch     []byte
+	PatchType types.PatchType
+}
+
+// Prepare returns the object Apply sends for obj: a copy with the
+// namespace filled in for namespaced kinds (manifest.SetNamespace), and
+// server-owned metadata dropped (managedFields, which server-side apply
+// refuses).
+func Prepare(obj *unstructured.Unstructured, mapping *meta.RESTMapping, namespace string) *unstructured.Unstructured {
+	o := obj.DeepCopy()
+	manifest.SetNamespace(o, kube.Namespaced(mapping), namespace)
+	unstructured.RemoveNestedField(o.Object, "metadata", "managedFields")
+	return o
+}
+
+// Apply applies obj, filling in namespace for a namespaced object that
+// has none. Errors keep the API server's wording (a forbidden request
+// names the verb, resource and namespace); a server-side apply conflict
+// is a *ConflictError.
+func (a *Applier) Apply(ctx context.Context, obj *unstructured.Unstructured, namespace string) (Result, error) {
+	mapping, err := a.Kube.MappingFor(obj.GroupVersionKind())
+	if err != nil {
+		return Result{}, err
+	}
+	o := Prepare(obj, mapping, namespace)
+	ri := a.Kube.Resource(mapping, o.GetNamespace())
+	res := Result{Mapping: mapping}
+
+	if o.GetName() == "" { // generateName: always a new object
+		return a.create(ctx, ri, o, res)
+	}
+	live, readErr := ri.Get(ctx, o.GetName(), metav1.GetOptions{})
+	switch {
+	case readErr == nil:
+		res.Live = live
+	case apierrors.IsNotFound(readErr):
+		readErr = nil
+	case apierrors.IsForbidden(readErr):
+		// Try the write anyway: when it is refused too, the refusal of
+		// the write is what the user needs to hear about.
+	default:
+		return res, readErr
+	}
+
+	if a.ServerSide {
+		return a.serverSide(ctx, ri, o, res, readErr)
+	}
+	if res.Live == nil {
+		res, err := a.create(ctx, ri, o, res)
+		if readErr != nil && apierrors.IsAlreadyExists(err) {
+			return res, readErr // it exists, but we may not read it to patch it
+		}
+		return res, err
+	}
+	return a.patch(ctx, ri, o, res)
+}
+
+func (a *Applier) fieldManager() string {
+	if a.FieldManager != "" {
+		return a.FieldManager
+	}
+	return FieldManager
+}
+
+func (a *Applier) dryRun() []string {
+	if a.DryRun {
+		return []string{metav1.DryRunAll}
+	}
+	return nil
+}
+
+func (a *Applier) create(ctx context.Context, ri dynamic.ResourceInterface, o *unstructured.Unstructured, res Result) (Result, error) {
+	if !a.ServerSide {
+		if err := kubectlutil.CreateApplyAnnotation(o, unstructured.UnstructuredJSONScheme); err != nil {
+			return res, fmt.Errorf("record the last-applied configuration: %w", err)
+		}
+	}
+	out, err := ri.Create(ctx, o, metav1.CreateOptions{
+		FieldManager:    a.fieldManager(),
+		FieldValidation: metav1.FieldValidationStrict,
+		DryRun:          a.dryRun(),
+	})
+	if err != nil {
+		return res, err
+	}
+	res.Action, res.Object = Created, out
+	return res, nil
+}
+
+func (a *Applier) serverSide(ctx context.Context, ri dynamic.ResourceInterface, o *unstructured.Unstructured, res Result, readErr error) (Result, error) {
+	data, err := json.Marshal(o.Object)
+	if err != nil {
+		return res, err
+	}
+	migrated := false
+	if res.Live != nil {
+		if migrated, err = a.migrateClientSide(ctx, ri, res.Live); err != nil {
+			return res, fmt.Errorf("move field ownership from client-side apply to %q: %w", a.fieldManager(), err)
+		}
+	}
+	force := false
+	out, err := ri.Patch(ctx, o.GetName(), types.ApplyPatchType, data, metav1.PatchOptions{
+		FieldManager:    a.fieldManager(),
+		Force:           &force,
+		FieldValidation: metav1.FieldValidationStrict,
+		DryRun:          a.dryRun(),
+	})
+	if err != nil {
+		if apierrors.IsConflict(err) {
+			return res, newConflictError(err)
+		}
+		return res, err
+	}
+	res.Object = out
+	switch {
+	case readErr != nil:
+		res.Action = Configured // it could not be read before: say the least
+	case res.Live == nil:
+		res.Action = Created
+	case migrated, a.DryRun: // a dry run keeps the resourceVersion either way
+		res.Action = Configured
+	case res.Live.GetResourceVersion() == out.GetResourceVersion():
+		res.Action = Unchanged
+	default:
+		res.Action = Configured
+	}
+	return res, nil
+}
+
+// lastAppliedPath is where client-side apply keeps its configuration.
+var lastAppliedPath = fieldpath.NewSet(fieldpath.MakePathOrDie("metadata", "annotations", corev1.LastAppliedConfigAnnotation))
+
+// migrateClientSide hands the fields of client-side appliers (the Update
+// managers owning the last-applied-configuration annotation: khook's own
+// client-side apply, kubectl's) over to the server-side field manager
+// before its first server-side apply, as kubectl apply --server-side
+// does; otherwise every field they set would conflict. It reports whether
+// it changed the object.
+func (a *Applier) migrateClientSide(ctx context.Context, ri dynamic.ResourceInterface, live *unstructured.Unstructured) (bool, error) {
+	for attempt := 1; ; attempt++ {
+		owners := csaupgrade.FindFieldsOwners(live.GetManagedFields(), metav1.ManagedFieldsOperationUpdate, lastAppliedPath)
+		if len(owners) == 0 {
+			return false, nil
+		}
+		names := sets.New[string]()
+		for _, o := range owners {
+			names.Insert(o.Manager)
+		}
+		patch, err := csaupgrade.UpgradeManagedFieldsPatch(live, names, a.fieldManager())
+		if err != nil || patch == nil {
+			return false, err
+		}
+		_, err = ri.Patch(ctx, live.GetName(), types.JSONPatchType, patch, metav1.PatchOptions{DryRun: a.dryRun()})
+		if err == nil {
+			return true, nil
+		}
+		if !apierrors.IsConflict(err) || attempt == maxPatchAttempts {
+			return false, err
+		}
+		if live, err = ri.Get(ctx, live.GetName(), metav1.GetOptions{}); err != nil {
+			return false, err
+		}
+	}
+}
+
+// patch is kubectl's client-side apply of an existing object: a three-way
+// patch of the last applied configuration (the annotation), the new one
+// and the live object; fields other writers set and the manifest never
+// had survive.
+func (a *Applier) patch(ctx context.Context, ri dynamic.ResourceInterface, o *unstructured.Unstructured, res Result) (Result, error) {
+	modified, err := kubectlutil.GetModifiedConfiguration(o, true, unstructured.UnstructuredJSONScheme)
+	if err != nil {
+		return res, fmt.Errorf("serialize the manifest: %w", err)
+	}
+	live := res.Live
+	for attempt := 1; ; attempt++ {
+		patchType, patch, err := ThreeWayPatch(live, modified)
+		if err != nil {
+			return res, err
+		}
+		if string(patch) == "{}" {
+			res.Action, res.Object = Unchanged, live
+			return res, nil
+		}
+		out, err := ri.Patch(ctx, o.GetName(), patchType, patch, metav1.PatchOptions{
+			FieldManager:    a.fieldManager(),
+			FieldValidation: metav1.FieldValidationStrict,
+			DryRun:          a.dryRun(),
+		})
+		if apierrors.IsConflict(err) && attempt < maxPatchAttempts {
+			if live, err = ri.Get(ctx, o.GetName(), metav1.GetOptions{}); err != nil {
+				return res, err
+			}
+			continue
+		}
+		if err != nil {
+			return res, err
+		}
+		res.Action, res.Object, res.Patch, res.PatchType = Configured, out, patch, patchType
+		if !a.DryRun && out.GetResourceVersion() == live.GetResourceVersion() {
+			res.Action = Unchanged // the server normalized the change away
+		}
+		return res, nil
+	}
+}
+
+// ThreeWayPatch computes kubectl apply's patch from live (the current
+// object, holding the last-applied-configuration annotation) to modified
+// (the manifest, with its new annotation, as
+// kubectl's util.GetModifiedConfiguration makes it): a strategic merge
+// patch for kinds built into client-go's scheme, a JSON merge patch
+// (RFC 7386) for others, such as custom resources. "{}" means no change.
+func ThreeWayPatch(live *unstructured.Unstructured, modified []byte) (types.PatchType, []byte, error) {
+	current, err := runtime.Encode(unstructured.UnstructuredJSONScheme, live)
+	if err != nil {
+		return "", nil, fmt.Errorf("serialize the live object: %w", err)
+	}
+	original, err := kubectlutil.GetOriginalConfiguration(live)
+	if err != nil {
+		return "", nil, fmt.Errorf("read the last-applied configuration: %w", err)
+	}
+	gvk := live.GroupVersionKind()
+	if versioned, err := scheme.Scheme.New(gvk); err == nil {
+		lookup, err := strategicpatch.NewPatchMetaFromStruct(versioned)
+		if err != nil {
+			return "", nil, err
+		}
+		patch, err := strategicpatch.CreateThreeWayMergePatch(original, modified, current, lookup, true)
+		if err != nil {
+			return "", nil, fmt.Errorf("compute the patch: %w", err)
+		}
+		return types.StrategicMergePatchType, patch, nil
+	} else if !runtime.IsNotRegisteredError(err) {
+		return "", nil, err
+	}
+	patch, err := jsonmergepatch.CreateThreeWayJSONMergePatch(original, modified, current)
+	if err != nil {
+		return "", nil, fmt.Errorf("compute the patch: %w", err)
+	}
+	// kubectl's preconditions, checked here: jsonmergepatch reports a
+	// failed one as an error that quotes the whole patch.
+	var pm map[string]any
+	if err := json.Unmarshal(patch, &pm); err != nil {
+		return "", nil, fmt.Errorf("compute the patch: %w", err)
+	}
+	for _, ok := range []mergepatch.PreconditionFunc{
+		mergepatch.RequireKeyUnchanged("apiVersion"), mergepatch.RequireKeyUnchanged("kind"), mergepatch.RequireMetadataKeyUnchanged("name"),
+	} {
+		if !ok(pm) {
+			return "", nil, errors.New("compute the patch: apiVersion, kind or name differ from the live object")
+		}
+	}
+	return types.MergePatchType, patch, nil
+}
+
+// Conflict is one field another field manager owns.
+type Conflict struct {
+	// Field is the field path (.data.key); Manager the field manager that
+	// owns it; Detail the rest of the server's message ("using v1").
+	Field, Manager, Detail string
+}
+
+// ConflictError is a server-side apply the API server refused because
+// fields khook would change are owned by other field managers. khook
+// applies with force: false, so it never takes fields over.
+type ConflictError struct {
+	Conflicts []Conflict
+	Err       error // the API server's error
+}
+
+var conflictRe = regexp.MustCompile(`^conflict with "([^"]*)"\s*(.*)$`)
+
+func newConflictError(err error) error {
+	ce := &ConflictError{Err: err}
+	var status apierrors.APIStatus
+	if errors.As(err, &status) && status.Status().Details != nil {
+		for _, c := range status.Status().Details.Causes {
+			if c.Type != metav1.CauseTypeFieldManagerConflict {
+				continue
+			}
+			conf := Conflict{Field: c.Field, Detail: c.Message}
+			if m := conflictRe.FindStringSubmatch(c.Message); m != nil {
+				conf.Manager, conf.Detail = m[1], m[2]
+			}
+			ce.Conflicts = append(ce.Conflicts, conf)
+		}
+	}
+	if len(ce.Conflicts) == 0 {
+		return err // a plain optimistic-concurrency conflict
+	}
+	return ce
+}
+
+func (e *ConflictError) Error() string {
+	parts := make([]string, len(e.Conflicts))
+	for i, c := range e.Conflicts {
+		p := fmt.Sprintf("%s is owned by field manager %q", c.Field, c.Manager)
+		if c.Detail != "" {
+			p += " (" + c.Detail + ")"
+		}
+		parts[i] = p
+	}
+	noun := "conflict"
+	if len(parts) > 1 {
+		noun = "conflicts"
+	}
+	return fmt.Sprintf("server-side apply %s: %s; khook applies with force: false and does not take fields over from other managers: make the manifest agree with the live value, drop the field from the manifest, or have the other manager release it",
+		noun, strings.Join(parts, "; "))
+}
+
+func (e *ConflictError) Unwrap() error { return e.Err }

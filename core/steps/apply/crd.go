@@ -1,0 +1,90 @@
+package apply
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"khook.io/core/kube"
+	"khook.io/core/spec"
+	"khook.io/core/waiter"
+)
+
+// servedPoll is how often discovery is asked whether a just-established
+// CRD's kind is listed. Discovery has no watch, so this is the one poll of
+// the package; it normally ends on its first try.
+const servedPoll = 50 * time.Millisecond
+
+// establishCRD makes a CustomResourceDefinition applied by res usable by
+// the very next object: it waits for the Established condition (a watch,
+// through the waiter), then until discovery lists its served versions,
+// then resets the shared RESTMapper so the next MappingFor sees the kind.
+func establishCRD(ctx context.Context, c *kube.Clients, res Result, progress func(string)) error {
+	name := res.Object.GetName()
+	err := waiter.Until(ctx, c, []waiter.Target{{Mapping: res.Mapping, Name: name}},
+		spec.WaitFor{Kind: spec.ForCondition, Name: "Established", Value: "True"}, progress)
+	if err != nil {
+		return fmt.Errorf("wait for the CRD to be established: %w", err)
+	}
+	gvs, kind := servedVersions(res.Object)
+	if res.Action != Unchanged && kind != "" {
+		err := wait.PollUntilContextCancel(ctx, servedPoll, true, func(ctx context.Context) (bool, error) {
+			for _, gv := range gvs {
+				list, err := c.Typed.Discovery().ServerResourcesForGroupVersion(gv.String())
+				if apierrors.IsNotFound(err) {
+					return false, nil
+				}
+				if err != nil {
+					return false, err
+				}
+				found := false
+				for _, r := range list.APIResources {
+					if r.Kind == kind {
+						found = true
+						break
+					}
+				}
+				if !found {
+					return false, nil
+				}
+			}
+			return true, nil
+		})
+		if err != nil {
+			return fmt.Errorf("wait for the API server to serve %s: %w", kind, err)
+		}
+		c.ResetMapper()
+	}
+	return nil
+}
+
+// servedVersions returns the group versions a CRD serves, and its kind.
+func servedVersions(crd *unstructured.Unstructured) ([]schema.GroupVersion, string) {
+	group, _, _ := unstructured.NestedString(crd.Object, "spec", "group")
+	kind, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "kind")
+	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
+	var out []schema.GroupVersion
+	for _, v := range versions {
+		m, ok := v.(map[string]any)
+		if !ok {
+			continue
+		}
+		name, _ := m["name"].(string)
+		if served, _ := m["served"].(bool); served && name != "" {
+			out = append(out, schema.GroupVersion{Group: group, Version: name})
+		}
+	}
+	return out, kind
+}
+
+// crdGroupKind returns the group and kind a CRD manifest defines.
+func crdGroupKind(crd *unstructured.Unstructured) schema.GroupKind {
+	group, _, _ := unstructured.NestedString(crd.Object, "spec", "group")
+	kind, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "kind")
+	return schema.GroupKind{Group: group, Kind: kind}
+}

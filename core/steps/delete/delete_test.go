@@ -1,0 +1,122 @@
+package delete
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"khook.io/core/redact"
+	"khook.io/core/spec"
+	"khook.io/core/step"
+)
+
+type fakeReleases struct {
+	got    []any
+	exists bool
+	err    error
+}
+
+func (f *fakeReleases) Uninstall(_ context.Context, _ *step.Request, release, namespace string, ignoreNotFound bool) (step.Outcome, error) {
+	f.got = []any{release, namespace, ignoreNotFound}
+	return step.Outcome{Message: "uninstalled " + release}, f.err
+}
+
+func (f *fakeReleases) ReleaseExists(context.Context, *step.Request, string, string) (bool, error) {
+	return f.exists, nil
+}
+
+func releaseReq(d *spec.Delete) *step.Request {
+	return &step.Request{Step: &spec.Step{Name: "rm", Delete: d}, Redactor: redact.New()}
+}
+
+func TestReleaseForm(t *testing.T) {
+	_, err := New(Options{}).Run(context.Background(), releaseReq(&spec.Delete{Release: "x"}))
+	if !errors.Is(err, ErrNoReleaseDeleter) {
+		t.Fatalf("err %v", err)
+	}
+
+	f := &fakeReleases{}
+	out, err := New(Options{Releases: f}).Run(context.Background(), releaseReq(&spec.Delete{Release: "nginx"}))
+	if err != nil || out.Message != "uninstalled nginx" {
+		t.Fatalf("%v %q", err, out.Message)
+	}
+	if f.got[0] != "nginx" || f.got[1] != "default" || f.got[2] != true {
+		t.Errorf("defaults: got %v, want nginx default true", f.got)
+	}
+	no := false
+	req := releaseReq(&spec.Delete{Release: "nginx", IgnoreNotFound: &no})
+	req.DefaultNamespace = "from-flag"
+	if _, err := New(Options{Releases: f}).Run(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	if f.got[1] != "from-flag" || f.got[2] != false {
+		t.Errorf("got %v", f.got)
+	}
+	if _, err := New(Options{Releases: f}).Run(context.Background(), releaseReq(&spec.Delete{Release: "nginx", Namespace: "ingress"})); err != nil || f.got[1] != "ingress" {
+		t.Errorf("namespace: %v %v", err, f.got)
+	}
+
+	// errors from the engine pass through the redactor
+	red := redact.New()
+	red.Add("tok3n-value")
+	f.err = errors.New("uninstall failed: tok3n-value")
+	req = releaseReq(&spec.Delete{Release: "nginx"})
+	req.Redactor = red
+	if _, err := New(Options{Releases: f}).Run(context.Background(), req); err == nil || strings.Contains(err.Error(), "tok3n-value") {
+		t.Errorf("err %v", err)
+	}
+}
+
+func TestReleasePlan(t *testing.T) {
+	p, err := New(Options{Releases: &fakeReleases{exists: true}}).Plan(context.Background(), releaseReq(&spec.Delete{Release: "nginx", Namespace: "ingress"}))
+	if err != nil || p.Action != "delete" || p.Details[0] != "uninstall release nginx in namespace ingress" {
+		t.Errorf("%+v %v", p, err)
+	}
+	p, _ = New(Options{Releases: &fakeReleases{}}).Plan(context.Background(), releaseReq(&spec.Delete{Release: "nginx"}))
+	if p.Action != "no-op" || p.Reason != "release nginx not found in namespace default" {
+		t.Errorf("%+v", p)
+	}
+	p, _ = New(Options{}).Plan(context.Background(), releaseReq(&spec.Delete{Release: "nginx"}))
+	if p.Action != "unknown" {
+		t.Errorf("%+v", p)
+	}
+}
+
+func TestSummaryMessage(t *testing.T) {
+	for _, tc := range []struct {
+		s    Summary
+		want string
+	}{
+		{Summary{}, "nothing to delete"},
+		{Summary{Absent: []string{"a", "b"}}, "nothing to delete: 2 objects already gone"},
+		{Summary{Deleted: []string{"a"}}, "deleted 1 object"},
+		{Summary{Deleted: []string{"a", "b"}, Absent: []string{"c"}, Kept: []string{"namespace x"}}, "deleted 2 objects (1 already gone); left namespace x in place"},
+		{Summary{Deleted: []string{"a"}, Unnamed: []string{"Pod/gen-*"}}, "deleted 1 object; left Pod/gen-* alone (generateName: cannot be found again)"},
+	} {
+		if got := tc.s.Message(); got != tc.want {
+			t.Errorf("got %q, want %q", got, tc.want)
+		}
+	}
+}
+
+func TestSelectionString(t *testing.T) {
+	ns := &meta.RESTMapping{Resource: schema.GroupVersionResource{Version: "v1", Resource: "pods"}, GroupVersionKind: schema.GroupVersionKind{Version: "v1", Kind: "Pod"}, Scope: meta.RESTScopeNamespace}
+	for _, tc := range []struct {
+		s    selection
+		want string
+	}{
+		{selection{ref: spec.ResourceRef{Type: "pod", Name: "x"}, mapping: ns, namespace: "a"}, "pod/x in namespace a"},
+		{selection{ref: spec.ResourceRef{Type: "po"}, mapping: ns, all: true, label: "app=x", field: "status.phase=Failed"}, "pods matching selector app=x and field selector status.phase=Failed in all namespaces"},
+	} {
+		if got := tc.s.String(); got != tc.want {
+			t.Errorf("got %q, want %q", got, tc.want)
+		}
+	}
+	if got := Describe(ns, "a", "x"); got != "Pod/x in a" {
+		t.Errorf("describe %q", got)
+	}
+}
