@@ -1,0 +1,215 @@
+// Package helm is khook's one door to the Helm SDK (helm.sh/helm/v3): it
+// fetches charts, merges values, and installs, upgrades, inspects and
+// uninstalls releases, in-process. No other package imports Helm, so a move
+// to Helm v4 touches only this one.
+//
+// What it does, and what it never does:
+//
+//   - Every operation builds its own action.Configuration from the run's
+//     shared clients (REST config, cached discovery and RESTMapper), with
+//     the Secret storage driver in the release namespace. Nothing mutable
+//     is shared between operations: registry clients, HTTP clients bound to
+//     the operation's context, and Helm's configuration are per call.
+//   - No helm binary, no repositories.yaml, no repository cache: a repo:
+//     URL's index.yaml is fetched and resolved in memory, charts are held
+//     in memory, OCI charts are pulled with Helm's registry client using
+//     only the credentials of the spec (never ~/.docker or Helm's registry
+//     login file).
+//   - Credentials (auth: or URL userinfo) are registered with the run's
+//     redactor before anything is fetched, and every error and log line
+//     leaves this package through the redactor.
+//
+// Install or upgrade is decided by the release history. An upgrade whose
+// chart, values and rendered manifests equal the deployed revision is not
+// performed (no new revision: see Client.Apply). A release left pending by
+// an interrupted run is recovered where Helm allows it.
+package helm
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"helm.sh/helm/v3/pkg/action"
+	helmkube "helm.sh/helm/v3/pkg/kube"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"khook.io/core/kube"
+	"khook.io/core/redact"
+)
+
+// Env is what every operation needs: the run's shared, concurrency-safe
+// clients. An Env is read, never changed.
+type Env struct {
+	Kube *kube.Clients
+	// HTTP fetches repository indexes, charts, url: values and talks to OCI
+	// registries; nil means a default client.
+	HTTP *http.Client
+	// Redactor masks secrets in errors and log lines; credentials found in
+	// a chart source are added to it.
+	Redactor *redact.Redactor
+	// Log reports progress; nil drops it.
+	Log func(format string, args ...any)
+	// BaseDir anchors relative local paths (charts, values files).
+	BaseDir string
+}
+
+func (e Env) logf(format string, args ...any) {
+	if e.Log != nil {
+		e.Log("%s", e.Redactor.String(fmt.Sprintf(format, args...)))
+	}
+}
+
+func (e Env) httpClient() *http.Client {
+	if e.HTTP != nil {
+		return e.HTTP
+	}
+	return http.DefaultClient
+}
+
+// Client runs Helm operations. It holds no mutable state: one Client may
+// run any number of operations in parallel.
+type Client struct {
+	env Env
+}
+
+// NewClient returns a Client for env.
+func NewClient(env Env) *Client { return &Client{env: env} }
+
+// configuration is one operation's Helm configuration: a fresh
+// action.Configuration over the run's shared clients, storing releases as
+// Secrets in namespace, and a recorder of Helm's debug log (whose last
+// readiness message makes a timeout error say what was not ready).
+type configuration struct {
+	*action.Configuration
+	log *helmLog
+}
+
+func (c *Client) configuration(namespace string) (*configuration, error) {
+	if c.env.Kube == nil {
+		return nil, fmt.Errorf("no cluster clients")
+	}
+	getter := &restGetter{kube: c.env.Kube, namespace: namespace}
+	log := &helmLog{}
+	cfg := new(action.Configuration)
+	if err := cfg.Init(getter, namespace, "secret", log.printf); err != nil {
+		return nil, fmt.Errorf("helm configuration: %w", err)
+	}
+	if kc, ok := cfg.KubeClient.(*helmkube.Client); ok {
+		kc.Namespace = namespace
+	}
+	return &configuration{Configuration: cfg, log: log}, nil
+}
+
+// restGetter hands Helm the run's shared REST config, cached discovery and
+// RESTMapper, with namespace as the default namespace.
+type restGetter struct {
+	kube      *kube.Clients
+	namespace string
+}
+
+func (g *restGetter) ToRESTConfig() (*rest.Config, error) { return rest.CopyConfig(g.kube.Config), nil }
+
+func (g *restGetter) ToDiscoveryClient() (discovery.CachedDiscoveryInterface, error) {
+	return g.kube.Discovery, nil
+}
+
+func (g *restGetter) ToRESTMapper() (meta.RESTMapper, error) { return g.kube.Mapper, nil }
+
+func (g *restGetter) ToRawKubeConfigLoader() clientcmd.ClientConfig {
+	var base clientcmd.ClientConfig = clientcmd.NewDefaultClientConfig(*clientcmdapi.NewConfig(), &clientcmd.ConfigOverrides{})
+	if g.kube.Getter != nil {
+		base = g.kube.Getter.ToRawKubeConfigLoader()
+	}
+	return &namespacedConfig{base: base, cfg: g.kube.Config, namespace: g.namespace}
+}
+
+// namespacedConfig is a kubeconfig loader that answers the operation's
+// namespace and the run's REST config.
+type namespacedConfig struct {
+	base      clientcmd.ClientConfig
+	cfg       *rest.Config
+	namespace string
+}
+
+func (n *namespacedConfig) RawConfig() (clientcmdapi.Config, error) { return n.base.RawConfig() }
+
+func (n *namespacedConfig) ConfigAccess() clientcmd.ConfigAccess { return n.base.ConfigAccess() }
+
+func (n *namespacedConfig) ClientConfig() (*rest.Config, error) { return rest.CopyConfig(n.cfg), nil }
+
+func (n *namespacedConfig) Namespace() (string, bool, error) { return n.namespace, true, nil }
+
+// helmLog records Helm's debug log: the last line about a resource that is
+// not ready, and the last lines about a failed deletion.
+type helmLog struct {
+	mu       sync.Mutex
+	notReady string
+	// atFailure is notReady when a wait first failed: a rollback's wait
+	// that follows logs lines of its own.
+	atFailure string
+	lastErr   string
+}
+
+func (l *helmLog) printf(format string, args ...any) {
+	line := fmt.Sprintf(format, args...)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case strings.Contains(line, " is not ready: "), strings.Contains(line, " is not completed: "),
+		strings.Contains(line, " is failed: "), strings.Contains(line, " is not bound: "),
+		strings.Contains(line, " does not have "):
+		l.notReady = line
+	case strings.HasPrefix(line, "wait for resources failed"):
+		if l.atFailure == "" {
+			l.atFailure = l.notReady
+		}
+	case strings.HasPrefix(line, "uninstall: Failed to delete release"):
+		l.lastErr = strings.TrimPrefix(line, "uninstall: ")
+	}
+}
+
+// lastNotReady is the last resource seen not ready when a wait failed (or
+// at all, when no wait failed).
+func (l *helmLog) lastNotReady() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.atFailure != "" {
+		return l.atFailure
+	}
+	return l.notReady
+}
+
+func (l *helmLog) lastError() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lastErr
+}
+
+// budget is how long Helm may block: until ctx's deadline (or fallback
+// when ctx has none), less a margin so that Helm's own timeout fires first
+// and it records the outcome (a failed release, an atomic rollback) before
+// ctx ends.
+func budget(ctx context.Context, fallback time.Duration) time.Duration {
+	d := fallback
+	if dl, ok := ctx.Deadline(); ok {
+		d = time.Until(dl)
+		if d <= 0 {
+			return time.Millisecond // ctx is done: Helm's calls fail at once
+		}
+	} else if d <= 0 {
+		d = 5 * time.Minute
+	}
+	margin := min(max(d/10, time.Second), 10*time.Second)
+	if d-margin < time.Second {
+		return max(d/2, 100*time.Millisecond)
+	}
+	return d - margin
+}

@@ -1,0 +1,155 @@
+package helm
+
+import (
+	"context"
+	"fmt"
+
+	"helm.sh/helm/v3/pkg/release"
+)
+
+// PlanAction is what Plan predicts Apply will do.
+type PlanAction string
+
+// Plan's predictions.
+const (
+	PlanInstall PlanAction = "install"
+	PlanUpgrade PlanAction = "upgrade"
+	PlanNoOp    PlanAction = "no-op"
+	PlanSkip    PlanAction = "skip"
+	// PlanUnknown: the chart or its values cannot be fetched, or a dry run
+	// of the install or upgrade fails (the chart does not render, values
+	// break its schema, an object exists that another owner has); Reason
+	// says why.
+	PlanUnknown PlanAction = "unknown"
+)
+
+// Plan is a prediction of Apply.
+type Plan struct {
+	Action PlanAction
+	Reason string
+	// Current is the release's latest revision, nil when none.
+	Current *Status
+	// Target names the chart Apply would install ("demo 1.2.0 from
+	// https://..."), when it could be fetched.
+	Target  string
+	Details []string
+}
+
+// Plan predicts what Apply(ctx, r) would do, changing nothing: it reads the
+// release history, fetches the chart and values, and for a deployed
+// release renders the upgrade with a server-side dry run to tell an
+// upgrade from a no-op (a new release gets a dry-run install). A chart or
+// values that cannot be fetched, or a dry run that fails, is PlanUnknown
+// with the reason; the error is for failures to read the cluster.
+func (c *Client) Plan(ctx context.Context, r Release) (Plan, error) {
+	p, err := c.plan(ctx, r)
+	if err != nil {
+		err = fmt.Errorf("release %s (%s): %w", r.Name, r.Namespace, err)
+	}
+	p.Reason = c.env.Redactor.String(p.Reason)
+	for i, d := range p.Details {
+		p.Details[i] = c.env.Redactor.String(d)
+	}
+	return p, c.env.Redactor.Error(err)
+}
+
+func (c *Client) plan(ctx context.Context, r Release) (Plan, error) {
+	cfg, err := c.configuration(r.Namespace)
+	if err != nil {
+		return Plan{}, err
+	}
+	hist, err := history(cfg, r.Name)
+	if err != nil {
+		return Plan{}, err
+	}
+	last := latest(hist)
+	p := Plan{Current: statusOf(last)}
+	if r.SkipIfInstalled && installed(last) {
+		p.Action = PlanSkip
+		p.Reason = fmt.Sprintf("skipIf installed: release %s exists at %s", r.Name, p.Current)
+		return p, nil
+	}
+	ch, err := c.loadChart(ctx, r.Source)
+	if err != nil {
+		p.Action, p.Reason = PlanUnknown, "the chart cannot be fetched: "+err.Error()
+		return p, nil
+	}
+	p.Target = ch.Ref
+	vals, err := c.values(ctx, r.ValuesFrom, r.Values)
+	if err != nil {
+		p.Action, p.Reason = PlanUnknown, "the values cannot be read: "+err.Error()
+		return p, nil
+	}
+	if !installed(last) {
+		p.Action = PlanInstall
+		p.Details = append(p.Details, "chart "+ch.Ref)
+		if last != nil {
+			p.Details = append(p.Details, fmt.Sprintf("replaces %s kept in history", p.Current))
+		}
+		exists, err := c.namespaceExists(ctx, r.Namespace)
+		if err != nil {
+			return Plan{}, err
+		}
+		if exists == no {
+			if r.CreateNamespace {
+				p.Details = append(p.Details, "namespace "+r.Namespace+" will be created")
+			} else {
+				p.Details = append(p.Details, "namespace "+r.Namespace+" does not exist: unless an earlier step creates it, the install will fail")
+			}
+		}
+		if err := c.checkInstall(ctx, cfg, r, ch, vals, last != nil); err != nil {
+			p.Action, p.Reason = PlanUnknown, "the install would fail: "+err.Error()
+		}
+		return p, nil
+	}
+	p.Details = append(p.Details, "current: "+p.Current.String(), "target: chart "+ch.Ref)
+	if p.Current.Pending() {
+		p.Action = PlanUpgrade
+		p.Reason = pendingPlan(hist, last)
+		return p, nil
+	}
+	if last.Info.Status == release.StatusDeployed {
+		same, err := c.unchanged(ctx, cfg, r, ch, vals, last)
+		if err != nil {
+			p.Action, p.Reason = PlanUnknown, "the upgrade would fail: "+err.Error()
+			return p, nil
+		}
+		if same {
+			p.Action = PlanNoOp
+			p.Reason = fmt.Sprintf("revision %d already has this chart, these values and these manifests", last.Version)
+			return p, nil
+		}
+		p.Details = append(p.Details, changes(last, ch, vals)...)
+	}
+	p.Action = PlanUpgrade
+	return p, nil
+}
+
+// pendingPlan says how Apply will recover a pending release.
+func pendingPlan(hist []*release.Release, last *release.Release) string {
+	left := fmt.Sprintf("revision %d was left %s by an interrupted run", last.Version, last.Info.Status)
+	good := lastSuccessful(hist, last.Version)
+	switch {
+	case last.Info.Status == release.StatusUninstalling || (last.Info.Status == release.StatusPendingInstall && good == nil):
+		return left + ": apply will uninstall it and install again"
+	case good == nil:
+		return left + ": apply will mark it failed, then upgrade"
+	}
+	return fmt.Sprintf("%s: apply will mark it failed, roll back to revision %d, then upgrade", left, good.Version)
+}
+
+// changes says what differs between the deployed revision and the target.
+func changes(last *release.Release, ch *Chart, vals map[string]any) []string {
+	var out []string
+	if last.Chart != nil && last.Chart.Metadata != nil &&
+		(last.Chart.Metadata.Name != ch.Name || last.Chart.Metadata.Version != ch.Version) {
+		out = append(out, fmt.Sprintf("chart %s %s → %s", last.Chart.Metadata.Name, last.Chart.Metadata.Version, ch))
+	}
+	if !sameValues(last.Config, vals) {
+		out = append(out, "values change")
+	}
+	if len(out) == 0 {
+		out = append(out, "rendered manifests change")
+	}
+	return out
+}

@@ -1,0 +1,544 @@
+package helm
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/storage/driver"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// noClientValidation turns off Helm's client-side OpenAPI validation of
+// rendered manifests. Against any API server that supports server-side
+// field validation (Kubernetes 1.25 and later) that validation only asks
+// the server whether it does, which costs a fetch and parse of the
+// group-version's OpenAPI v3 document per manifest build, per operation
+// (Helm keeps no cache across action configurations): about 70% of the CPU
+// of installing ten small charts in parallel. The API server validates the
+// objects anyway (invalid values are rejected; unknown fields are warnings,
+// as with Helm against such a server).
+const noClientValidation = true
+
+// maxHistory is how many revisions of a release are kept, like the helm
+// CLI's default for upgrades (--history-max 10).
+const maxHistory = 10
+
+// Release is the desired state of a release: what a helm step says.
+type Release struct {
+	Name      string
+	Namespace string
+	Source    Source
+	// ValuesFrom are merged in order, then Values on top.
+	ValuesFrom []ValuesSource
+	Values     map[string]any
+	// CreateNamespace creates Namespace when missing, before the install;
+	// an existing one is left alone.
+	CreateNamespace bool
+	// Atomic rolls back a failed upgrade and uninstalls a failed install.
+	// Half of the time left is kept for the rollback.
+	Atomic bool
+	// Wait waits until the release's resources are ready.
+	Wait bool
+	// SkipIfInstalled skips when the release exists, whatever its chart
+	// version and values.
+	SkipIfInstalled bool
+	// Timeout bounds the operation when ctx has no deadline.
+	Timeout time.Duration
+}
+
+// Action is what Apply did.
+type Action string
+
+// Apply's actions.
+const (
+	Installed Action = "installed"
+	Upgraded  Action = "upgraded"
+	// Unchanged: the deployed revision already has this chart, these values
+	// and these rendered manifests; no new revision was made.
+	Unchanged Action = "unchanged"
+	// Skipped: SkipIfInstalled and the release exists.
+	Skipped Action = "skipped"
+)
+
+// Status describes one revision of a release.
+type Status struct {
+	Revision     int
+	Status       string // deployed, failed, pending-upgrade, ...
+	Chart        string // the chart's name
+	ChartVersion string
+	Updated      time.Time
+	Description  string
+}
+
+func (s *Status) String() string {
+	if s == nil {
+		return "none"
+	}
+	return fmt.Sprintf("revision %d (%s, chart %s %s)", s.Revision, s.Status, s.Chart, s.ChartVersion)
+}
+
+// Pending reports whether the revision is in the middle of an operation:
+// pending-install, pending-upgrade, pending-rollback or uninstalling.
+func (s *Status) Pending() bool {
+	return s != nil && (release.Status(s.Status).IsPending() || s.Status == string(release.StatusUninstalling))
+}
+
+// Result is what Apply did.
+type Result struct {
+	Action    Action
+	Release   string
+	Namespace string
+	// Revision is the release's revision afterwards (the existing one when
+	// Unchanged or Skipped).
+	Revision int
+	// Chart is "name version" of the chart applied, and ChartRef where it
+	// came from; both empty when Skipped.
+	Chart    string
+	ChartRef string
+	// Previous is the latest revision before, nil for a new release.
+	Previous *Status
+	// Recovered says how a release left pending by an interrupted run was
+	// recovered, if it was.
+	Recovered string
+}
+
+// Apply installs or upgrades r, as the release history decides:
+//
+//   - no release (or only an uninstalled one kept in history): install;
+//   - SkipIfInstalled and a release exists: nothing (Skipped);
+//   - a deployed revision with the same chart name and version, the same
+//     values and the same rendered manifests and hooks (a server-side
+//     dry-run upgrade renders them): no upgrade and no new revision
+//     (Unchanged); with Wait, the resources are still waited for;
+//   - otherwise: upgrade. Values are always the spec's (never reused from
+//     the release), and history is capped at 10 revisions.
+//
+// A release left pending by an interrupted run is recovered first: an
+// interrupted first install (pending-install, nothing deployed) or
+// uninstall is uninstalled and installed again; an interrupted upgrade or
+// rollback is marked failed and rolled back to the last deployed revision,
+// then upgraded. Result.Recovered says what was done.
+//
+// Helm's own timeouts are set from ctx's deadline (r.Timeout without one),
+// a little before it, so that Helm records a failure (and, with Atomic,
+// rolls back or uninstalls) before ctx ends.
+func (c *Client) Apply(ctx context.Context, r Release) (Result, error) {
+	res, err := c.apply(ctx, r)
+	if err != nil {
+		err = fmt.Errorf("release %s (%s): %w", r.Name, r.Namespace, err)
+	}
+	return res, c.env.Redactor.Error(err)
+}
+
+func (c *Client) apply(ctx context.Context, r Release) (Result, error) {
+	res := Result{Release: r.Name, Namespace: r.Namespace}
+	cfg, err := c.configuration(r.Namespace)
+	if err != nil {
+		return res, err
+	}
+	hist, err := history(cfg, r.Name)
+	if err != nil {
+		return res, err
+	}
+	last := latest(hist)
+	res.Previous = statusOf(last)
+	if r.SkipIfInstalled && installed(last) {
+		res.Action, res.Revision = Skipped, last.Version
+		return res, nil
+	}
+	ch, err := c.loadChart(ctx, r.Source)
+	if err != nil {
+		return res, err
+	}
+	res.Chart, res.ChartRef = ch.String(), ch.Ref
+	vals, err := c.values(ctx, r.ValuesFrom, r.Values)
+	if err != nil {
+		return res, err
+	}
+	if res.Previous.Pending() {
+		msg, reinstall, err := c.recoverPending(ctx, cfg, r, hist, last)
+		res.Recovered = msg
+		if err != nil {
+			return res, err
+		}
+		last = nil
+		if !reinstall {
+			if hist, err = history(cfg, r.Name); err != nil {
+				return res, err
+			}
+			last = latest(hist)
+		}
+	}
+	if !installed(last) {
+		return c.install(ctx, cfg, r, ch, vals, last != nil, res)
+	}
+	return c.upgrade(ctx, cfg, r, ch, vals, last, res)
+}
+
+func (c *Client) install(ctx context.Context, cfg *configuration, r Release, ch *Chart, vals map[string]any, replace bool, res Result) (Result, error) {
+	if err := c.ensureNamespace(ctx, r.Namespace, r.CreateNamespace); err != nil {
+		return res, err
+	}
+	chrt, err := ch.load()
+	if err != nil {
+		return res, err
+	}
+	in := action.NewInstall(cfg.Configuration)
+	in.ReleaseName = r.Name
+	in.Namespace = r.Namespace
+	in.Wait = r.Wait
+	in.Atomic = r.Atomic
+	in.Replace = replace // over an uninstalled revision kept in history
+	in.Timeout = helmTimeout(ctx, r)
+	in.DisableOpenAPIValidation = noClientValidation
+	c.env.logf("installing chart %s as release %s in %s", ch.Ref, r.Name, r.Namespace)
+	rel, err := in.RunWithContext(ctx, chrt, vals)
+	if err != nil {
+		return res, operationError(ctx, "install", cfg, in.Timeout, r.Wait || r.Atomic, err)
+	}
+	res.Action, res.Revision = Installed, rel.Version
+	return res, nil
+}
+
+func (c *Client) upgrade(ctx context.Context, cfg *configuration, r Release, ch *Chart, vals map[string]any, last *release.Release, res Result) (Result, error) {
+	if last.Info.Status == release.StatusDeployed {
+		same, err := c.unchanged(ctx, cfg, r, ch, vals, last)
+		if err != nil {
+			return res, fmt.Errorf("upgrade failed: %w", err)
+		}
+		if same {
+			if r.Wait {
+				if err := c.waitReady(ctx, cfg, r, last); err != nil {
+					return res, err
+				}
+			}
+			res.Action, res.Revision = Unchanged, last.Version
+			return res, nil
+		}
+	}
+	chrt, err := ch.load()
+	if err != nil {
+		return res, err
+	}
+	up := action.NewUpgrade(cfg.Configuration)
+	up.Namespace = r.Namespace
+	up.Wait = r.Wait
+	up.Atomic = r.Atomic
+	up.ResetValues = true // the spec is the only source of values
+	up.MaxHistory = maxHistory
+	up.Timeout = helmTimeout(ctx, r)
+	up.DisableOpenAPIValidation = noClientValidation
+	c.env.logf("upgrading release %s in %s from %s to chart %s", r.Name, r.Namespace, statusOf(last), ch.Ref)
+	rel, err := up.RunWithContext(ctx, r.Name, chrt, vals)
+	if err != nil {
+		return res, operationError(ctx, "upgrade", cfg, up.Timeout, r.Wait || r.Atomic, err)
+	}
+	res.Action, res.Revision = Upgraded, rel.Version
+	return res, nil
+}
+
+// unchanged reports whether upgrading last to ch with vals would change
+// nothing: same chart name and version, same values, and the same rendered
+// manifests and hooks (rendered by a server-side dry-run upgrade, so that
+// lookup and the API versions behave as in a real upgrade). An error means
+// the chart does not render.
+func (c *Client) unchanged(ctx context.Context, cfg *configuration, r Release, ch *Chart, vals map[string]any, last *release.Release) (bool, error) {
+	if last.Chart == nil || last.Chart.Metadata == nil ||
+		last.Chart.Metadata.Name != ch.Name || last.Chart.Metadata.Version != ch.Version ||
+		!sameValues(last.Config, vals) {
+		return false, nil
+	}
+	rendered, err := c.render(ctx, cfg, r, ch, vals)
+	if err != nil {
+		return false, err
+	}
+	return rendered.Manifest == last.Manifest && sameHooks(rendered.Hooks, last.Hooks), nil
+}
+
+// checkInstall is a server-side dry-run install: it changes nothing. It
+// returns why an install would fail (the chart does not render, values
+// break its schema, objects exist that another owner has), but not when
+// only the manifests cannot be mapped yet, as custom resources whose
+// definitions the install itself would create.
+func (c *Client) checkInstall(ctx context.Context, cfg *configuration, r Release, ch *Chart, vals map[string]any, replace bool) error {
+	chrt, err := ch.load()
+	if err != nil {
+		return err
+	}
+	dry := action.NewInstall(cfg.Configuration)
+	dry.ReleaseName = r.Name
+	dry.Namespace = r.Namespace
+	dry.Replace = replace
+	dry.DryRun = true
+	dry.DryRunOption = "server"
+	dry.DisableOpenAPIValidation = noClientValidation
+	_, err = dry.RunWithContext(ctx, chrt, vals)
+	if err != nil && strings.Contains(err.Error(), "unable to build kubernetes objects from release manifest") {
+		return nil
+	}
+	return oneLine(err)
+}
+
+// render is a server-side dry-run upgrade: it changes nothing.
+func (c *Client) render(ctx context.Context, cfg *configuration, r Release, ch *Chart, vals map[string]any) (*release.Release, error) {
+	chrt, err := ch.load()
+	if err != nil {
+		return nil, err
+	}
+	dry := action.NewUpgrade(cfg.Configuration)
+	dry.Namespace = r.Namespace
+	dry.DryRun = true
+	dry.DryRunOption = "server"
+	dry.ResetValues = true
+	dry.DisableOpenAPIValidation = noClientValidation
+	rel, err := dry.RunWithContext(ctx, r.Name, chrt, vals)
+	return rel, oneLine(err)
+}
+
+func sameHooks(a, b []*release.Hook) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Path != b[i].Path || a[i].Manifest != b[i].Manifest {
+			return false
+		}
+	}
+	return true
+}
+
+// waitReady waits until the resources of a deployed revision are ready,
+// as Helm's --wait would.
+func (c *Client) waitReady(ctx context.Context, cfg *configuration, r Release, rel *release.Release) error {
+	resources, err := cfg.KubeClient.Build(bytes.NewBufferString(rel.Manifest), false)
+	if err != nil {
+		return fmt.Errorf("wait: %w", err)
+	}
+	timeout := budget(ctx, r.Timeout)
+	if err := cfg.KubeClient.Wait(resources, timeout); err != nil {
+		return operationError(ctx, "wait", cfg, timeout, true, err)
+	}
+	return nil
+}
+
+// recoverPending recovers a release whose latest revision an interrupted
+// run left pending (see Apply). reinstall says the release is gone and is
+// to be installed again.
+func (c *Client) recoverPending(ctx context.Context, cfg *configuration, r Release, hist []*release.Release, last *release.Release) (msg string, reinstall bool, err error) {
+	state := last.Info.Status
+	good := lastSuccessful(hist, last.Version)
+	left := fmt.Sprintf("revision %d was left %s by an interrupted run", last.Version, state)
+	c.env.logf("release %s (%s): %s; recovering", r.Name, r.Namespace, left)
+	switch {
+	case state == release.StatusUninstalling || (state == release.StatusPendingInstall && good == nil):
+		if _, err := c.uninstall(ctx, cfg, r.Name, r.Namespace, r.Timeout); err != nil {
+			return left, false, fmt.Errorf("%s, and uninstalling it failed: %w", left, err)
+		}
+		return left + ": uninstalled it and installed again", true, nil
+	}
+	last.SetStatus(release.StatusFailed, fmt.Sprintf("%s: interrupted; marked failed by khook", state))
+	if err := cfg.Releases.Update(last); err != nil {
+		return left, false, fmt.Errorf("%s, and marking it failed failed: %w", left, err)
+	}
+	if good == nil {
+		return left + ": marked it failed", false, nil
+	}
+	rb := action.NewRollback(cfg.Configuration)
+	rb.Version = good.Version
+	rb.MaxHistory = maxHistory
+	rb.Timeout = budget(ctx, r.Timeout)
+	if err := rb.Run(r.Name); err != nil {
+		return left, false, fmt.Errorf("%s, and rolling back to revision %d failed: %w", left, good.Version, err)
+	}
+	return fmt.Sprintf("%s: marked it failed and rolled back to revision %d", left, good.Version), false, nil
+}
+
+// ensureNamespace makes sure the namespace to install in exists: it is
+// created when missing and create is set (labeled name=<ns>, like Helm
+// does), an existing one is left alone, and a missing one without create
+// is a clear error (instead of Helm's failure to store the release). A
+// client that may not read or create namespaces (cluster-scoped) is let
+// through: Helm's own error says it if the namespace is missing.
+func (c *Client) ensureNamespace(ctx context.Context, ns string, create bool) error {
+	exists, err := c.namespaceExists(ctx, ns)
+	switch {
+	case err != nil:
+		return err
+	case exists == yes:
+		return nil
+	case !create:
+		if exists == no {
+			return fmt.Errorf("namespace %s does not exist: create it in an earlier step or set createNamespace: true", ns)
+		}
+		return nil
+	}
+	obj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{"name": ns}}}
+	_, err = c.env.Kube.Typed.CoreV1().Namespaces().Create(ctx, obj, metav1.CreateOptions{})
+	switch {
+	case err == nil:
+		c.env.logf("created namespace %s", ns)
+		return nil
+	case apierrors.IsAlreadyExists(err), exists == unknown && apierrors.IsForbidden(err):
+		return nil
+	}
+	return fmt.Errorf("create namespace %s: %w", ns, err)
+}
+
+type tristate int
+
+const (
+	unknown tristate = iota
+	yes
+	no
+)
+
+// namespaceExists says whether ns exists, or unknown when the client may
+// not read namespaces.
+func (c *Client) namespaceExists(ctx context.Context, ns string) (tristate, error) {
+	_, err := c.env.Kube.Typed.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+	switch {
+	case err == nil:
+		return yes, nil
+	case apierrors.IsNotFound(err):
+		return no, nil
+	case apierrors.IsForbidden(err):
+		return unknown, nil
+	}
+	return unknown, fmt.Errorf("check namespace %s: %w", ns, err)
+}
+
+// helmTimeout is the timeout Helm gets for an install or upgrade: with
+// Atomic, half of the budget, since the rollback (or uninstall) gets the
+// same timeout again.
+func helmTimeout(ctx context.Context, r Release) time.Duration {
+	t := budget(ctx, r.Timeout)
+	if r.Atomic {
+		t /= 2
+	}
+	return t
+}
+
+// operationError words a failed Helm operation; when Helm's own wait timed
+// out, it says how long it waited and what was last seen not ready.
+func operationError(ctx context.Context, op string, cfg *configuration, timeout time.Duration, waited bool, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("%s interrupted: %w", op, ctx.Err())
+	}
+	err = oneLine(err)
+	if waited && errors.Is(err, context.DeadlineExceeded) {
+		detail := fmt.Sprintf("waited %s for the resources to be ready", timeout.Round(time.Second))
+		if nr := cfg.log.lastNotReady(); nr != "" {
+			detail += "; last seen: " + nr
+		}
+		return fmt.Errorf("%s failed: %w (%s)", op, err, detail)
+	}
+	return fmt.Errorf("%s failed: %w", op, err)
+}
+
+// oneLine wraps err so that its message is one line: Helm joins errors
+// as "N errors occurred:\n\t* a\n\t* b".
+func oneLine(err error) error {
+	if err == nil || !strings.Contains(err.Error(), "\n") {
+		return err
+	}
+	return &flatError{err}
+}
+
+type flatError struct{ err error }
+
+func (e *flatError) Error() string { return flatten(e.err.Error()) }
+func (e *flatError) Unwrap() error { return e.err }
+
+var occurredRe = regexp.MustCompile(`(\d+) errors? occurred:\n\t\* `)
+
+// flatten turns a multi-line error message into one line.
+func flatten(msg string) string {
+	msg = occurredRe.ReplaceAllStringFunc(msg, func(m string) string {
+		if strings.HasPrefix(m, "1 ") {
+			return ""
+		}
+		return strings.Fields(m)[0] + " errors: "
+	})
+	msg = strings.ReplaceAll(msg, "\n\t* ", "; ")
+	return strings.Join(strings.Fields(msg), " ")
+}
+
+// history returns the release's revisions, oldest first; none when it
+// does not exist.
+func history(cfg *configuration, name string) ([]*release.Release, error) {
+	hist, err := action.NewHistory(cfg.Configuration).Run(name)
+	if errors.Is(err, driver.ErrReleaseNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the release history: %w", err)
+	}
+	sort.Slice(hist, func(i, j int) bool { return hist[i].Version < hist[j].Version })
+	return hist, nil
+}
+
+func latest(hist []*release.Release) *release.Release {
+	if len(hist) == 0 {
+		return nil
+	}
+	return hist[len(hist)-1]
+}
+
+// installed reports whether rel is a release that exists (an uninstalled
+// revision kept in history does not).
+func installed(rel *release.Release) bool {
+	return rel != nil && rel.Info != nil && rel.Info.Status != release.StatusUninstalled
+}
+
+// lastSuccessful is the newest deployed or superseded revision other than
+// except.
+func lastSuccessful(hist []*release.Release, except int) *release.Release {
+	for i := len(hist) - 1; i >= 0; i-- {
+		h := hist[i]
+		if h.Version != except && h.Info != nil &&
+			(h.Info.Status == release.StatusDeployed || h.Info.Status == release.StatusSuperseded) {
+			return h
+		}
+	}
+	return nil
+}
+
+func statusOf(rel *release.Release) *Status {
+	if rel == nil {
+		return nil
+	}
+	s := &Status{Revision: rel.Version}
+	if rel.Info != nil {
+		s.Status = string(rel.Info.Status)
+		s.Updated = rel.Info.LastDeployed.Time
+		s.Description = rel.Info.Description
+	}
+	if rel.Chart != nil && rel.Chart.Metadata != nil {
+		s.Chart, s.ChartVersion = rel.Chart.Metadata.Name, rel.Chart.Metadata.Version
+	}
+	return s
+}
+
+// Get returns the latest revision of a release, or nil when there is
+// none.
+func (c *Client) Get(ctx context.Context, name, namespace string) (*Status, error) {
+	cfg, err := c.configuration(namespace)
+	if err != nil {
+		return nil, c.env.Redactor.Error(err)
+	}
+	hist, err := history(cfg, name)
+	if err != nil {
+		return nil, c.env.Redactor.Error(fmt.Errorf("release %s (%s): %w", name, namespace, err))
+	}
+	return statusOf(latest(hist)), nil
+}

@@ -1,0 +1,196 @@
+// Package helm is the helm: step: declarative install-or-upgrade of a
+// chart release, in-process through package khook.io/core/helm (the only
+// package that uses the Helm SDK). It is also the release form of delete:
+// (Executor.Uninstall, injected into the delete executor) and the destroy
+// of a helm: step.
+//
+// Semantics where the spec is silent:
+//   - namespace: the step's namespace, else the run's default namespace
+//     (-n), else "default";
+//   - a re-run with the same chart version, values and rendered manifests
+//     makes no new revision (reported "unchanged"); with wait: true the
+//     resources are still waited for. Out-of-band drift of the live objects
+//     is therefore not corrected by such a re-run (khook does no drift
+//     detection); changing anything in the step, or the chart, upgrades;
+//   - a release left pending by an interrupted run is recovered (see
+//     khook.io/core/helm.Client.Apply) and the outcome says how;
+//   - atomic: keeps half of the step timeout for the rollback/uninstall;
+//   - upgrades never reuse the release's previous values, and keep at most
+//     10 revisions;
+//   - uninstall (delete.release, destroy) purges the release history and
+//     deletes with foreground propagation, then waits until the objects of
+//     the release's manifest are gone (a Deployment is gone once its pods
+//     are), bounded by the step timeout.
+package helm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	khelm "khook.io/core/helm"
+	"khook.io/core/spec"
+	"khook.io/core/step"
+)
+
+// Options configure the executor. There are none yet; the run's clients
+// come with each request.
+type Options struct{}
+
+// Executor runs helm: steps. It implements step.Executor, step.Planner and
+// step.Destroyer, and the delete executor's ReleaseDeleter and
+// ReleaseChecker. It holds no state: one Executor serves parallel steps.
+type Executor struct{}
+
+// New returns the helm executor.
+func New(Options) *Executor { return &Executor{} }
+
+// Type returns "helm".
+func (e *Executor) Type() string { return spec.TypeHelm }
+
+// Run installs or upgrades the step's release.
+func (e *Executor) Run(ctx context.Context, req *step.Request) (step.Outcome, error) {
+	r, err := releaseOf(req)
+	if err != nil {
+		return step.Outcome{}, err
+	}
+	res, err := client(req).Apply(ctx, r)
+	if err != nil {
+		return step.Outcome{}, req.Redactor.Error(err)
+	}
+	subject := fmt.Sprintf("release %s (%s)", r.Name, r.Namespace)
+	var out step.Outcome
+	switch res.Action {
+	case khelm.Skipped:
+		out.Skipped = true
+		out.SkipReason = fmt.Sprintf("skipIf installed: %s exists at %s", subject, res.Previous)
+		out.Message = out.SkipReason
+	case khelm.Installed:
+		out.Message = fmt.Sprintf("installed %s revision %d: chart %s", subject, res.Revision, res.ChartRef)
+	case khelm.Upgraded:
+		out.Message = fmt.Sprintf("upgraded %s to revision %d: chart %s (was %s)", subject, res.Revision, res.ChartRef, res.Previous)
+	case khelm.Unchanged:
+		out.Message = fmt.Sprintf("%s unchanged at revision %d: chart %s with these values is deployed", subject, res.Revision, res.ChartRef)
+	}
+	if res.Recovered != "" {
+		out.Message += "; recovered: " + res.Recovered
+	}
+	out.Message = req.Redactor.String(out.Message)
+	out.SkipReason = req.Redactor.String(out.SkipReason)
+	return out, nil
+}
+
+// Plan predicts install, upgrade, no-op or skip, or unknown when the chart
+// or its values cannot be fetched or the chart does not render. It changes
+// nothing.
+func (e *Executor) Plan(ctx context.Context, req *step.Request) (step.Prediction, error) {
+	r, err := releaseOf(req)
+	if err != nil {
+		return step.Prediction{}, err
+	}
+	p, err := client(req).Plan(ctx, r)
+	if err != nil {
+		return step.Prediction{}, req.Redactor.Error(err)
+	}
+	pred := step.Prediction{Action: string(p.Action), Reason: p.Reason}
+	pred.Details = append(pred.Details, fmt.Sprintf("release %s in namespace %s", r.Name, r.Namespace))
+	pred.Details = append(pred.Details, p.Details...)
+	for i, d := range pred.Details {
+		pred.Details[i] = req.Redactor.String(d)
+	}
+	pred.Reason = req.Redactor.String(pred.Reason)
+	return pred, nil
+}
+
+// Destroy uninstalls the step's release and waits until its objects are
+// gone; an absent release is success.
+func (e *Executor) Destroy(ctx context.Context, req *step.Request) (step.Outcome, error) {
+	r, err := releaseOf(req)
+	if err != nil {
+		return step.Outcome{}, err
+	}
+	return e.Uninstall(ctx, req, r.Name, r.Namespace, true)
+}
+
+// Uninstall is delete.release: it uninstalls release from namespace (the
+// request's default namespace when empty), purging its history, and waits
+// until its objects are gone, bounded by ctx. An absent release is success
+// when ignoreNotFound is set.
+func (e *Executor) Uninstall(ctx context.Context, req *step.Request, release, namespace string, ignoreNotFound bool) (step.Outcome, error) {
+	ns := req.Namespace(namespace)
+	subject := fmt.Sprintf("release %s (%s)", release, ns)
+	res, err := client(req).Uninstall(ctx, release, ns, khelm.UninstallOptions{IgnoreNotFound: ignoreNotFound, Timeout: req.Timeout})
+	if errors.Is(err, khelm.ErrReleaseNotFound) {
+		return step.Outcome{}, fmt.Errorf("%s not found (set ignoreNotFound: true to accept that)", subject)
+	}
+	if err != nil {
+		return step.Outcome{}, req.Redactor.Error(err)
+	}
+	if res.Absent {
+		return step.Outcome{Message: subject + " not found: nothing to uninstall"}, nil
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "uninstalled %s (was %s)", subject, res.Previous)
+	if res.Deleted > 0 {
+		fmt.Fprintf(&b, "; %d object(s) gone", res.Deleted)
+	}
+	if res.Kept > 0 {
+		fmt.Fprintf(&b, "; %d kept by helm.sh/resource-policy: keep", res.Kept)
+	}
+	return step.Outcome{Message: req.Redactor.String(b.String())}, nil
+}
+
+// ReleaseExists reports whether release exists in namespace (the
+// request's default namespace when empty): the delete executor's live plan
+// asks it.
+func (e *Executor) ReleaseExists(ctx context.Context, req *step.Request, release, namespace string) (bool, error) {
+	st, err := client(req).Get(ctx, release, req.Namespace(namespace))
+	if err != nil {
+		return false, req.Redactor.Error(err)
+	}
+	return st != nil && st.Status != "uninstalled", nil
+}
+
+func client(req *step.Request) *khelm.Client {
+	return khelm.NewClient(khelm.Env{
+		Kube:     req.Kube,
+		HTTP:     req.HTTP,
+		Redactor: req.Redactor,
+		Log:      req.Log,
+		BaseDir:  req.BaseDir,
+	})
+}
+
+// releaseOf is the step's desired release.
+func releaseOf(req *step.Request) (khelm.Release, error) {
+	if req.Step == nil || req.Step.Helm == nil {
+		return khelm.Release{}, errors.New("not a helm step")
+	}
+	h := req.Step.Helm
+	r := khelm.Release{
+		Name:            h.ReleaseName(req.Step.Name),
+		Namespace:       req.Namespace(h.Namespace),
+		Source:          khelm.Source{Chart: h.Chart, Repo: h.Repo, Version: h.Version},
+		Values:          h.Values,
+		CreateNamespace: h.CreateNamespace,
+		Atomic:          h.Atomic,
+		Wait:            h.Wait,
+		SkipIfInstalled: h.SkipIf == spec.SkipIfInstalled,
+		Timeout:         req.Timeout,
+	}
+	if h.Auth != nil {
+		r.Source.Auth = &khelm.Credentials{Username: h.Auth.Username, Password: h.Auth.Password}
+	}
+	for _, v := range h.ValuesFrom {
+		r.ValuesFrom = append(r.ValuesFrom, khelm.ValuesSource{File: v.File, URL: v.URL})
+	}
+	return r, nil
+}
+
+// Interface checks.
+var (
+	_ step.Executor  = (*Executor)(nil)
+	_ step.Planner   = (*Executor)(nil)
+	_ step.Destroyer = (*Executor)(nil)
+)
