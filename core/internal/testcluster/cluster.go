@@ -507,6 +507,10 @@ func start(ctx context.Context, dir, binDir string, opts Options) (_ *Cluster, e
 	if err := s.waitReadyz(ctx, cs); err != nil {
 		return nil, err
 	}
+	// kwok serves pod logs from its CRDs, which must exist before it starts
+	if err := installCRDs(ctx, cfg); err != nil {
+		return nil, err
+	}
 	for _, name := range []string{compKCM, compScheduler, compKwok} {
 		if err := s.run(ctx, name); err != nil {
 			return nil, err
@@ -567,7 +571,7 @@ func (s *starter) writeFiles() error {
 			return err
 		}
 	}
-	if err := os.WriteFile(filepath.Join(dir, fileKwokConfig), kwokConfig, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, fileKwokConfig), renderKwokConfig(s.c.Ports.Kwok), 0o644); err != nil {
 		return fmt.Errorf("write kwok configuration: %w", err)
 	}
 	return nil

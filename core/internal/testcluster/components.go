@@ -40,7 +40,9 @@ const (
 	nodeName         = "kwok-node-0"
 	limitedNamespace = "khook-limited"
 	podCIDR          = "10.244.0.0/16"
-	nodeIP           = "10.244.0.1"
+	// nodeIP is the node's address: the apiserver dials it for pod logs,
+	// which kwok serves on loopback.
+	nodeIP = "127.0.0.1"
 )
 
 func etcdArgs(dir string, p Ports) []string {
@@ -136,6 +138,7 @@ func kwokArgs(dir string) []string {
 		"--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
 		"--node-ip=" + nodeIP,
 		"--cidr=" + podCIDR,
+		"--enable-crds=ClusterLogs,Logs",
 	}
 }
 

@@ -1,6 +1,7 @@
 package testcluster
 
 import (
+	"bytes"
 	"context"
 	_ "embed"
 	"fmt"
@@ -25,6 +26,11 @@ import (
 //
 //go:embed kwok.yaml
 var kwokConfig []byte
+
+// renderKwokConfig fills in the port kwok serves the kubelet API on.
+func renderKwokConfig(port int) []byte {
+	return bytes.ReplaceAll(kwokConfig, []byte("@KWOK_PORT@"), []byte(strconv.Itoa(port)))
+}
 
 // limitedRules are the rights of the least-privilege user in its namespace:
 // the everyday namespaced verbs on the kinds khook works with, nothing

@@ -15,6 +15,7 @@ type Ports struct {
 	APIServer   int `json:"apiServer"`
 	KCM         int `json:"controllerManager"`
 	Scheduler   int `json:"scheduler"`
+	Kwok        int `json:"kwok"` // kwok's kubelet API (pod logs)
 }
 
 // pickPorts asks the kernel for free loopback ports: it listens on
@@ -24,7 +25,7 @@ type Ports struct {
 // ports when a component reports that its address is in use.
 func pickPorts() (Ports, error) {
 	var p Ports
-	dst := []*int{&p.EtcdClient, &p.EtcdPeer, &p.EtcdMetrics, &p.APIServer, &p.KCM, &p.Scheduler}
+	dst := []*int{&p.EtcdClient, &p.EtcdPeer, &p.EtcdMetrics, &p.APIServer, &p.KCM, &p.Scheduler, &p.Kwok}
 	got, err := freePorts(len(dst))
 	if err != nil {
 		return p, err

@@ -83,7 +83,7 @@ func TestKubeconfigRoundTrip(t *testing.T) {
 }
 
 func TestKwokConfig(t *testing.T) {
-	dec := yaml.NewDecoder(strings.NewReader(string(kwokConfig)))
+	dec := yaml.NewDecoder(strings.NewReader(string(renderKwokConfig(10250))))
 	var stages []string
 	var options map[string]any
 	for {
@@ -112,12 +112,16 @@ func TestKwokConfig(t *testing.T) {
 			t.Errorf("%s = %v: kwok refuses 0", k, options[k])
 		}
 	}
-	for _, k := range []string{"nodePort", "serverAddress"} {
-		if _, ok := options[k]; ok {
-			t.Errorf("%s set: kwok would open a fixed port", k)
-		}
+	// kwok serves pod logs on the port picked for this cluster, never a
+	// fixed one (two clusters must not collide)
+	if options["nodePort"] != 10250 || options["serverAddress"] != "127.0.0.1:10250" || options["enableDebuggingHandlers"] != true {
+		t.Errorf("nodePort %v, serverAddress %v, enableDebuggingHandlers %v: want the rendered port and handlers on",
+			options["nodePort"], options["serverAddress"], options["enableDebuggingHandlers"])
 	}
-	want := []string{"node-initialize", "node-heartbeat-with-lease", "pod-ready", "pod-complete", "pod-delete"}
+	if strings.Contains(string(renderKwokConfig(10250)), "@KWOK_PORT@") {
+		t.Error("a placeholder survived rendering")
+	}
+	want := []string{"node-initialize", "node-heartbeat-with-lease", "pod-ready", "pod-complete", "pod-delete", "pod-fail"}
 	if !slices.Equal(stages, want) {
 		t.Errorf("stages %v, want %v", stages, want)
 	}
