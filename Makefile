@@ -23,13 +23,15 @@ build: ## build both plugins into bin/
 	cd helm-khook && $(GOBUILD) -o $(BIN)/helm-khook .
 
 .PHONY: demo
-demo: build ## build both plugins and plan the quickstart (offline, no cluster needed yet)
-	@echo "==> kubectl khook validate"
-	$(BIN)/kubectl-khook validate -f examples/quickstart.yaml
-	@echo "==> helm khook plan (offline)"
-	$(BIN)/helm-khook plan -f examples/quickstart.yaml --offline
-	@echo "==> the DAG, as Mermaid (render it at https://mermaid.live)"
-	$(BIN)/kubectl-khook graph -f examples/quickstart.yaml
+demo: build cluster-up ## build both plugins, start the local test control plane (built the first time) and apply the quickstart to it
+	@echo
+	@echo "==> kubectl khook apply -f examples/quickstart.yaml"
+	KUBECONFIG=$(CLUSTER_DIR)/kubeconfig $(BIN)/kubectl-khook apply -f examples/quickstart.yaml
+	@echo
+	@echo "Look around:   export KUBECONFIG=$(CLUSTER_DIR)/kubeconfig PATH=$(BIN):\$$PATH"
+	@echo "               kubectl get all -n khook-demo; kubectl khook plan -f examples/quickstart.yaml"
+	@echo "Undo it:       kubectl khook destroy -f examples/quickstart.yaml"
+	@echo "Stop it:       make cluster-down"
 
 .PHONY: vet
 vet: ## go vet every module
@@ -43,6 +45,7 @@ test-unit: vet build ## unit tests only: fast, offline, no cluster (the CLI end-
 test: test-unit test-integration ## everything: unit tests, then integration tests against the local test cluster
 
 -include hack/cluster.mk
+-include hack/dist.mk
 
 .PHONY: help
 help:

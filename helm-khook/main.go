@@ -16,6 +16,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 
 	khookcli "khook.io/core/cli"
+	"khook.io/core/steps/builtin"
 )
 
 // helmConnection is helm's plugin environment.
@@ -34,6 +35,7 @@ func main() {
 	code := khookcli.Execute(ctx, khookcli.Config{
 		Name:       "helm khook",
 		Connection: helmConnection{settings: cli.New()},
+		Steps:      builtin.Registry,
 	}, os.Args[1:])
 	stop()
 	os.Exit(code)

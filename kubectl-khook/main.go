@@ -13,6 +13,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 
 	"khook.io/core/cli"
+	"khook.io/core/steps/builtin"
 )
 
 // kubectlConnection is kubectl's connection flags.
@@ -29,6 +30,7 @@ func main() {
 	code := cli.Execute(ctx, cli.Config{
 		Name:       "kubectl khook",
 		Connection: kubectlConnection{flags: genericclioptions.NewConfigFlags(true)},
+		Steps:      builtin.Registry,
 	}, os.Args[1:])
 	stop()
 	os.Exit(code)

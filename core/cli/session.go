@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log"
 	"net/http"
 	"os"
 	"sync"
@@ -103,6 +104,10 @@ func (a *app) routeClientLogs() {
 		_ = fs.Set("stderrthreshold", "FATAL")
 		_ = fs.Set("skip_headers", "true")
 		klog.SetOutput(a.errOut)
+		// libraries that use the standard logger (kustomize's deprecation
+		// warnings) go the same way
+		log.SetFlags(0)
+		log.SetOutput(a.errOut)
 	})
 }
 

@@ -29,10 +29,12 @@ import (
 )
 
 // Client-side rate limits: high enough that a large spec is never throttled
-// by client-go itself (the API server's priority and fairness still applies).
+// by client-go itself (200 objects applied client-side are 400 requests,
+// well inside the burst); the API server's priority and fairness still
+// protects it.
 const (
-	DefaultQPS   = 200
-	DefaultBurst = 400
+	DefaultQPS   = 1000
+	DefaultBurst = 2000
 )
 
 // Clients is one run's connection to the cluster. Safe for concurrent use.
@@ -222,7 +224,7 @@ func (c *Clients) MappingForType(typ string) (*meta.RESTMapping, error) {
 	}
 	if err != nil {
 		if meta.IsNoMatchError(err) {
-			return nil, fmt.Errorf("the cluster serves no resource type %q", typ)
+			return nil, fmt.Errorf("the cluster serves no resource type %q: %w", typ, err)
 		}
 		return nil, fmt.Errorf("resolve type %q: %w", typ, err)
 	}

@@ -23,12 +23,12 @@ func TestMain(m *testing.M) {
 			println("e2e: " + err.Error())
 			return 1
 		}
-		return m.Run()
+		return runTests(m) // with the test cluster under the integration tag
 	}()
 	os.Exit(code)
 }
 
-func root(t *testing.T) string {
+func root(t testing.TB) string {
 	t.Helper()
 	r, err := RepoRoot()
 	if err != nil {
@@ -37,7 +37,7 @@ func root(t *testing.T) string {
 	return r
 }
 
-func run(t *testing.T, bin string, env []string, stdin string, args ...string) Result {
+func run(t testing.TB, bin string, env []string, stdin string, args ...string) Result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -137,4 +137,20 @@ func TestSecretNeverPrintedByTheBinaries(t *testing.T) {
 			}
 		}
 	}
+}
+
+// runB runs a binary for a benchmark.
+func runB(b *testing.B, bin string, env []string, args ...string) Result {
+	b.Helper()
+	return run(b, bin, env, "", args...)
+}
+
+// writeSpecB writes a spec for a benchmark.
+func writeSpecB(b *testing.B, body string) string {
+	b.Helper()
+	p := filepath.Join(b.TempDir(), "spec.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	return p
 }
