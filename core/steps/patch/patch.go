@@ -126,7 +126,7 @@ func (e *Executor) Run(ctx context.Context, req *step.Request) (step.Outcome, er
 func (e *Executor) Plan(ctx context.Context, req *step.Request) (step.Prediction, error) {
 	t, err := resolve(req)
 	if err != nil {
-		if strings.Contains(err.Error(), "the cluster serves no resource type") {
+		if meta.IsNoMatchError(err) {
 			return step.Prediction{Action: ActionUnknown, Reason: err.Error() + " (yet: a CRD an earlier step installs?)"}, nil
 		}
 		return step.Prediction{}, redacted(req, err)

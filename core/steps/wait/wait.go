@@ -102,7 +102,7 @@ func describe(t waiter.Target, ref spec.ResourceRef) string {
 func (e *Executor) Run(ctx context.Context, req *step.Request) (step.Outcome, error) {
 	r, err := resolve(req)
 	if err != nil {
-		if r.cond.Kind == spec.ForDelete && isNoType(err) {
+		if r.cond.Kind == spec.ForDelete && meta.IsNoMatchError(err) {
 			// nothing of a type the cluster does not serve can exist
 			return step.Outcome{Message: fmt.Sprintf("nothing to wait for: %v", err)}, nil
 		}
@@ -122,7 +122,7 @@ func (e *Executor) Run(ctx context.Context, req *step.Request) (step.Outcome, er
 func (e *Executor) Plan(ctx context.Context, req *step.Request) (step.Prediction, error) {
 	r, err := resolve(req)
 	if err != nil {
-		if isNoType(err) {
+		if meta.IsNoMatchError(err) {
 			if r.cond.Kind == spec.ForDelete {
 				return step.Prediction{Action: ActionNoOp, Reason: err.Error()}, nil
 			}
@@ -152,9 +152,6 @@ func (e *Executor) Plan(ctx context.Context, req *step.Request) (step.Prediction
 	return step.Prediction{Action: ActionWait, Reason: req.Redactor.String(why)}, nil
 }
 
-func isNoType(err error) bool {
-	return meta.IsNoMatchError(err) || strings.Contains(err.Error(), "the cluster serves no resource type")
-}
 
 // redacted masks secrets in err's message.
 func redacted(req *step.Request, err error) error {

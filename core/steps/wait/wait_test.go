@@ -1,7 +1,6 @@
 package wait
 
 import (
-	"errors"
 	"testing"
 
 	"khook.io/core/spec"
@@ -25,8 +24,4 @@ func TestDescribe(t *testing.T) {
 	}
 }
 
-func TestIsNoType(t *testing.T) {
-	if !isNoType(errors.New(`the cluster serves no resource type "widgets"`)) || isNoType(errors.New("forbidden")) {
-		t.Error("isNoType")
-	}
-}
+
