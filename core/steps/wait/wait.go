@@ -152,7 +152,6 @@ func (e *Executor) Plan(ctx context.Context, req *step.Request) (step.Prediction
 	return step.Prediction{Action: ActionWait, Reason: req.Redactor.String(why)}, nil
 }
 
-
 // redacted masks secrets in err's message.
 func redacted(req *step.Request, err error) error {
 	if req.Redactor == nil {

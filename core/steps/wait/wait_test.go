@@ -23,5 +23,3 @@ func TestDescribe(t *testing.T) {
 		}
 	}
 }
-
-
