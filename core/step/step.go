@@ -47,6 +47,27 @@ func (r *Request) Logf(format string, args ...any) {
 	}
 }
 
+// Redact returns err with every secret masked in its message (still
+// unwrappable); nil stays nil.
+func (r *Request) Redact(err error) error {
+	if err == nil {
+		return nil
+	}
+	return r.Redactor.Error(err)
+}
+
+// WithCause is an error whose message is msg (which already says what
+// cause means) and which unwraps to cause, so errors.Is/As still see it.
+func WithCause(msg string, cause error) error { return &causeError{msg: msg, err: cause} }
+
+type causeError struct {
+	msg string
+	err error
+}
+
+func (e *causeError) Error() string { return e.msg }
+func (e *causeError) Unwrap() error { return e.err }
+
 // Namespace returns ns, or the request's default namespace when ns is
 // empty, or "default".
 func (r *Request) Namespace(ns string) string {

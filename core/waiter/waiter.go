@@ -432,12 +432,20 @@ func subject(t Target) string {
 		}
 		return kind + " " + t.Name
 	}
-	s := t.Mapping.Resource.Resource
+	return t.Mapping.Resource.Resource + Scope(t)
+}
+
+// Scope describes where a target looks, for messages: " in namespace x",
+// " in all namespaces", then its selectors, " (selector app=web)".
+func Scope(t Target) string {
+	var s string
 	switch {
+	case t.AllNamespaces:
+		s = " in all namespaces"
 	case t.Namespace != "":
-		s += " in namespace " + t.Namespace
-	case kube.Namespaced(t.Mapping):
-		s += " in all namespaces"
+		s = " in namespace " + t.Namespace
+	case t.Mapping != nil && kube.Namespaced(t.Mapping):
+		s = " in all namespaces"
 	}
 	var sels []string
 	if t.LabelSelector != "" {

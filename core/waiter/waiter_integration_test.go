@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/yaml"
 
 	"khook.io/core/internal/steptest"
 	"khook.io/core/internal/testcluster"
@@ -32,24 +31,6 @@ func clients(t testing.TB) *kube.Clients {
 }
 
 // create creates the object written as YAML in ns.
-func create(t testing.TB, c *kube.Clients, ns, y string) *unstructured.Unstructured {
-	t.Helper()
-	u := &unstructured.Unstructured{}
-	if err := yaml.Unmarshal([]byte(y), &u.Object); err != nil {
-		t.Fatal(err)
-	}
-	m, err := c.MappingFor(u.GroupVersionKind())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	out, err := c.Resource(m, ns).Create(ctx, u, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("create %s %s: %v", u.GetKind(), u.GetName(), err)
-	}
-	return out
-}
 
 func mapping(t testing.TB, c *kube.Clients, typ string) waiter.Target {
 	t.Helper()
@@ -137,7 +118,7 @@ func mergePatch(t testing.TB, c *kube.Clients, typ, ns, name, patch string) {
 func TestConditionOnDeployment(t *testing.T) {
 	c := clients(t)
 	ns := testcluster.Get(t).NewNamespace(t, "waiter-cond")
-	create(t, c, ns, deploymentYAML("web", ""))
+	steptest.Create(t, c, ns, deploymentYAML("web", ""))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var p progressLog
@@ -156,7 +137,7 @@ func TestNamedTargetWaitsToExist(t *testing.T) {
 	var p progressLog
 	done := untilAsync(ctx, c, []waiter.Target{named(t, c, "configmaps", ns, "late")}, waitFor(t, "jsonpath={.data.k}"), p.add)
 	expectPending(t, done, 500*time.Millisecond)
-	create(t, c, ns, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: late}\ndata: {k: v}")
+	steptest.Create(t, c, ns, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: late}\ndata: {k: v}")
 	expectDone(t, done, 5*time.Second)
 	lines := p.all()
 	if len(lines) == 0 || !strings.Contains(lines[0], "ConfigMap "+ns+"/late: does not exist") {
@@ -167,7 +148,7 @@ func TestNamedTargetWaitsToExist(t *testing.T) {
 func TestJSONPathForms(t *testing.T) {
 	c := clients(t)
 	ns := testcluster.Get(t).NewNamespace(t, "waiter-jsonpath")
-	create(t, c, ns, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm}\ndata: {phase: Pending}")
+	steptest.Create(t, c, ns, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm}\ndata: {phase: Pending}")
 	for _, tc := range []struct{ for_, patch string }{
 		{"jsonpath={.data.phase}=Ready", `{"data":{"phase":"Ready"}}`},
 		{"jsonpath=.data.phase=Done", `{"data":{"phase":"Done"}}`},
@@ -190,7 +171,7 @@ func TestJSONPathForms(t *testing.T) {
 func TestJSONPathFilterOnPods(t *testing.T) {
 	c := clients(t)
 	ns := testcluster.Get(t).NewNamespace(t, "waiter-filter")
-	create(t, c, ns, podYAML("p1", "app: web"))
+	steptest.Create(t, c, ns, podYAML("p1", "app: web"))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	tg := mapping(t, c, "pods")
@@ -205,9 +186,9 @@ func TestTypeTargetSelectors(t *testing.T) {
 	c := clients(t)
 	ns := testcluster.Get(t).NewNamespace(t, "waiter-sel")
 	// a pod kwok can never run (no node matches) outside the selector
-	create(t, c, ns, podYAML("stuck", "app: other", "nodeSelector: {khook.io/none: \"true\"}"))
-	create(t, c, ns, podYAML("a", "app: web"))
-	create(t, c, ns, podYAML("b", "app: web"))
+	steptest.Create(t, c, ns, podYAML("stuck", "app: other", "nodeSelector: {khook.io/none: \"true\"}"))
+	steptest.Create(t, c, ns, podYAML("a", "app: web"))
+	steptest.Create(t, c, ns, podYAML("b", "app: web"))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
@@ -245,7 +226,7 @@ func TestTypeTargetWaitsForAMatch(t *testing.T) {
 	tg.Namespace, tg.LabelSelector = ns, "role=late"
 	done := untilAsync(ctx, c, []waiter.Target{tg}, waitFor(t, "jsonpath={.data.k}"), nil)
 	expectPending(t, done, 500*time.Millisecond)
-	create(t, c, ns, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x, labels: {role: late}}\ndata: {k: v}")
+	steptest.Create(t, c, ns, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x, labels: {role: late}}\ndata: {k: v}")
 	expectDone(t, done, 5*time.Second)
 }
 
@@ -255,7 +236,7 @@ func TestAllNamespaces(t *testing.T) {
 	ns1, ns2 := cl.NewNamespace(t, "waiter-all1"), cl.NewNamespace(t, "waiter-all2")
 	label := "khook.io/waiter-all=" + ns1
 	for _, ns := range []string{ns1, ns2} {
-		create(t, c, ns, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm, labels: {khook.io/waiter-all: "+ns1+"}}\ndata: {ready: \"no\"}")
+		steptest.Create(t, c, ns, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm, labels: {khook.io/waiter-all: "+ns1+"}}\ndata: {ready: \"no\"}")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -277,7 +258,7 @@ func TestAllNamespaces(t *testing.T) {
 func TestDelete(t *testing.T) {
 	c := clients(t)
 	ns := testcluster.Get(t).NewNamespace(t, "waiter-delete")
-	create(t, c, ns, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: doomed, finalizers: [khook.io/test]}")
+	steptest.Create(t, c, ns, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: doomed, finalizers: [khook.io/test]}")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var p progressLog
@@ -300,7 +281,7 @@ func TestDelete(t *testing.T) {
 	}
 	// by type and selector: until none matches
 	for _, n := range []string{"s1", "s2"} {
-		create(t, c, ns, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: "+n+", labels: {set: s}}")
+		steptest.Create(t, c, ns, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: "+n+", labels: {set: s}}")
 	}
 	tg := mapping(t, c, "configmaps")
 	tg.Namespace, tg.LabelSelector = ns, "set=s"
@@ -315,13 +296,13 @@ func TestDelete(t *testing.T) {
 func TestDeleteWithUIDTreatsARecreatedObjectAsGone(t *testing.T) {
 	c := clients(t)
 	ns := testcluster.Get(t).NewNamespace(t, "waiter-uid")
-	old := create(t, c, ns, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm}")
+	old := steptest.Create(t, c, ns, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm}")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	if err := c.Typed.CoreV1().ConfigMaps(ns).Delete(ctx, "cm", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	create(t, c, ns, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm}")
+	steptest.Create(t, c, ns, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm}")
 	tg := named(t, c, "configmap", ns, "cm")
 	tg.UID = old.GetUID()
 	if err := waiter.Until(ctx, c, []waiter.Target{tg}, waitFor(t, "delete"), nil); err != nil {
@@ -340,7 +321,7 @@ func TestTimeoutNamesTheObjectAndItsValue(t *testing.T) {
 	c := clients(t)
 	ns := testcluster.Get(t).NewNamespace(t, "waiter-timeout")
 	// no node matches: the pod stays Pending, the Deployment unavailable
-	create(t, c, ns, deploymentYAML("web", "nodeSelector: {khook.io/none: \"true\"}"))
+	steptest.Create(t, c, ns, deploymentYAML("web", "nodeSelector: {khook.io/none: \"true\"}"))
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	began := time.Now()
@@ -356,8 +337,8 @@ func TestTimeoutNamesTheObjectAndItsValue(t *testing.T) {
 	// several objects: each with its value
 	tctx, cancel2 := context.WithTimeout(context.Background(), time.Second)
 	defer cancel2()
-	create(t, c, ns, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, labels: {g: x}}\ndata: {v: one}")
-	create(t, c, ns, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: b, labels: {g: x}}")
+	steptest.Create(t, c, ns, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, labels: {g: x}}\ndata: {v: one}")
+	steptest.Create(t, c, ns, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: b, labels: {g: x}}")
 	tg := mapping(t, c, "configmaps")
 	tg.Namespace, tg.LabelSelector = ns, "g=x"
 	err = waiter.Until(tctx, c, []waiter.Target{tg}, waitFor(t, "jsonpath={.data.v}=two"), nil)
@@ -406,7 +387,7 @@ func TestUnservedTypeFailsAtOnce(t *testing.T) {
 func TestCustomCheckErrorEndsTheWait(t *testing.T) {
 	c := clients(t)
 	ns := testcluster.Get(t).NewNamespace(t, "waiter-check")
-	create(t, c, ns, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm}\ndata: {state: running}")
+	steptest.Create(t, c, ns, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm}\ndata: {state: running}")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	done := make(chan error, 1)
@@ -459,7 +440,7 @@ func TestCancelledWait(t *testing.T) {
 func BenchmarkConditionToReturn(b *testing.B) {
 	c := clients(b)
 	ns := testcluster.Get(b).NewNamespace(b, "waiter-bench")
-	create(b, c, ns, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm}\ndata: {count: \"0\"}")
+	steptest.Create(b, c, ns, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm}\ndata: {count: \"0\"}")
 	tg := named(b, c, "configmap", ns, "cm")
 	var afterResponse, afterRequest, worst time.Duration
 	b.ResetTimer()
@@ -540,11 +521,11 @@ func TestManyNamedTargets(t *testing.T) {
 		if i%20 == 0 {
 			data = "not-yet"
 		}
-		create(t, c, ns, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: "+name+"}\ndata: {state: "+data+"}")
+		steptest.Create(t, c, ns, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: "+name+"}\ndata: {state: "+data+"}")
 		targets = append(targets, named(t, c, "configmaps", ns, name))
 	}
 	// an object of the namespace that is no target does not count
-	create(t, c, ns, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: bystander}\ndata: {state: never}")
+	steptest.Create(t, c, ns, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: bystander}\ndata: {state: never}")
 	// a target that does not exist yet
 	targets = append(targets, named(t, c, "configmaps", ns, "late"))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -559,7 +540,7 @@ func TestManyNamedTargets(t *testing.T) {
 		mergePatch(t, c, "configmaps", ns, "cm-"+strconv.Itoa(i), `{"data":{"state":"ready"}}`)
 	}
 	expectPending(t, done, 300*time.Millisecond)
-	create(t, c, ns, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: late}\ndata: {state: ready}")
+	steptest.Create(t, c, ns, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: late}\ndata: {state: ready}")
 	expectDone(t, done, 5*time.Second)
 
 	// deletion of several, one re-created meanwhile (another UID)
@@ -579,7 +560,7 @@ func TestManyNamedTargets(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	create(t, c, ns, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm-2}")
+	steptest.Create(t, c, ns, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm-2}")
 	expectDone(t, done, 5*time.Second)
 }
 
@@ -588,7 +569,7 @@ func TestManyNamedTargets(t *testing.T) {
 func BenchmarkAlreadyMet(b *testing.B) {
 	c := clients(b)
 	ns := testcluster.Get(b).NewNamespace(b, "waiter-bench-met")
-	create(b, c, ns, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm}\ndata: {count: \"1\"}")
+	steptest.Create(b, c, ns, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm}\ndata: {count: \"1\"}")
 	tg := []waiter.Target{named(b, c, "configmap", ns, "cm")}
 	cond := waitFor(b, "jsonpath={.data.count}=1")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

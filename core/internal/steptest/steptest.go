@@ -4,15 +4,20 @@
 package steptest
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/yaml"
 
 	"khook.io/core/fetch"
+	"khook.io/core/internal/testcluster"
 	"khook.io/core/kube"
 	"khook.io/core/load"
 	"khook.io/core/redact"
@@ -94,4 +99,33 @@ func Request(t testing.TB, clients *kube.Clients, stepYAML string, opts Options)
 		Redactor: red,
 		Log:      func(format string, args ...any) { t.Logf("progress: "+format, args...) },
 	}
+}
+
+// Setup returns clients for the test cluster (testcluster.Main must run
+// the tests) and a fresh namespace named after prefix.
+func Setup(t testing.TB, prefix string) (*kube.Clients, string) {
+	t.Helper()
+	cl := testcluster.Get(t)
+	return Clients(t, cl.RESTConfig(t)), cl.NewNamespace(t, prefix)
+}
+
+// Create creates the object written as YAML in ns and returns it as the
+// server stored it.
+func Create(t testing.TB, c *kube.Clients, ns, y string) *unstructured.Unstructured {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte(y), &u.Object); err != nil {
+		t.Fatal(err)
+	}
+	m, err := c.MappingFor(u.GroupVersionKind())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := c.Resource(m, ns).Create(ctx, u, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create %s %s: %v", u.GetKind(), u.GetName(), err)
+	}
+	return out
 }

@@ -160,7 +160,7 @@ func Build(st *spec.Step, specName, ns string, timeout time.Duration) *batchv1.J
 // it to complete; skipIf: succeeded skips when the Job already completed.
 func (e *Executor) Run(ctx context.Context, req *step.Request) (step.Outcome, error) {
 	out, err := e.run(ctx, req)
-	return out, redacted(req, err)
+	return out, req.Redact(err)
 }
 
 func (e *Executor) run(ctx context.Context, req *step.Request) (step.Outcome, error) {
@@ -250,7 +250,7 @@ func (e *Executor) wait(ctx context.Context, req *step.Request, r ref, created *
 		if d := created.Spec.ActiveDeadlineSeconds; d != nil {
 			extra += fmt.Sprintf("; its activeDeadlineSeconds (%d) stops it in-cluster", *d)
 		}
-		return &wrapped{msg: err.Error() + extra, err: err}
+		return step.WithCause(err.Error()+extra, err)
 	}
 	return err
 }
@@ -509,7 +509,7 @@ func ensureNamespace(ctx context.Context, c *kube.Clients, ns string) error {
 // the namespace does not exist yet and the step does not create it.
 func (e *Executor) Plan(ctx context.Context, req *step.Request) (step.Prediction, error) {
 	p, err := e.plan(ctx, req)
-	return p, redacted(req, err)
+	return p, req.Redact(err)
 }
 
 func (e *Executor) plan(ctx context.Context, req *step.Request) (step.Prediction, error) {
@@ -545,7 +545,7 @@ func (e *Executor) plan(ctx context.Context, req *step.Request) (step.Prediction
 // until it is gone; a Job already gone is success.
 func (e *Executor) Destroy(ctx context.Context, req *step.Request) (step.Outcome, error) {
 	out, err := e.destroy(ctx, req)
-	return out, redacted(req, err)
+	return out, req.Redact(err)
 }
 
 func (e *Executor) destroy(ctx context.Context, req *step.Request) (step.Outcome, error) {
@@ -566,20 +566,4 @@ func (e *Executor) destroy(ctx context.Context, req *step.Request) (step.Outcome
 		return step.Outcome{}, err
 	}
 	return step.Outcome{Message: r.subject + " deleted"}, nil
-}
-
-// wrapped is an error with a message of its own over a cause.
-type wrapped struct {
-	msg string
-	err error
-}
-
-func (w *wrapped) Error() string { return w.msg }
-func (w *wrapped) Unwrap() error { return w.err }
-
-func redacted(req *step.Request, err error) error {
-	if err == nil || req.Redactor == nil {
-		return err
-	}
-	return req.Redactor.Error(err)
 }

@@ -31,12 +31,6 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(testcluster.Main(m)) }
 
-func setup(t *testing.T, prefix string) (*kube.Clients, string) {
-	t.Helper()
-	cl := testcluster.Get(t)
-	return steptest.Clients(t, cl.RESTConfig(t)), cl.NewNamespace(t, prefix)
-}
-
 func request(t *testing.T, c *kube.Clients, y string, opts steptest.Options) *step.Request {
 	t.Helper()
 	if opts.Timeout == 0 {
@@ -78,7 +72,7 @@ func getJob(t *testing.T, c *kube.Clients, ns, name string) *batchv1.Job {
 }
 
 func TestJobSucceedsWithEveryField(t *testing.T) {
-	c, ns := setup(t, "job-ok")
+	c, ns := steptest.Setup(t, "job-ok")
 	ctx := context.Background()
 	if _, err := c.Typed.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "runner"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -127,7 +121,7 @@ job:
 }
 
 func TestCreateNamespace(t *testing.T) {
-	c, existing := setup(t, "job-ns")
+	c, existing := steptest.Setup(t, "job-ns")
 	ctx := context.Background()
 	fresh := existing + "-new"
 	t.Cleanup(func() { _ = c.Typed.CoreV1().Namespaces().Delete(context.Background(), fresh, metav1.DeleteOptions{}) })
@@ -167,7 +161,7 @@ func TestCreateNamespace(t *testing.T) {
 }
 
 func TestNotOwnedJobIsRefused(t *testing.T) {
-	c, ns := setup(t, "job-foreign")
+	c, ns := steptest.Setup(t, "job-foreign")
 	ctx := context.Background()
 	bo := int32(0)
 	foreign, err := c.Typed.BatchV1().Jobs(ns).Create(ctx, &batchv1.Job{
@@ -196,7 +190,7 @@ func TestNotOwnedJobIsRefused(t *testing.T) {
 }
 
 func TestSkipIfSucceededAndReplace(t *testing.T) {
-	c, ns := setup(t, "job-rerun")
+	c, ns := steptest.Setup(t, "job-rerun")
 	step := "name: once\njob:\n  image: x\n  namespace: " + ns
 	if _, err := run(t, request(t, c, step, steptest.Options{})); err != nil {
 		t.Fatal(err)
@@ -281,7 +275,7 @@ func failPods(t *testing.T, c *kube.Clients, ns, stepName, message string) (stop
 }
 
 func TestFailedJob(t *testing.T) {
-	c, ns := setup(t, "job-fail")
+	c, ns := steptest.Setup(t, "job-fail")
 	const secret = "hunter2-planted-secret"
 	stop := failPods(t, c, ns, "breaks", "connecting with password "+secret+": refused")
 	defer stop()
@@ -327,7 +321,7 @@ func TestFailedJob(t *testing.T) {
 }
 
 func TestDeadlineExceeded(t *testing.T) {
-	c, ns := setup(t, "job-deadline")
+	c, ns := steptest.Setup(t, "job-deadline")
 	// a ServiceAccount that does not exist: the Job controller can create
 	// no pod, so the Job runs into its activeDeadlineSeconds (the timeout)
 	req := request(t, c, "name: stuck\njob:\n  image: x\n  namespace: "+ns+"\n  serviceAccount: nobody", steptest.Options{Timeout: 2 * time.Second})
@@ -348,7 +342,7 @@ func TestDeadlineExceeded(t *testing.T) {
 }
 
 func TestDestroy(t *testing.T) {
-	c, ns := setup(t, "job-destroy")
+	c, ns := steptest.Setup(t, "job-destroy")
 	req := request(t, c, "name: gone\njob:\n  image: x\n  namespace: "+ns, steptest.Options{})
 	if _, err := run(t, req); err != nil {
 		t.Fatal(err)
@@ -447,7 +441,7 @@ func servePodLogs(t *testing.T, c *kube.Clients, ns, logFile string) (whyNot str
 // pods/log, served by kwok from a file the test writes, read by the step
 // on failure, cut to the last lines, redacted.
 func TestFailedJobLogs(t *testing.T) {
-	c, ns := setup(t, "job-logs")
+	c, ns := steptest.Setup(t, "job-logs")
 	const secret = "s3cr3t-in-the-logs"
 	var lines []string
 	for i := 1; i <= 25; i++ {
@@ -491,7 +485,7 @@ func TestFailedJobLogs(t *testing.T) {
 // no race with the test playing the kubelet. Skipped when kwok completes
 // the pod instead.
 func TestJobFailedByKwok(t *testing.T) {
-	c, ns := setup(t, "job-kwokfail")
+	c, ns := steptest.Setup(t, "job-kwokfail")
 	logFile := filepath.Join(t.TempDir(), "pod.log")
 	if err := os.WriteFile(logFile, []byte("2026-11-22T05:00:00.000000000Z stderr F fatal: migration 42 failed\n"), 0o644); err != nil {
 		t.Fatal(err)

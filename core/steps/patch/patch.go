@@ -102,15 +102,15 @@ func resolve(req *step.Request) (*target, error) {
 func (e *Executor) Run(ctx context.Context, req *step.Request) (step.Outcome, error) {
 	t, err := resolve(req)
 	if err != nil {
-		return step.Outcome{}, redacted(req, err)
+		return step.Outcome{}, req.Redact(err)
 	}
 	live, err := t.ri.Get(ctx, t.name, metav1.GetOptions{})
 	if err != nil {
-		return step.Outcome{}, redacted(req, t.explain(err))
+		return step.Outcome{}, req.Redact(t.explain(err))
 	}
 	out, err := t.ri.Patch(ctx, t.name, t.patchType, t.body, metav1.PatchOptions{FieldManager: FieldManager})
 	if err != nil {
-		return step.Outcome{}, redacted(req, t.explain(err))
+		return step.Outcome{}, req.Redact(t.explain(err))
 	}
 	// unchanged when the patch changed nothing but what controllers write
 	// meanwhile (status)
@@ -129,7 +129,7 @@ func (e *Executor) Plan(ctx context.Context, req *step.Request) (step.Prediction
 		if meta.IsNoMatchError(err) {
 			return step.Prediction{Action: ActionUnknown, Reason: err.Error() + " (yet: a CRD an earlier step installs?)"}, nil
 		}
-		return step.Prediction{}, redacted(req, err)
+		return step.Prediction{}, req.Redact(err)
 	}
 	// The dry run patches the object as it is then; compare it with the
 	// same version of the object (a controller may write in between).
@@ -140,14 +140,14 @@ func (e *Executor) Plan(ctx context.Context, req *step.Request) (step.Prediction
 			return step.Prediction{Action: ActionUnknown, Reason: t.subject + " does not exist yet"}, nil
 		}
 		if err != nil {
-			return step.Prediction{}, redacted(req, t.explain(err))
+			return step.Prediction{}, req.Redact(t.explain(err))
 		}
 		dry, err = t.ri.Patch(ctx, t.name, t.patchType, t.body, metav1.PatchOptions{
 			FieldManager: FieldManager,
 			DryRun:       []string{metav1.DryRunAll},
 		})
 		if err != nil {
-			return step.Prediction{}, redacted(req, t.explain(err))
+			return step.Prediction{}, req.Redact(t.explain(err))
 		}
 		if dry.GetResourceVersion() == live.GetResourceVersion() || attempt == 4 {
 			break
@@ -185,9 +185,9 @@ func plural(n int, what string) string {
 func (t *target) explain(err error) error {
 	switch {
 	case apierrors.IsNotFound(err):
-		return &wrapped{msg: t.subject + " not found: a patch needs an existing target (order this step after the one creating it with needs:)", err: err}
+		return step.WithCause(t.subject+" not found: a patch needs an existing target (order this step after the one creating it with needs:)", err)
 	case apierrors.IsUnsupportedMediaType(err) && t.patchType == types.StrategicMergePatchType:
-		return &wrapped{msg: t.subject + ": a strategic merge patch is not supported for custom resources (the server answered 415 Unsupported Media Type): use type: merge (RFC 7386), or type: json for list surgery", err: err}
+		return step.WithCause(t.subject+": a strategic merge patch is not supported for custom resources (the server answered 415 Unsupported Media Type): use type: merge (RFC 7386), or type: json for list surgery", err)
 	}
 	var status apierrors.APIStatus
 	if errors.As(err, &status) {
@@ -195,15 +195,6 @@ func (t *target) explain(err error) error {
 	}
 	return fmt.Errorf("%s: %w", t.subject, err)
 }
-
-// wrapped is an error with a message of its own over the API error.
-type wrapped struct {
-	msg string
-	err error
-}
-
-func (w *wrapped) Error() string { return w.msg }
-func (w *wrapped) Unwrap() error { return w.err }
 
 // ignoredFields change on every write and say nothing about the patch.
 var ignoredFields = [][]string{
@@ -250,11 +241,4 @@ func diffPaths(prefix string, b, a any, out *[]string) {
 		}
 		*out = append(*out, p)
 	}
-}
-
-func redacted(req *step.Request, err error) error {
-	if req.Redactor == nil {
-		return err
-	}
-	return req.Redactor.Error(err)
 }

@@ -15,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/yaml"
 
 	"khook.io/core/internal/steptest"
 	"khook.io/core/internal/testcluster"
@@ -27,27 +26,6 @@ import (
 )
 
 func TestMain(m *testing.M) { os.Exit(testcluster.Main(m)) }
-
-func setup(t *testing.T, prefix string) (*kube.Clients, string) {
-	t.Helper()
-	cl := testcluster.Get(t)
-	return steptest.Clients(t, cl.RESTConfig(t)), cl.NewNamespace(t, prefix)
-}
-
-func create(t *testing.T, c *kube.Clients, ns, y string) {
-	t.Helper()
-	u := &unstructured.Unstructured{}
-	if err := yaml.Unmarshal([]byte(y), &u.Object); err != nil {
-		t.Fatal(err)
-	}
-	m, err := c.MappingFor(u.GroupVersionKind())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Resource(m, ns).Create(context.Background(), u, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create %s %s: %v", u.GetKind(), u.GetName(), err)
-	}
-}
 
 func get(t *testing.T, c *kube.Clients, typ, ns, name string) *unstructured.Unstructured {
 	t.Helper()
@@ -113,8 +91,8 @@ spec:
 `
 
 func TestStrategicIsTheDefault(t *testing.T) {
-	c, ns := setup(t, "patch-strategic")
-	create(t, c, ns, deployment)
+	c, ns := steptest.Setup(t, "patch-strategic")
+	steptest.Create(t, c, ns, deployment)
 	// strategic merges the containers list by name: only main changes
 	req := request(t, c, `name: bump
 patch:
@@ -150,8 +128,8 @@ patch:
 }
 
 func TestMergeReplacesLists(t *testing.T) {
-	c, ns := setup(t, "patch-merge")
-	create(t, c, ns, deployment)
+	c, ns := steptest.Setup(t, "patch-merge")
+	steptest.Create(t, c, ns, deployment)
 	req := request(t, c, `name: m
 patch:
   target: deploy/web
@@ -182,8 +160,8 @@ patch:
 }
 
 func TestJSONPatch(t *testing.T) {
-	c, ns := setup(t, "patch-json")
-	create(t, c, ns, deployment)
+	c, ns := steptest.Setup(t, "patch-json")
+	steptest.Create(t, c, ns, deployment)
 	req := request(t, c, `name: j
 patch:
   target: Deployment/web
@@ -219,7 +197,7 @@ patch:
 }
 
 func TestMissingTarget(t *testing.T) {
-	c, ns := setup(t, "patch-missing")
+	c, ns := steptest.Setup(t, "patch-missing")
 	req := request(t, c, "name: x\npatch:\n  target: daemonset/aws-node\n  namespace: "+ns+"\n  patch: {metadata: {labels: {a: b}}}")
 	_, err := run(t, req)
 	want := "DaemonSet " + ns + "/aws-node not found: a patch needs an existing target (order this step after the one creating it with needs:)"
@@ -235,8 +213,8 @@ func TestMissingTarget(t *testing.T) {
 }
 
 func TestDefaultAndClusterScopedNamespace(t *testing.T) {
-	c, ns := setup(t, "patch-ns")
-	create(t, c, ns, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm}\ndata: {a: \"1\"}")
+	c, ns := steptest.Setup(t, "patch-ns")
+	steptest.Create(t, c, ns, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm}\ndata: {a: \"1\"}")
 	// namespace from the request's default
 	req := request(t, c, "name: x\npatch:\n  target: configmap/cm\n  patch: {data: {a: \"2\"}}")
 	req.DefaultNamespace = ns
@@ -261,7 +239,7 @@ func TestDefaultAndClusterScopedNamespace(t *testing.T) {
 }
 
 func TestStrategicOnCustomResource(t *testing.T) {
-	c, ns := setup(t, "patch-cr")
+	c, ns := steptest.Setup(t, "patch-cr")
 	group := ns + ".khook.test"
 	crd := `apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
@@ -279,7 +257,7 @@ spec:
         type: object
         x-kubernetes-preserve-unknown-fields: true
 `
-	create(t, c, "", crd)
+	steptest.Create(t, c, "", crd)
 	t.Cleanup(func() {
 		_ = c.Dynamic.Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}).
 			Delete(context.Background(), "widgets."+group, metav1.DeleteOptions{})
@@ -293,7 +271,7 @@ spec:
 	if err := waiter.Until(ctx, c, []waiter.Target{{Mapping: crdMapping, Name: "widgets." + group}}, mustWaitFor(t, "condition=Established"), nil); err != nil {
 		t.Fatal(err)
 	}
-	create(t, c, ns, "apiVersion: "+group+"/v1\nkind: Widget\nmetadata: {name: w}\nspec: {size: 1, parts: [a, b]}")
+	steptest.Create(t, c, ns, "apiVersion: "+group+"/v1\nkind: Widget\nmetadata: {name: w}\nspec: {size: 1, parts: [a, b]}")
 
 	req := request(t, c, "name: x\npatch:\n  target: widget."+group+"/w\n  namespace: "+ns+"\n  patch: {spec: {size: 2}}")
 	_, err = run(t, req)
@@ -318,8 +296,8 @@ spec:
 }
 
 func TestSecretsAreRedacted(t *testing.T) {
-	c, ns := setup(t, "patch-secret")
-	create(t, c, ns, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm}")
+	c, ns := steptest.Setup(t, "patch-secret")
+	steptest.Create(t, c, ns, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm}")
 	const secret = "pl@nted s3cret value"
 	// an invalid label value: the server's error quotes it
 	req := request(t, c, "name: x\npatch:\n  target: configmap/cm\n  namespace: "+ns+"\n  patch: {metadata: {labels: {token: \"${TOKEN}\"}}}",

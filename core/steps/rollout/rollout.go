@@ -85,7 +85,7 @@ func resolve(req *step.Request) (*workload, error) {
 func (w *workload) get(ctx context.Context) (*unstructured.Unstructured, error) {
 	u, err := w.ri.Get(ctx, w.name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return nil, &wrapped{msg: w.subject + " not found", err: err}
+		return nil, step.WithCause(w.subject+" not found", err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", w.subject, err)
@@ -97,14 +97,14 @@ func (w *workload) get(ctx context.Context) (*unstructured.Unstructured, error) 
 func (e *Executor) Run(ctx context.Context, req *step.Request) (step.Outcome, error) {
 	w, err := resolve(req)
 	if err != nil {
-		return step.Outcome{}, redacted(req, err)
+		return step.Outcome{}, req.Redact(err)
 	}
 	if req.Step.Rollout.Restart != "" {
 		out, err := w.restart(ctx)
-		return out, redacted(req, err)
+		return out, req.Redact(err)
 	}
 	out, err := w.status(ctx, req)
-	return out, redacted(req, err)
+	return out, req.Redact(err)
 }
 
 // Restart patches the pod template's kubectl.kubernetes.io/restartedAt
@@ -178,7 +178,7 @@ func (w *workload) status(ctx context.Context, req *step.Request) (step.Outcome,
 			hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 			defer cancel()
 			if hint := w.podHint(hctx, req.Kube); hint != "" {
-				return step.Outcome{}, &wrapped{msg: err.Error() + "; " + hint, err: err}
+				return step.Outcome{}, step.WithCause(err.Error()+"; "+hint, err)
 			}
 		}
 		return step.Outcome{}, err
@@ -314,14 +314,14 @@ func optional(s string) string {
 func (e *Executor) Plan(ctx context.Context, req *step.Request) (step.Prediction, error) {
 	w, err := resolve(req)
 	if err != nil {
-		return step.Prediction{}, redacted(req, err)
+		return step.Prediction{}, req.Redact(err)
 	}
 	u, err := w.ri.Get(ctx, w.name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return step.Prediction{Action: ActionUnknown, Reason: w.subject + " does not exist yet"}, nil
 	}
 	if err != nil {
-		return step.Prediction{}, redacted(req, fmt.Errorf("%s: %w", w.subject, err))
+		return step.Prediction{}, req.Redact(fmt.Errorf("%s: %w", w.subject, err))
 	}
 	if req.Step.Rollout.Restart != "" {
 		return step.Prediction{Action: ActionRestart, Reason: "restart " + w.subject}, nil
@@ -341,20 +341,4 @@ func (e *Executor) Plan(ctx context.Context, req *step.Request) (step.Prediction
 		return step.Prediction{Action: ActionNoOp, Reason: strings.TrimSpace(msg)}, nil
 	}
 	return step.Prediction{Action: ActionWait, Reason: strings.TrimSpace(msg)}, nil
-}
-
-// wrapped is an error with a message of its own over the API error.
-type wrapped struct {
-	msg string
-	err error
-}
-
-func (w *wrapped) Error() string { return w.msg }
-func (w *wrapped) Unwrap() error { return w.err }
-
-func redacted(req *step.Request, err error) error {
-	if err == nil || req.Redactor == nil {
-		return err
-	}
-	return req.Redactor.Error(err)
 }

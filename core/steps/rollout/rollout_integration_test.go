@@ -12,7 +12,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/yaml"
 
 	"khook.io/core/internal/steptest"
 	"khook.io/core/internal/testcluster"
@@ -22,27 +21,6 @@ import (
 )
 
 func TestMain(m *testing.M) { os.Exit(testcluster.Main(m)) }
-
-func setup(t *testing.T, prefix string) (*kube.Clients, string) {
-	t.Helper()
-	cl := testcluster.Get(t)
-	return steptest.Clients(t, cl.RESTConfig(t)), cl.NewNamespace(t, prefix)
-}
-
-func create(t *testing.T, c *kube.Clients, ns, y string) {
-	t.Helper()
-	u := &unstructured.Unstructured{}
-	if err := yaml.Unmarshal([]byte(y), &u.Object); err != nil {
-		t.Fatal(err)
-	}
-	m, err := c.MappingFor(u.GroupVersionKind())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Resource(m, ns).Create(context.Background(), u, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create %s %s: %v", u.GetKind(), u.GetName(), err)
-	}
-}
 
 func run(t *testing.T, req *step.Request) (step.Outcome, error) {
 	t.Helper()
@@ -99,7 +77,7 @@ func restartedAt(t *testing.T, c *kube.Clients, typ, ns, name string) string {
 }
 
 func TestRestartThenStatus(t *testing.T) {
-	c, ns := setup(t, "rollout")
+	c, ns := steptest.Setup(t, "rollout")
 	for _, tc := range []struct{ kind, short, extra string }{
 		{"Deployment", "deployment", "  replicas: 2\n"},
 		{"DaemonSet", "ds", ""},
@@ -107,7 +85,7 @@ func TestRestartThenStatus(t *testing.T) {
 	} {
 		t.Run(tc.kind, func(t *testing.T) {
 			name := strings.ToLower(tc.kind)
-			create(t, c, ns, workload(tc.kind, name, tc.extra, ""))
+			steptest.Create(t, c, ns, workload(tc.kind, name, tc.extra, ""))
 			status := request(t, c, "name: s\nrollout:\n  status: "+tc.short+"/"+name+"\n  namespace: "+ns, time.Minute)
 			if _, err := run(t, status); err != nil {
 				t.Fatalf("first rollout: %v", err)
@@ -143,9 +121,9 @@ func TestRestartThenStatus(t *testing.T) {
 }
 
 func TestProgressDeadlineFailsAtOnce(t *testing.T) {
-	c, ns := setup(t, "rollout-deadline")
+	c, ns := steptest.Setup(t, "rollout-deadline")
 	// no node matches: the pods stay Pending, the rollout cannot progress
-	create(t, c, ns, workload("Deployment", "stuck", "  progressDeadlineSeconds: 1\n", `nodeSelector: {khook.io/none: "true"}`))
+	steptest.Create(t, c, ns, workload("Deployment", "stuck", "  progressDeadlineSeconds: 1\n", `nodeSelector: {khook.io/none: "true"}`))
 	req := request(t, c, "name: s\nrollout:\n  status: deployment/stuck\n  namespace: "+ns, time.Minute)
 	began := time.Now()
 	_, err := run(t, req)
@@ -168,8 +146,8 @@ func TestProgressDeadlineFailsAtOnce(t *testing.T) {
 }
 
 func TestStatusTimeout(t *testing.T) {
-	c, ns := setup(t, "rollout-timeout")
-	create(t, c, ns, workload("Deployment", "slow", "", `nodeSelector: {khook.io/none: "true"}`))
+	c, ns := steptest.Setup(t, "rollout-timeout")
+	steptest.Create(t, c, ns, workload("Deployment", "slow", "", `nodeSelector: {khook.io/none: "true"}`))
 	req := request(t, c, "name: s\nrollout:\n  status: deployment/slow\n  namespace: "+ns, 2*time.Second)
 	_, err := run(t, req)
 	want := `timed out waiting for rollout on Deployment ` + ns + `/slow: Waiting for deployment "slow" rollout to finish: 0 of 1 updated replicas are available...; pod slow-`
@@ -179,7 +157,7 @@ func TestStatusTimeout(t *testing.T) {
 }
 
 func TestMissingWorkload(t *testing.T) {
-	c, ns := setup(t, "rollout-missing")
+	c, ns := steptest.Setup(t, "rollout-missing")
 	for _, y := range []string{
 		"name: r\nrollout:\n  restart: deployment/nope\n  namespace: " + ns,
 		"name: r\nrollout:\n  status: deployment/nope\n  namespace: " + ns,
@@ -195,8 +173,8 @@ func TestMissingWorkload(t *testing.T) {
 }
 
 func TestPausedDeploymentIsRefused(t *testing.T) {
-	c, ns := setup(t, "rollout-paused")
-	create(t, c, ns, workload("Deployment", "held", "  paused: true\n", ""))
+	c, ns := steptest.Setup(t, "rollout-paused")
+	steptest.Create(t, c, ns, workload("Deployment", "held", "  paused: true\n", ""))
 	_, err := run(t, request(t, c, "name: r\nrollout:\n  restart: deploy/held\n  namespace: "+ns, 10*time.Second))
 	if err == nil || !strings.HasPrefix(err.Error(), "Deployment "+ns+"/held: the Deployment is paused") {
 		t.Errorf("err = %v", err)

@@ -6,7 +6,6 @@ package wait
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -77,26 +76,8 @@ func resolve(req *step.Request) (resolved, error) {
 	return r, nil
 }
 
-func describe(t waiter.Target, ref spec.ResourceRef) string {
-	s := ref.String()
-	switch {
-	case t.AllNamespaces:
-		s += " in all namespaces"
-	case t.Namespace != "":
-		s += " in namespace " + t.Namespace
-	}
-	var sels []string
-	if t.LabelSelector != "" {
-		sels = append(sels, "selector "+t.LabelSelector)
-	}
-	if t.FieldSelector != "" {
-		sels = append(sels, "field selector "+t.FieldSelector)
-	}
-	if len(sels) > 0 {
-		s += " (" + strings.Join(sels, ", ") + ")"
-	}
-	return s
-}
+// describe names the wait's target as the spec wrote it, with its scope.
+func describe(t waiter.Target, ref spec.ResourceRef) string { return ref.String() + waiter.Scope(t) }
 
 // Run waits until the condition holds, bounded by ctx (the step timeout).
 func (e *Executor) Run(ctx context.Context, req *step.Request) (step.Outcome, error) {
@@ -106,12 +87,12 @@ func (e *Executor) Run(ctx context.Context, req *step.Request) (step.Outcome, er
 			// nothing of a type the cluster does not serve can exist
 			return step.Outcome{Message: fmt.Sprintf("nothing to wait for: %v", err)}, nil
 		}
-		return step.Outcome{}, redacted(req, err)
+		return step.Outcome{}, req.Redact(err)
 	}
 	began := time.Now()
 	err = waiter.Until(ctx, req.Kube, []waiter.Target{r.target}, r.cond, func(line string) { req.Logf("%s", line) })
 	if err != nil {
-		return step.Outcome{}, redacted(req, err)
+		return step.Outcome{}, req.Redact(err)
 	}
 	return step.Outcome{Message: fmt.Sprintf("%s holds for %s (waited %s)",
 		waiter.Describe(r.cond), r.what, time.Since(began).Round(time.Millisecond))}, nil
@@ -128,7 +109,7 @@ func (e *Executor) Plan(ctx context.Context, req *step.Request) (step.Prediction
 			}
 			return step.Prediction{Action: ActionUnknown, Reason: err.Error() + " (yet: a CRD an earlier step installs?)"}, nil
 		}
-		return step.Prediction{}, redacted(req, err)
+		return step.Prediction{}, req.Redact(err)
 	}
 	if ns := r.target.Namespace; ns != "" {
 		_, err := req.Kube.Typed.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
@@ -139,23 +120,15 @@ func (e *Executor) Plan(ctx context.Context, req *step.Request) (step.Prediction
 			}
 			return step.Prediction{Action: ActionUnknown, Reason: "namespace " + ns + " does not exist yet"}, nil
 		case err != nil && !apierrors.IsForbidden(err):
-			return step.Prediction{}, redacted(req, fmt.Errorf("namespace %s: %w", ns, err))
+			return step.Prediction{}, req.Redact(fmt.Errorf("namespace %s: %w", ns, err))
 		}
 	}
 	ok, why, err := waiter.Ready(ctx, req.Kube, []waiter.Target{r.target}, r.cond)
 	if err != nil {
-		return step.Prediction{}, redacted(req, err)
+		return step.Prediction{}, req.Redact(err)
 	}
 	if ok {
 		return step.Prediction{Action: ActionNoOp, Reason: waiter.Describe(r.cond) + " already holds"}, nil
 	}
 	return step.Prediction{Action: ActionWait, Reason: req.Redactor.String(why)}, nil
-}
-
-// redacted masks secrets in err's message.
-func redacted(req *step.Request, err error) error {
-	if req.Redactor == nil {
-		return err
-	}
-	return req.Redactor.Error(err)
 }

@@ -11,9 +11,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/yaml"
 
 	"khook.io/core/internal/steptest"
 	"khook.io/core/internal/testcluster"
@@ -23,27 +21,6 @@ import (
 )
 
 func TestMain(m *testing.M) { os.Exit(testcluster.Main(m)) }
-
-func setup(t *testing.T, prefix string) (*kube.Clients, string) {
-	t.Helper()
-	cl := testcluster.Get(t)
-	return steptest.Clients(t, cl.RESTConfig(t)), cl.NewNamespace(t, prefix)
-}
-
-func create(t *testing.T, c *kube.Clients, ns, y string) {
-	t.Helper()
-	u := &unstructured.Unstructured{}
-	if err := yaml.Unmarshal([]byte(y), &u.Object); err != nil {
-		t.Fatal(err)
-	}
-	m, err := c.MappingFor(u.GroupVersionKind())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Resource(m, ns).Create(context.Background(), u, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create %s %s: %v", u.GetKind(), u.GetName(), err)
-	}
-}
 
 func request(t *testing.T, c *kube.Clients, stepYAML string, timeout time.Duration) *step.Request {
 	t.Helper()
@@ -83,7 +60,7 @@ spec:
 `
 
 func TestConditionOnKindName(t *testing.T) {
-	c, ns := setup(t, "wait-cond")
+	c, ns := steptest.Setup(t, "wait-cond")
 	req := request(t, c, `name: web-ready
 wait:
   for: condition=Available
@@ -92,7 +69,7 @@ wait:
 	if p := plan(t, req); p.Action != wait.ActionWait || !strings.Contains(p.Reason, "Deployment "+ns+"/web: does not exist") {
 		t.Errorf("plan before = %+v, want wait because the Deployment does not exist", p)
 	}
-	create(t, c, ns, deployment)
+	steptest.Create(t, c, ns, deployment)
 	out, err := run(t, req)
 	if err != nil {
 		t.Fatal(err)
@@ -112,8 +89,8 @@ wait:
 }
 
 func TestJSONPathForms(t *testing.T) {
-	c, ns := setup(t, "wait-jsonpath")
-	create(t, c, ns, deployment)
+	c, ns := steptest.Setup(t, "wait-jsonpath")
+	steptest.Create(t, c, ns, deployment)
 	for _, f := range []string{
 		"jsonpath={.status.readyReplicas}=2",
 		"jsonpath=.status.readyReplicas=2",
@@ -150,14 +127,14 @@ func TestJSONPathForms(t *testing.T) {
 }
 
 func TestSelectorsAndAllNamespaces(t *testing.T) {
-	c, ns := setup(t, "wait-sel")
+	c, ns := steptest.Setup(t, "wait-sel")
 	ns2 := testcluster.Get(t).NewNamespace(t, "wait-sel2")
 	pod := func(name, labels, extra string) string {
 		return "apiVersion: v1\nkind: Pod\nmetadata: {name: " + name + ", labels: {" + labels + "}}\nspec:\n  containers: [{name: main, image: example.invalid/x:1}]\n" + extra
 	}
-	create(t, c, ns, pod("a", "app: web, run: "+ns, ""))
-	create(t, c, ns2, pod("b", "app: web, run: "+ns, ""))
-	create(t, c, ns, pod("stuck", "app: other, run: "+ns, "  nodeSelector: {khook.io/none: \"true\"}\n"))
+	steptest.Create(t, c, ns, pod("a", "app: web, run: "+ns, ""))
+	steptest.Create(t, c, ns2, pod("b", "app: web, run: "+ns, ""))
+	steptest.Create(t, c, ns, pod("stuck", "app: other, run: "+ns, "  nodeSelector: {khook.io/none: \"true\"}\n"))
 
 	for _, tc := range []struct{ name, step string }{
 		{"label selector", "wait:\n  for: condition=Ready\n  on: pods\n  namespace: " + ns + "\n  selector: app=web"},
@@ -183,8 +160,8 @@ func TestSelectorsAndAllNamespaces(t *testing.T) {
 }
 
 func TestDelete(t *testing.T) {
-	c, ns := setup(t, "wait-del")
-	create(t, c, ns, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: old, finalizers: [khook.io/hold]}")
+	c, ns := steptest.Setup(t, "wait-del")
+	steptest.Create(t, c, ns, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: old, finalizers: [khook.io/hold]}")
 	req := request(t, c, "name: d\nwait:\n  for: delete\n  on: configmap/old\n  namespace: "+ns, time.Minute)
 	if p := plan(t, req); p.Action != wait.ActionWait {
 		t.Errorf("plan = %+v, want wait", p)
@@ -222,7 +199,7 @@ func TestDelete(t *testing.T) {
 }
 
 func TestPlanUnknown(t *testing.T) {
-	c, _ := setup(t, "wait-plan")
+	c, _ := steptest.Setup(t, "wait-plan")
 	req := request(t, c, "name: p\nwait:\n  for: condition=Ready\n  on: pods\n  namespace: not-there-yet", time.Minute)
 	if p := plan(t, req); p.Action != wait.ActionUnknown || p.Reason != "namespace not-there-yet does not exist yet" {
 		t.Errorf("plan = %+v, want unknown: the namespace does not exist", p)
