@@ -12,6 +12,8 @@ import (
 	"sort"
 	"time"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
 	"khook.io/core/kube"
 	"khook.io/core/redact"
 	"khook.io/core/spec"
@@ -117,6 +119,56 @@ type Planner interface {
 // destroy with a reason.
 type Destroyer interface {
 	Destroy(ctx context.Context, req *Request) (Outcome, error)
+}
+
+// ObjectDiff is one object a step would write, before and after: Live as
+// it is in the cluster, Merged as apply would leave it (for apply: and
+// patch:, what a server-side dry run of the very request apply makes
+// returns; for helm:, the object in the release's current and rendered
+// manifests). Live is nil for an object apply would create, Merged nil
+// for one it would delete (an object a helm upgrade drops). Both may hold
+// secret values: whoever prints them masks them first.
+type ObjectDiff struct {
+	// Name identifies the object for people: "Deployment web/api",
+	// "ClusterRole admin".
+	Name         string
+	Live, Merged *unstructured.Unstructured
+	// Unavailable says why this object cannot be diffed yet (its kind or
+	// namespace comes from an earlier step); Live and Merged are nil.
+	Unavailable string
+	// Note qualifies Merged when it is not what the server returned (an
+	// object in a namespace this step creates first cannot be dry-run).
+	Note string
+}
+
+// Diff is what applying a step would change.
+type Diff struct {
+	// Objects lists the objects the step writes, in the order it writes
+	// them, changed or not.
+	Objects []ObjectDiff
+	// Skip is set, with the reason, when apply would skip the step
+	// (skipIf holds); Objects is then empty.
+	Skip string
+	// Changes reports a change beyond the objects' content: a new Helm
+	// revision whose objects are all the same still changes the release.
+	Changes bool
+	// Notes are lines about the step as a whole ("upgrade release x from
+	// revision 3", "namespace y will be created").
+	Notes []string
+}
+
+// UnavailableError is a step whose diff cannot be computed yet, typically
+// because what it writes needs a kind or a namespace only an earlier step
+// creates. The reason is one line.
+type UnavailableError struct{ Reason string }
+
+func (e *UnavailableError) Error() string { return "diff unavailable: " + e.Reason }
+
+// Differ computes what applying a step would change, without changing
+// anything: every write is a server-side dry run. A step whose diff
+// cannot be computed yet returns an *UnavailableError.
+type Differ interface {
+	Diff(ctx context.Context, req *Request) (Diff, error)
 }
 
 // Registry maps step types to executors.

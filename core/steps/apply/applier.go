@@ -168,23 +168,33 @@ func (a *Applier) serverSide(ctx context.Context, ri dynamic.ResourceInterface, 
 	if err != nil {
 		return res, err
 	}
-	migrated := false
+	var migrated sets.Set[string]
 	if res.Live != nil {
 		if migrated, err = a.migrateClientSide(ctx, ri, res.Live); err != nil {
 			return res, fmt.Errorf("move field ownership from client-side apply to %q: %w", a.fieldManager(), err)
 		}
 	}
-	force := false
-	out, err := ri.Patch(ctx, o.GetName(), types.ApplyPatchType, data, metav1.PatchOptions{
-		FieldManager:    a.fieldManager(),
-		Force:           &force,
-		FieldValidation: metav1.FieldValidationStrict,
-		DryRun:          a.dryRun(),
-	})
-	if err != nil {
-		if apierrors.IsConflict(err) {
-			return res, newConflictError(err)
+	apply := func(force bool) (*unstructured.Unstructured, error) {
+		return ri.Patch(ctx, o.GetName(), types.ApplyPatchType, data, metav1.PatchOptions{
+			FieldManager:    a.fieldManager(),
+			Force:           &force,
+			FieldValidation: metav1.FieldValidationStrict,
+			DryRun:          a.dryRun(),
+		})
+	}
+	out, err := apply(false)
+	if err != nil && apierrors.IsConflict(err) {
+		err = newConflictError(err)
+		// A dry run persists nothing, so the migration just sent is not
+		// seen by this apply: conflicts with exactly the client-side
+		// managers whose fields the real apply hands to khook first are
+		// expected, and forcing them gives the real apply's result.
+		var ce *ConflictError
+		if a.DryRun && errors.As(err, &ce) && ce.onlyWith(migrated) {
+			out, err = apply(true)
 		}
+	}
+	if err != nil {
 		return res, err
 	}
 	res.Object = out
@@ -193,7 +203,7 @@ func (a *Applier) serverSide(ctx context.Context, ri dynamic.ResourceInterface, 
 		res.Action = Configured // it could not be read before: say the least
 	case res.Live == nil:
 		res.Action = Created
-	case migrated, a.DryRun: // a dry run keeps the resourceVersion either way
+	case len(migrated) > 0, a.DryRun: // a dry run keeps the resourceVersion either way
 		res.Action = Configured
 	case res.Live.GetResourceVersion() == out.GetResourceVersion():
 		res.Action = Unchanged
@@ -210,13 +220,13 @@ var lastAppliedPath = fieldpath.NewSet(fieldpath.MakePathOrDie("metadata", "anno
 // managers owning the last-applied-configuration annotation: khook's own
 // client-side apply, kubectl's) over to the server-side field manager
 // before its first server-side apply, as kubectl apply --server-side
-// does; otherwise every field they set would conflict. It reports whether
-// it changed the object.
-func (a *Applier) migrateClientSide(ctx context.Context, ri dynamic.ResourceInterface, live *unstructured.Unstructured) (bool, error) {
+// does; otherwise every field they set would conflict. It returns the
+// managers whose fields it handed over, none when it changed nothing.
+func (a *Applier) migrateClientSide(ctx context.Context, ri dynamic.ResourceInterface, live *unstructured.Unstructured) (sets.Set[string], error) {
 	for attempt := 1; ; attempt++ {
 		owners := csaupgrade.FindFieldsOwners(live.GetManagedFields(), metav1.ManagedFieldsOperationUpdate, lastAppliedPath)
 		if len(owners) == 0 {
-			return false, nil
+			return nil, nil
 		}
 		names := sets.New[string]()
 		for _, o := range owners {
@@ -224,17 +234,17 @@ func (a *Applier) migrateClientSide(ctx context.Context, ri dynamic.ResourceInte
 		}
 		patch, err := csaupgrade.UpgradeManagedFieldsPatch(live, names, a.fieldManager())
 		if err != nil || patch == nil {
-			return false, err
+			return nil, err
 		}
 		_, err = ri.Patch(ctx, live.GetName(), types.JSONPatchType, patch, metav1.PatchOptions{DryRun: a.dryRun()})
 		if err == nil {
-			return true, nil
+			return names, nil
 		}
 		if !apierrors.IsConflict(err) || attempt == maxPatchAttempts {
-			return false, err
+			return nil, err
 		}
 		if live, err = ri.Get(ctx, live.GetName(), metav1.GetOptions{}); err != nil {
-			return false, err
+			return nil, err
 		}
 	}
 }
@@ -385,3 +395,16 @@ func (e *ConflictError) Error() string {
 }
 
 func (e *ConflictError) Unwrap() error { return e.Err }
+
+// onlyWith reports whether every conflict is with one of managers.
+func (e *ConflictError) onlyWith(managers sets.Set[string]) bool {
+	if len(e.Conflicts) == 0 {
+		return false
+	}
+	for _, c := range e.Conflicts {
+		if !managers.Has(c.Manager) {
+			return false
+		}
+	}
+	return true
+}

@@ -64,8 +64,8 @@ type Options struct {
 	FieldManager string
 }
 
-// Executor runs apply: steps. It implements step.Executor, step.Planner
-// and step.Destroyer.
+// Executor runs apply: steps. It implements step.Executor, step.Planner,
+// step.Destroyer and step.Differ.
 type Executor struct {
 	fieldManager string
 }

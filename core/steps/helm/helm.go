@@ -38,9 +38,9 @@ import (
 // come with each request.
 type Options struct{}
 
-// Executor runs helm: steps. It implements step.Executor, step.Planner and
-// step.Destroyer, and the delete executor's ReleaseDeleter and
-// ReleaseChecker. It holds no state: one Executor serves parallel steps.
+// Executor runs helm: steps. It implements step.Executor, step.Planner,
+// step.Destroyer and step.Differ, and the delete executor's ReleaseDeleter
+// and ReleaseChecker. It holds no state: one Executor serves parallel steps.
 type Executor struct{}
 
 // New returns the helm executor.
@@ -101,6 +101,46 @@ func (e *Executor) Plan(ctx context.Context, req *step.Request) (step.Prediction
 	}
 	pred.Reason = req.Redactor.String(pred.Reason)
 	return pred, nil
+}
+
+// Diff is the release's current manifest against the chart rendered by a
+// server-side dry-run upgrade (or install), object by object. A release
+// left pending by an interrupted run is unavailable: apply recovers it
+// before it upgrades.
+func (e *Executor) Diff(ctx context.Context, req *step.Request) (step.Diff, error) {
+	r, err := releaseOf(req)
+	if err != nil {
+		return step.Diff{}, err
+	}
+	rd, err := client(req).Diff(ctx, r)
+	if err != nil {
+		return step.Diff{}, req.Redactor.Error(err)
+	}
+	subject := fmt.Sprintf("release %s (%s)", r.Name, r.Namespace)
+	var d step.Diff
+	switch rd.Action {
+	case khelm.PlanSkip:
+		d.Skip = rd.Reason
+		return d, nil
+	case khelm.PlanUnknown:
+		return step.Diff{}, &step.UnavailableError{Reason: req.Redactor.String(subject + ": " + rd.Reason)}
+	case khelm.PlanInstall:
+		d.Notes = append(d.Notes, fmt.Sprintf("install %s: chart %s", subject, rd.Target))
+		d.Changes = true
+	case khelm.PlanUpgrade:
+		// a new revision even when every object stays the same
+		d.Changes = true
+	case khelm.PlanNoOp:
+		d.Notes = append(d.Notes, fmt.Sprintf("%s unchanged at %s", subject, rd.Current))
+	}
+	d.Notes = append(d.Notes, rd.Notes...)
+	for i, n := range d.Notes {
+		d.Notes[i] = req.Redactor.String(n)
+	}
+	for _, o := range rd.Objects {
+		d.Objects = append(d.Objects, step.ObjectDiff{Name: req.Redactor.String(o.Name()), Live: o.Current, Merged: o.Rendered})
+	}
+	return d, nil
 }
 
 // Destroy uninstalls the step's release and waits until its objects are
@@ -193,4 +233,5 @@ var (
 	_ step.Executor  = (*Executor)(nil)
 	_ step.Planner   = (*Executor)(nil)
 	_ step.Destroyer = (*Executor)(nil)
+	_ step.Differ    = (*Executor)(nil)
 )

@@ -37,8 +37,11 @@ const (
 // maxDetails bounds the changed fields a plan lists.
 const maxDetails = 10
 
-// Executor runs patch: steps.
+// Executor runs patch: steps. It implements step.Executor, step.Planner
+// and step.Differ.
 type Executor struct{}
+
+var _ step.Differ = (*Executor)(nil)
 
 // New returns the patch: executor.
 func New() *Executor { return &Executor{} }
@@ -131,27 +134,12 @@ func (e *Executor) Plan(ctx context.Context, req *step.Request) (step.Prediction
 		}
 		return step.Prediction{}, req.Redact(err)
 	}
-	// The dry run patches the object as it is then; compare it with the
-	// same version of the object (a controller may write in between).
-	var live, dry *unstructured.Unstructured
-	for attempt := 0; ; attempt++ {
-		live, err = t.ri.Get(ctx, t.name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return step.Prediction{Action: ActionUnknown, Reason: t.subject + " does not exist yet"}, nil
-		}
-		if err != nil {
-			return step.Prediction{}, req.Redact(t.explain(err))
-		}
-		dry, err = t.ri.Patch(ctx, t.name, t.patchType, t.body, metav1.PatchOptions{
-			FieldManager: FieldManager,
-			DryRun:       []string{metav1.DryRunAll},
-		})
-		if err != nil {
-			return step.Prediction{}, req.Redact(t.explain(err))
-		}
-		if dry.GetResourceVersion() == live.GetResourceVersion() || attempt == 4 {
-			break
-		}
+	live, dry, err := t.dryRun(ctx)
+	if apierrors.IsNotFound(err) {
+		return step.Prediction{Action: ActionUnknown, Reason: t.subject + " does not exist yet"}, nil
+	}
+	if err != nil {
+		return step.Prediction{}, req.Redact(t.explain(err))
 	}
 	changed := ChangedFields(live, dry)
 	if len(changed) == 0 {
@@ -161,6 +149,49 @@ func (e *Executor) Plan(ctx context.Context, req *step.Request) (step.Prediction
 		changed = append(changed[:maxDetails], fmt.Sprintf("and %d more", len(changed)-maxDetails))
 	}
 	return step.Prediction{Action: ActionPatch, Reason: fmt.Sprintf("%s: %s patch changes %s", t.subject, t.typ, plural(len(changed), "field")), Details: changed}, nil
+}
+
+// dryRun reads the target and patches it with a server-side dry run. The
+// dry run patches the object as it is then; it is compared with the same
+// version of the object (a controller may write in between), so both are
+// read again when the versions differ, a few times at most.
+func (t *target) dryRun(ctx context.Context) (live, dry *unstructured.Unstructured, err error) {
+	for attempt := 0; ; attempt++ {
+		live, err = t.ri.Get(ctx, t.name, metav1.GetOptions{})
+		if err != nil {
+			return nil, nil, err
+		}
+		dry, err = t.ri.Patch(ctx, t.name, t.patchType, t.body, metav1.PatchOptions{
+			FieldManager: FieldManager,
+			DryRun:       []string{metav1.DryRunAll},
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+		if dry.GetResourceVersion() == live.GetResourceVersion() || attempt == 4 {
+			return live, dry, nil
+		}
+	}
+}
+
+// Diff is the patch as a server-side dry run against the live target;
+// unavailable while the target (or its type) does not exist yet.
+func (e *Executor) Diff(ctx context.Context, req *step.Request) (step.Diff, error) {
+	t, err := resolve(req)
+	if err != nil {
+		if meta.IsNoMatchError(err) {
+			return step.Diff{}, &step.UnavailableError{Reason: req.Redactor.String(err.Error() + " (yet: a CRD an earlier step installs?)")}
+		}
+		return step.Diff{}, req.Redact(err)
+	}
+	live, dry, err := t.dryRun(ctx)
+	if apierrors.IsNotFound(err) {
+		return step.Diff{}, &step.UnavailableError{Reason: req.Redactor.String(t.subject + " does not exist yet (an earlier step may create it)")}
+	}
+	if err != nil {
+		return step.Diff{}, req.Redact(t.explain(err))
+	}
+	return step.Diff{Objects: []step.ObjectDiff{{Name: req.Redactor.String(t.subject), Live: live, Merged: dry}}}, nil
 }
 
 func changedBesidesStatus(paths []string) bool {

@@ -1,0 +1,436 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/sync/errgroup"
+	"golang.org/x/term"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"khook.io/core/diff"
+	"khook.io/core/event"
+	"khook.io/core/load"
+	"khook.io/core/plan"
+	"khook.io/core/redact"
+	"khook.io/core/spec"
+	"khook.io/core/state"
+	"khook.io/core/step"
+)
+
+// ExitDiffError is diff's exit code for an error (kubectl diff exits >1);
+// 1 means differences were found, so errors cannot use it.
+const ExitDiffError = 3
+
+// diffParallelism is diff's default bound on steps diffed at once.
+const diffParallelism = 8
+
+// DiffFlags are diff's flags.
+type DiffFlags struct {
+	Spec        SpecFlags
+	Parallelism int
+}
+
+// DiffOptions is a ready-to-run diff.
+type DiffOptions struct {
+	flags *DiffFlags
+	app   *app
+	// external is KUBECTL_EXTERNAL_DIFF's program; zero for the built-in
+	// unified diff.
+	external diff.Program
+	// color paints the built-in diff (standard output is a terminal and
+	// NO_COLOR is unset).
+	color bool
+}
+
+func (a *app) newDiffCommand() *cobra.Command {
+	f := &DiffFlags{}
+	cmd := &cobra.Command{
+		Use:   "diff -f SPEC",
+		Short: "Show what apply would change, changing nothing",
+		Long: `Show what apply would change, step by step in DAG order, changing nothing.
+apply: objects are sent exactly as apply sends them, as server-side dry runs,
+and compared with the live objects; helm: releases are rendered with a
+server-side dry-run upgrade (or install) and compared object by object with
+the release's current manifest; patch: is a server-side dry run of the patch
+against its target. Other steps say in one line what they would do; a step
+the state record would resume is not diffed (apply skips it). Managed fields
+are hidden, Secret values and every secret variable masked.
+
+KUBECTL_EXTERNAL_DIFF names another diff program, as for kubectl diff: it is
+run on two folders (LIVE, MERGED) of YAML files.
+
+Exit code 0: no differences; 1: differences; 2: invalid spec or flags;
+3: an error (a step that could not be diffed, an unreachable cluster, a diff
+program that failed).`,
+		Example: a.examples(`diff -f bootstrap.yaml
+KUBECTL_EXTERNAL_DIFF="meld" %s diff -f bootstrap.yaml`),
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o, err := f.ToOptions(a)
+			if err != nil {
+				return err
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	f.Spec.AddFlags(cmd)
+	cmd.Flags().IntVar(&f.Parallelism, "parallelism", diffParallelism, "how many steps may be diffed at once (0: no limit)")
+	return cmd
+}
+
+// ToOptions resolves the flags and the environment.
+func (f *DiffFlags) ToOptions(a *app) (*DiffOptions, error) {
+	if f.Parallelism < 0 {
+		return nil, invalid(fmt.Errorf("--parallelism must not be negative"))
+	}
+	if _, err := f.Spec.loadOptions(a); err != nil {
+		return nil, err
+	}
+	o := &DiffOptions{flags: f, app: a, external: diff.ParseProgram(envLookup(a.cfg.Environ, diff.ExternalEnv))}
+	if out, ok := a.cfg.Out.(*os.File); ok && term.IsTerminal(int(out.Fd())) {
+		o.color = envLookup(a.cfg.Environ, "NO_COLOR") == ""
+	}
+	return o, nil
+}
+
+// Run diffs every step and prints the result. Every error but an invalid
+// spec or flags exits ExitDiffError.
+func (o *DiffOptions) Run(ctx context.Context) error {
+	err := o.run(ctx)
+	var exitErr *ExitError
+	var inv *load.InvalidError
+	switch {
+	case err == nil, errors.As(err, &exitErr), errors.As(err, &inv):
+		return err
+	}
+	return &ExitError{Code: ExitDiffError, Err: err}
+}
+
+// stepDiff is what diff found for one step.
+type stepDiff struct {
+	// headline follows "=== name (type): ".
+	headline string
+	// details are lines under the headline (notes, planner details,
+	// objects that cannot be diffed).
+	details []string
+	objects []objectDiff
+	// changes: apply would change something in this step besides the
+	// content of its objects; objectChanges: an object's content would
+	// change (with an external diff program, its exit status decides).
+	changes, objectChanges bool
+	// counted is the summary's category.
+	counted string
+	err     error
+}
+
+type objectDiff struct {
+	od   step.ObjectDiff
+	pair diff.Pair
+}
+
+// The summary's categories of steps.
+const (
+	catChange      = "would change"
+	catUnchanged   = "unchanged"
+	catUnavailable = "diff unavailable"
+	catResumed     = "resumed from the state record"
+	catExcluded    = "excluded by when:"
+	catFailed      = "failed"
+)
+
+// actionChanges are the live-plan actions that change the cluster.
+var actionChanges = map[string]bool{
+	"create": true, "configure": true, "delete": true, "restart": true, "run": true,
+	"install": true, "upgrade": true, "patch": true,
+}
+
+func (o *DiffOptions) run(ctx context.Context) error {
+	s, err := o.app.connect(ctx, &o.flags.Spec)
+	if err != nil {
+		return err
+	}
+	s.sink = event.Discard
+	resumed, err := s.resumedSteps(ctx)
+	if err != nil {
+		return err
+	}
+	steps := s.doc.Spec.Steps
+	results := make([]*stepDiff, len(steps))
+	g, gctx := errgroup.WithContext(ctx)
+	if o.flags.Parallelism > 0 {
+		g.SetLimit(o.flags.Parallelism)
+	}
+	for _, i := range s.doc.Graph.Order() {
+		st := &steps[i]
+		switch {
+		case !s.doc.Included(i):
+			results[i] = &stepDiff{headline: "skipped: when: " + st.When + " is false", counted: catExcluded}
+			continue
+		case resumed[i]:
+			results[i] = &stepDiff{headline: "resumed from the state record (it succeeded before with these inputs), not diffed: apply skips it", counted: catResumed}
+			continue
+		}
+		exec, err := s.executor(i)
+		if err != nil {
+			return err
+		}
+		g.Go(func() error {
+			results[i] = s.diffStep(gctx, i, exec)
+			return nil // a step's error is its result
+		})
+	}
+	_ = g.Wait()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return o.print(ctx, s, results)
+}
+
+// resumedSteps reads the state record, without writing it, and reports
+// the steps apply would resume: those the record shows succeeded with the
+// same inputs (and that no when: excludes).
+func (s *session) resumedSteps(ctx context.Context) ([]bool, error) {
+	sp := s.doc.Spec
+	out := make([]bool, len(sp.Steps))
+	if !sp.State.IsEnabled() {
+		return out, nil
+	}
+	loc := state.Location{Namespace: sp.StateNamespace(), Name: sp.StateSecretName()}
+	rec, found, err := state.Read(ctx, s.clients.Typed, loc)
+	if err != nil || !found {
+		return out, err
+	}
+	hashes, err := s.hashSteps(rec.SaltBytes())
+	if err != nil {
+		return nil, err
+	}
+	for i, st := range sp.Steps {
+		out[i] = s.doc.Included(i) && rec.Resumes(st.Name, hashes[i])
+	}
+	return out, nil
+}
+
+// diffStep diffs step i with its executor's Differ, or says what its
+// Planner predicts; bounded by the step's timeout.
+func (s *session) diffStep(ctx context.Context, i int, exec step.Executor) *stepDiff {
+	timeout := s.settings(i).Timeout.Duration()
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req := s.request(i, 1, timeout, s.sink)
+	red := s.app.red
+	if d, ok := exec.(step.Differ); ok {
+		res, err := d.Diff(ctx, req)
+		var un *step.UnavailableError
+		switch {
+		case errors.As(err, &un):
+			return &stepDiff{headline: red.String(un.Error()), changes: true, counted: catUnavailable}
+		case err != nil:
+			return &stepDiff{headline: "diff failed: " + red.String(err.Error()), counted: catFailed, err: err}
+		}
+		return diffResult(res, red)
+	}
+	if p, ok := exec.(step.Planner); ok {
+		pred, err := p.Plan(ctx, req)
+		if err != nil {
+			return &stepDiff{headline: "diff failed: " + red.String(err.Error()), counted: catFailed, err: err}
+		}
+		return predictionResult(pred, &s.doc.Spec.Steps[i])
+	}
+	return &stepDiff{headline: "run (this step type cannot be diffed)", changes: true, counted: catChange}
+}
+
+// diffResult prepares a Differ's objects for display.
+func diffResult(res step.Diff, red *redact.Redactor) *stepDiff {
+	sd := &stepDiff{changes: res.Changes, details: res.Notes}
+	if res.Skip != "" {
+		sd.headline, sd.counted = "skipped: "+res.Skip, catUnchanged
+		return sd
+	}
+	changed, unavailable := 0, 0
+	for _, od := range res.Objects {
+		if od.Unavailable != "" {
+			unavailable++
+			sd.details = append(sd.details, od.Name+": diff unavailable: "+od.Unavailable)
+			continue
+		}
+		pair, err := diff.Prepare(od.Live, od.Merged, red)
+		if err != nil {
+			return &stepDiff{headline: "diff failed: " + od.Name + ": " + err.Error(), counted: catFailed, err: err}
+		}
+		sd.objects = append(sd.objects, objectDiff{od: od, pair: pair})
+		if pair.Changed() {
+			changed++
+		}
+	}
+	n := len(res.Objects)
+	switch {
+	case changed > 0 && changed == n:
+		sd.headline = countOf(n, "object") + " would change"
+	case changed > 0:
+		sd.headline = fmt.Sprintf("%d of %s would change", changed, countOf(n, "object"))
+	case unavailable == 0 && res.Changes:
+		sd.headline = fmt.Sprintf("no object changes (%s), still a change", countOf(n, "object"))
+	case unavailable == 0:
+		sd.headline = fmt.Sprintf("no changes (%s)", countOf(n, "object"))
+	}
+	if unavailable > 0 {
+		if sd.headline != "" {
+			sd.headline += ", "
+		}
+		sd.headline += fmt.Sprintf("%d diff unavailable", unavailable)
+	}
+	sd.objectChanges = changed > 0
+	sd.changes = sd.changes || unavailable > 0
+	switch {
+	case changed > 0 || res.Changes:
+		sd.counted = catChange
+	case unavailable > 0:
+		sd.counted = catUnavailable
+	default:
+		sd.counted = catUnchanged
+	}
+	return sd
+}
+
+// predictionResult is the one line of a step without a Differ.
+func predictionResult(p step.Prediction, st *spec.Step) *stepDiff {
+	sd := &stepDiff{headline: p.Action, details: p.Details}
+	if p.Reason != "" {
+		sd.headline += ": " + p.Reason
+	}
+	switch {
+	case p.Action == plan.ActionUnknown:
+		sd.headline = "diff unavailable: " + p.Reason
+		// waiting changes nothing, whatever it waits for
+		sd.changes = st.Wait == nil && (st.Rollout == nil || st.Rollout.Restart != "")
+		sd.counted = catUnavailable
+	case actionChanges[p.Action]:
+		sd.changes, sd.counted = true, catChange
+	default: // no-op, skip, wait
+		sd.counted = catUnchanged
+	}
+	return sd
+}
+
+// print writes every step's result in DAG order and the summary, or with
+// an external diff program, writes the trees, runs it, and writes the
+// steps' lines and the summary to standard error.
+func (o *DiffOptions) print(ctx context.Context, s *session, results []*stepDiff) error {
+	external := o.external.Path != ""
+	w, color := io.Writer(o.app.out), o.color
+	var trees *diff.Trees
+	if external {
+		w, color = o.app.errOut, false
+		var err error
+		if trees, err = diff.NewTrees(); err != nil {
+			return err
+		}
+		defer func() { _ = trees.Remove() }()
+	}
+	steps := s.doc.Spec.Steps
+	counts := map[string]int{}
+	changes, objectChanges, endsBlank := false, false, false
+	var failed []string
+	for _, i := range s.doc.Graph.Order() {
+		r, st := results[i], &steps[i]
+		counts[r.counted]++
+		changes = changes || r.changes
+		objectChanges = objectChanges || r.objectChanges
+		if r.err != nil {
+			failed = append(failed, st.Name)
+		}
+		fmt.Fprintln(w, diff.Paint(fmt.Sprintf("=== %s (%s): %s", st.Name, st.Type(), r.headline), color))
+		for _, d := range r.details {
+			fmt.Fprintln(w, "    "+d)
+		}
+		for _, obj := range r.objects {
+			if obj.od.Note != "" && obj.pair.Changed() {
+				fmt.Fprintln(w, "    "+obj.od.Name+": "+obj.od.Note)
+			}
+			if external {
+				if err := trees.Add(diff.FileName(st.Name, fileObject(obj.od)), obj.pair); err != nil {
+					return err
+				}
+				continue
+			}
+			if !obj.pair.Changed() {
+				continue
+			}
+			if err := diff.Unified(w, "live   "+obj.od.Name, "merged "+obj.od.Name, obj.pair.Live, obj.pair.Merged, color); err != nil {
+				return err
+			}
+		}
+		// a blank line closes a step's diff
+		endsBlank = r.objectChanges && !external
+		if endsBlank {
+			fmt.Fprintln(w)
+		}
+	}
+	if external {
+		differences, err := o.external.Run(ctx, trees, o.app.out, o.app.errOut, o.programEnv())
+		if err != nil {
+			return err
+		}
+		// like kubectl diff, the program decides whether objects differ
+		objectChanges = differences
+	}
+	changes = changes || objectChanges
+	if !endsBlank {
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintln(w, summaryLine(s.doc.Spec.Metadata.Name, len(steps), counts, changes))
+	if len(failed) > 0 {
+		return &ExitError{Code: ExitDiffError, Err: fmt.Errorf("%s could not be diffed: %s", countOf(len(failed), "step"), strings.Join(failed, ", "))}
+	}
+	if changes {
+		return &ExitError{Code: ExitFailed, Silent: true}
+	}
+	return nil
+}
+
+// fileObject is the version of an object that names its files.
+func fileObject(od step.ObjectDiff) *unstructured.Unstructured {
+	if od.Merged != nil {
+		return od.Merged
+	}
+	return od.Live
+}
+
+// programEnv is the external program's environment: khook's, without the
+// secret variables (a diff program has no use for them).
+func (o *DiffOptions) programEnv() []string {
+	prefix := o.flags.Spec.SecretPrefix
+	env := make([]string, 0, len(o.app.cfg.Environ))
+	for _, kv := range o.app.cfg.Environ {
+		if !strings.HasPrefix(kv, prefix) {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// summaryLine is diff's closing line: "Differences in x (5 steps): 2
+// would change, 3 unchanged." ("No differences in", or "Incomplete diff
+// of" when a step failed).
+func summaryLine(name string, steps int, counts map[string]int, differences bool) string {
+	var parts []string
+	for _, c := range []string{catChange, catUnchanged, catUnavailable, catResumed, catExcluded, catFailed} {
+		if n := counts[c]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, c))
+		}
+	}
+	head := "No differences in "
+	switch {
+	case counts[catFailed] > 0:
+		head = "Incomplete diff of "
+	case differences:
+		head = "Differences in "
+	}
+	return fmt.Sprintf("%s%s (%s): %s.", head, name, countOf(steps, "step"), strings.Join(parts, ", "))
+}
