@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the test-cluster binaries (etcd, kube-apiserver, kube-controller-manager,
-# kube-scheduler, kwok) from the tools modules next to this script into
+# kube-scheduler, kwok, and kubectl for the packaging tests) from the tools
+# modules next to this script into
 # $KHOOK_TESTBIN_OUT/bin (default: <repo>/.cache/testbin/bin).
 #
 # Each tools module (etcd/, k8s/, kwok/) is a module of its own, outside go.work,
@@ -36,7 +37,7 @@ done
 # module -> "binary:package ..." and ldflags
 declare -A targets=(
 	[etcd]="etcd:."
-	[k8s]="kube-apiserver:k8s.io/kubernetes/cmd/kube-apiserver kube-controller-manager:k8s.io/kubernetes/cmd/kube-controller-manager kube-scheduler:k8s.io/kubernetes/cmd/kube-scheduler"
+	[k8s]="kube-apiserver:k8s.io/kubernetes/cmd/kube-apiserver kube-controller-manager:k8s.io/kubernetes/cmd/kube-controller-manager kube-scheduler:k8s.io/kubernetes/cmd/kube-scheduler kubectl:k8s.io/kubernetes/cmd/kubectl"
 	[kwok]="kwok:sigs.k8s.io/kwok/cmd/kwok"
 )
 declare -A ldflags=(
