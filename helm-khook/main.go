@@ -30,6 +30,9 @@ func (c helmConnection) RESTClientGetter() genericclioptions.RESTClientGetter {
 	return c.settings.RESTClientGetter()
 }
 
+// Debug is helm's --debug (HELM_DEBUG under helm).
+func (c helmConnection) Debug() bool { return c.settings.Debug }
+
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := khookcli.Execute(ctx, khookcli.Config{

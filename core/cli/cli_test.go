@@ -123,6 +123,9 @@ func TestExitCodes(t *testing.T) {
 		{"positional argument", "", []string{"validate", "spec.yaml"}, 2, "pass the spec with -f"},
 		{"bad --set", "", []string{"validate", "-f", "testdata/golden-spec.yaml", "--set", "NOVALUE"}, 2, "NOVALUE"},
 		{"same prefixes", "", []string{"validate", "-f", "testdata/golden-spec.yaml", "--var-prefix", "X_", "--secret-prefix", "X_"}, 2, "must differ"},
+		{"log level too high", "", []string{"validate", "-f", "testdata/golden-spec.yaml", "-v", "8"}, 2, "-v 8: the log level is 0 to 7"},
+		{"negative log level", "", []string{"validate", "-f", "testdata/golden-spec.yaml", "-v=-1"}, 2, "the log level is 0 to 7"},
+		{"highest log level", "", []string{"validate", "-f", "testdata/golden-spec.yaml", "-v", "7"}, 0, ""},
 		{"version", "", []string{"version"}, 0, ""},
 		{"schema", "", []string{"schema"}, 0, ""},
 	}

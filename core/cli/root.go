@@ -31,6 +31,22 @@ type Connection interface {
 	RESTClientGetter() genericclioptions.RESTClientGetter
 }
 
+// Debugger is a Connection that has a debug switch of its own (helm's
+// --debug, which reaches a plugin as HELM_DEBUG): when it is on and -v is
+// not given, client-go logs every request, as with -v=6.
+type Debugger interface {
+	Debug() bool
+}
+
+// client-go log levels: what a Debugger's switch means, and the most -v
+// allows. Above 7 client-go logs request and response bodies, truncated
+// and quoted, so a secret in them may be cut or escaped where the
+// redactor cannot recognise it: khook refuses those levels.
+const (
+	debugVerbosity = 6
+	maxVerbosity   = 7
+)
+
 // Config is what an entrypoint hands the command tree.
 type Config struct {
 	// Name is how users invoke the plugin: "kubectl khook" or "helm khook".
@@ -84,6 +100,8 @@ type app struct {
 	out    *redact.Writer
 	errOut *redact.Writer
 	loader load.Loader
+	// verbosity is client-go's log level (-v), as kubectl's.
+	verbosity int
 }
 
 // Execute runs the command tree with args and returns the exit code.
@@ -151,6 +169,14 @@ conditions.`,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return invalid(err) })
 	if a.cfg.Connection != nil {
 		a.cfg.Connection.AddFlags(root.PersistentFlags())
+	}
+	root.PersistentFlags().IntVarP(&a.verbosity, "v", "v", 0,
+		"client-go's log level, as kubectl's -v: 6 logs every request, 7 their headers (at most 7: bodies could carry secrets past the redactor)")
+	root.PersistentPreRunE = func(*cobra.Command, []string) error {
+		if a.verbosity < 0 || a.verbosity > maxVerbosity {
+			return invalid(fmt.Errorf("-v %d: the log level is 0 to %d (above %d client-go logs request bodies, truncated and escaped, where secrets could not be masked reliably)", a.verbosity, maxVerbosity, maxVerbosity))
+		}
+		return nil
 	}
 	root.AddCommand(
 		a.newValidateCommand(),

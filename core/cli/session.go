@@ -8,6 +8,7 @@ import (
 	"log"
 	"net/http"
 	"os"
+	"strconv"
 	"sync"
 	"time"
 
@@ -90,15 +91,20 @@ func (a *app) defaultNamespace() string {
 	return ns
 }
 
-var klogOnce sync.Once
+var (
+	klogOnce  sync.Once
+	klogFlags *flag.FlagSet
+)
 
 // routeClientLogs sends client-go's klog lines through khook's redacting
-// standard error, never raw to the process's stderr. klog is global to
-// the process, so this happens once.
+// standard error, never raw to the process's stderr, at the log level of
+// -v (or the connection's debug switch). klog is global to the process, so
+// the routing happens once.
 func (a *app) routeClientLogs() {
 	klogOnce.Do(func() {
 		fs := flag.NewFlagSet("klog", flag.ContinueOnError)
 		klog.InitFlags(fs)
+		klogFlags = fs
 		_ = fs.Set("logtostderr", "false")
 		_ = fs.Set("alsologtostderr", "false")
 		_ = fs.Set("stderrthreshold", "FATAL")
@@ -109,6 +115,13 @@ func (a *app) routeClientLogs() {
 		log.SetFlags(0)
 		log.SetOutput(a.errOut)
 	})
+	v := a.verbosity
+	if d, ok := a.cfg.Connection.(Debugger); ok && v == 0 && d.Debug() {
+		v = debugVerbosity
+	}
+	if v > 0 {
+		_ = klogFlags.Set("v", strconv.Itoa(v))
+	}
 }
 
 // request builds the request for step i, attempt n.

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -110,8 +111,12 @@ steps:
 			}
 		}
 	}
-	for _, args := range [][]string{{"apply", "-f", spec}, {"apply", "-f", spec, "-o", "json"}} {
+	for _, args := range [][]string{{"apply", "-f", spec}, {"apply", "-f", spec, "-o", "json"}, {"apply", "-f", spec, "-v", "7"}} {
 		res := run(t, bins.Kubectl, env, "", args...)
+		if slices.Contains(args, "-v") && !strings.Contains(res.Stderr, `"Request" verb="GET"`) {
+			// client-go's request log (with headers at 7) is on, and masked
+			t.Errorf("%v: no client-go request log on stderr:\n%s", args, res.Stderr)
+		}
 		if res.Code != 1 {
 			t.Fatalf("%v: want exit 1 (three steps fail), got %d\n%s", args, res.Code, res.Stderr)
 		}

@@ -191,6 +191,14 @@ func TestHelmPlugin(t *testing.T) {
 			if !strings.Contains(out, "(live)") {
 				t.Errorf("helm --kube-context=... --debug -n %s khook plan: not live:\n%s", ns, out)
 			}
+			// --debug (HELM_DEBUG) logs every request, as kubectl khook -v=6
+			if !strings.Contains(out, `"Response" verb="GET" url="https://`) {
+				t.Errorf("helm --debug khook plan: no client-go request log:\n%s", out)
+			}
+			out = helmOK(t, helm, env, "--kube-context=khook-e2e", "--kubeconfig="+kubeconfig, "khook", "plan", "-f", quickstart)
+			if strings.Contains(out, `"Response" verb=`) {
+				t.Errorf("helm khook plan without --debug logs requests:\n%s", out)
+			}
 
 			// -n reaches khook: the probe's ConfigMap names no namespace
 			for _, want := range []string{ns, "default"} {
