@@ -2,6 +2,7 @@ package helm
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -164,18 +165,11 @@ func (c *Client) renderInstall(ctx context.Context, cfg *configuration, r Releas
 	if len(chrt.CRDObjects()) > 0 {
 		d.Notes = append(d.Notes, "the chart's crds/ are installed first and are not part of this diff")
 	}
-	dry := action.NewInstall(cfg.Configuration)
-	dry.ReleaseName = r.Name
-	dry.Namespace = r.Namespace
-	dry.Replace = replace
-	dry.DryRun = true
-	dry.DryRunOption = "server"
-	dry.DisableOpenAPIValidation = noClientValidation
-	rel, err := dry.RunWithContext(ctx, chrt, vals)
+	rel, err := dryRunInstall(ctx, cfg, r, chrt, vals, replace)
 	if err == nil {
 		return rel, nil
 	}
-	if !strings.Contains(err.Error(), "unable to build kubernetes objects from release manifest") {
+	if !errors.Is(err, errUnmappable) {
 		return nil, fmt.Errorf("dry-run install: %w", oneLine(err))
 	}
 	// Client-only rendering swaps the configuration's clients and storage

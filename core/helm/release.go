@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/storage/driver"
 	corev1 "k8s.io/api/core/v1"
@@ -275,6 +276,21 @@ func (c *Client) checkInstall(ctx context.Context, cfg *configuration, r Release
 	if err != nil {
 		return err
 	}
+	_, err = dryRunInstall(ctx, cfg, r, chrt, vals, replace)
+	if errors.Is(err, errUnmappable) {
+		return nil
+	}
+	return oneLine(err)
+}
+
+// errUnmappable: the server cannot map the chart's objects yet (custom
+// resources whose definitions the install itself would create).
+var errUnmappable = errors.New("the chart's objects cannot be mapped yet")
+
+// dryRunInstall is a server-side dry-run install of chrt as r. When the
+// server cannot map the chart's objects yet, the error wraps
+// errUnmappable.
+func dryRunInstall(ctx context.Context, cfg *configuration, r Release, chrt *chart.Chart, vals map[string]any, replace bool) (*release.Release, error) {
 	dry := action.NewInstall(cfg.Configuration)
 	dry.ReleaseName = r.Name
 	dry.Namespace = r.Namespace
@@ -282,11 +298,11 @@ func (c *Client) checkInstall(ctx context.Context, cfg *configuration, r Release
 	dry.DryRun = true
 	dry.DryRunOption = "server"
 	dry.DisableOpenAPIValidation = noClientValidation
-	_, err = dry.RunWithContext(ctx, chrt, vals)
+	rel, err := dry.RunWithContext(ctx, chrt, vals)
 	if err != nil && strings.Contains(err.Error(), "unable to build kubernetes objects from release manifest") {
-		return nil
+		return nil, fmt.Errorf("%w: %w", errUnmappable, err)
 	}
-	return oneLine(err)
+	return rel, err
 }
 
 // render is a server-side dry-run upgrade: it changes nothing.
