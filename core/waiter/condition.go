@@ -220,3 +220,15 @@ func quoteValue(x any) string {
 	}
 	return s
 }
+
+// ReasonMessage is a condition's or container state's reason and message
+// as one phrase, "Reason: message", either part left out when empty.
+func ReasonMessage(reason, msg string) string {
+	switch {
+	case reason == "":
+		return msg
+	case msg == "":
+		return reason
+	}
+	return reason + ": " + msg
+}

@@ -240,7 +240,7 @@ func (e *Executor) wait(ctx context.Context, req *step.Request, r ref, created *
 		defer cancel()
 		msg := r.subject + " failed"
 		if f.reason != "" {
-			msg += " (" + join(f.reason, f.message) + ")"
+			msg += " (" + waiter.ReasonMessage(f.reason, f.message) + ")"
 		}
 		return errors.New(msg + describePods(hctx, req.Kube, r, created.UID, true))
 	case err != nil && errors.Is(err, context.DeadlineExceeded):
@@ -339,17 +339,17 @@ func containerState(p *corev1.Pod, container string) string {
 		case cs.State.Terminated != nil:
 			t := cs.State.Terminated
 			s := fmt.Sprintf("container %s exited with code %d", cs.Name, t.ExitCode)
-			if r := join(t.Reason, strings.TrimSpace(t.Message)); r != "" {
+			if r := waiter.ReasonMessage(t.Reason, strings.TrimSpace(t.Message)); r != "" {
 				s += " (" + r + ")"
 			}
 			return s
 		case cs.State.Waiting != nil && cs.State.Waiting.Reason != "":
-			return "container " + cs.Name + " waiting: " + join(cs.State.Waiting.Reason, cs.State.Waiting.Message)
+			return "container " + cs.Name + " waiting: " + waiter.ReasonMessage(cs.State.Waiting.Reason, cs.State.Waiting.Message)
 		}
 	}
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
-			return "not scheduled: " + join(c.Reason, c.Message)
+			return "not scheduled: " + waiter.ReasonMessage(c.Reason, c.Message)
 		}
 	}
 	return ""
@@ -448,16 +448,6 @@ func eventTime(e corev1.Event) time.Time {
 		return e.EventTime.Time
 	}
 	return e.CreationTimestamp.Time
-}
-
-func join(reason, msg string) string {
-	switch {
-	case reason == "":
-		return msg
-	case msg == "":
-		return reason
-	}
-	return reason + ": " + msg
 }
 
 // deleteAndWait deletes the Job of uid (its pods in the background) and

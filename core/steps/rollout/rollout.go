@@ -270,36 +270,26 @@ func PodNotReadyReason(p *corev1.Pod) string {
 	}
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
-			return join(string(c.Reason), c.Message)
+			return waiter.ReasonMessage(string(c.Reason), c.Message)
 		}
 	}
 	for _, cs := range append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
 		switch {
 		case cs.State.Waiting != nil && cs.State.Waiting.Reason != "" && cs.State.Waiting.Reason != "ContainerCreating" && cs.State.Waiting.Reason != "PodInitializing":
-			return "container " + cs.Name + ": " + join(cs.State.Waiting.Reason, cs.State.Waiting.Message)
+			return "container " + cs.Name + ": " + waiter.ReasonMessage(cs.State.Waiting.Reason, cs.State.Waiting.Message)
 		case cs.State.Terminated != nil && cs.State.Terminated.ExitCode != 0:
-			return fmt.Sprintf("container %s exited with code %d", cs.Name, cs.State.Terminated.ExitCode) + optional(join(cs.State.Terminated.Reason, cs.State.Terminated.Message))
+			return fmt.Sprintf("container %s exited with code %d", cs.Name, cs.State.Terminated.ExitCode) + optional(waiter.ReasonMessage(cs.State.Terminated.Reason, cs.State.Terminated.Message))
 		}
 	}
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodReady && c.Status != corev1.ConditionTrue {
-			return "not ready" + optional(join(c.Reason, c.Message))
+			return "not ready" + optional(waiter.ReasonMessage(c.Reason, c.Message))
 		}
 	}
 	if p.Status.Phase == corev1.PodPending {
 		return "pending"
 	}
 	return ""
-}
-
-func join(reason, msg string) string {
-	switch {
-	case reason == "":
-		return msg
-	case msg == "":
-		return reason
-	}
-	return reason + ": " + msg
 }
 
 func optional(s string) string {
