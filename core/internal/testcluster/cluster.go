@@ -190,15 +190,9 @@ func Down(dir string, remove bool, log io.Writer) error {
 	if _, err := os.Stat(filepath.Join(dir, fileMarker)); err != nil {
 		return fmt.Errorf("%s is not a test cluster directory", dir)
 	}
-	procs, err := readPIDs(dir)
+	running, err := runningPIDs(dir)
 	if err != nil {
 		return err
-	}
-	var running []*proc
-	for _, p := range procs {
-		if p.alive() {
-			running = append(running, p)
-		}
 	}
 	if len(running) == 0 {
 		fmt.Fprintf(log, "testcluster: no running cluster in %s\n", dir)
@@ -382,15 +376,9 @@ func prepareDir(dir string, log io.Writer) error {
 		if _, err := os.Stat(filepath.Join(dir, fileMarker)); err != nil {
 			return fmt.Errorf("directory %s is not empty and holds no test cluster: refusing to use it", dir)
 		}
-		procs, err := readPIDs(dir)
+		running, err := runningPIDs(dir)
 		if err != nil {
 			return err
-		}
-		var running []*proc
-		for _, p := range procs {
-			if p.alive() {
-				running = append(running, p)
-			}
 		}
 		if len(running) > 0 {
 			fmt.Fprintf(log, "testcluster: stopping %d processes of a stale cluster in %s\n", len(running), dir)

@@ -181,6 +181,21 @@ func readPIDs(dir string) ([]*proc, error) {
 	return parsePIDs(data)
 }
 
+// runningPIDs are the processes of dir's PID file that are still running.
+func runningPIDs(dir string) ([]*proc, error) {
+	procs, err := readPIDs(dir)
+	if err != nil {
+		return nil, err
+	}
+	var running []*proc
+	for _, p := range procs {
+		if p.alive() {
+			running = append(running, p)
+		}
+	}
+	return running, nil
+}
+
 func parsePIDs(data []byte) ([]*proc, error) {
 	var out []*proc
 	sc := bufio.NewScanner(bytes.NewReader(data))
