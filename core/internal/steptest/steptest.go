@@ -129,3 +129,23 @@ func Create(t testing.TB, c *kube.Clients, ns, y string) *unstructured.Unstructu
 	}
 	return out
 }
+
+// Run makes one attempt of req with exec, bounded by the request's
+// timeout as the scheduler bounds it.
+func Run(exec step.Executor, req *step.Request) (step.Outcome, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), req.Timeout)
+	defer cancel()
+	return exec.Run(ctx, req)
+}
+
+// Plan predicts req with p within 30 seconds; an error fails the test.
+func Plan(t testing.TB, p step.Planner, req *step.Request) step.Prediction {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pred, err := p.Plan(ctx, req)
+	if err != nil {
+		t.Fatalf("Plan: %v", err)
+	}
+	return pred
+}

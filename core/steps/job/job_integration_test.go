@@ -43,9 +43,7 @@ func request(t *testing.T, c *kube.Clients, y string, opts steptest.Options) *st
 // scheduler does.
 func run(t *testing.T, req *step.Request) (step.Outcome, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), req.Timeout)
-	defer cancel()
-	return job.New().Run(ctx, req)
+	return steptest.Run(job.New(), req)
 }
 
 func plan(t *testing.T, req *step.Request) (step.Prediction, error) {

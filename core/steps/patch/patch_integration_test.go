@@ -51,20 +51,12 @@ func nested(t *testing.T, u *unstructured.Unstructured, path ...string) any {
 
 func run(t *testing.T, req *step.Request) (step.Outcome, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), req.Timeout)
-	defer cancel()
-	return patch.New().Run(ctx, req)
+	return steptest.Run(patch.New(), req)
 }
 
 func plan(t *testing.T, req *step.Request) step.Prediction {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	p, err := patch.New().Plan(ctx, req)
-	if err != nil {
-		t.Fatalf("Plan: %v", err)
-	}
-	return p
+	return steptest.Plan(t, patch.New(), req)
 }
 
 func request(t *testing.T, c *kube.Clients, y string, opts ...steptest.Options) *step.Request {

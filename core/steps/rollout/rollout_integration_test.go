@@ -24,20 +24,12 @@ func TestMain(m *testing.M) { os.Exit(testcluster.Main(m)) }
 
 func run(t *testing.T, req *step.Request) (step.Outcome, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), req.Timeout)
-	defer cancel()
-	return rollout.New().Run(ctx, req)
+	return steptest.Run(rollout.New(), req)
 }
 
 func plan(t *testing.T, req *step.Request) step.Prediction {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	p, err := rollout.New().Plan(ctx, req)
-	if err != nil {
-		t.Fatalf("Plan: %v", err)
-	}
-	return p
+	return steptest.Plan(t, rollout.New(), req)
 }
 
 func request(t *testing.T, c *kube.Clients, y string, timeout time.Duration) *step.Request {

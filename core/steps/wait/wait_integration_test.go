@@ -31,20 +31,12 @@ func request(t *testing.T, c *kube.Clients, stepYAML string, timeout time.Durati
 // scheduler does.
 func run(t *testing.T, req *step.Request) (step.Outcome, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), req.Timeout)
-	defer cancel()
-	return wait.New().Run(ctx, req)
+	return steptest.Run(wait.New(), req)
 }
 
 func plan(t *testing.T, req *step.Request) step.Prediction {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	p, err := wait.New().Plan(ctx, req)
-	if err != nil {
-		t.Fatalf("Plan: %v", err)
-	}
-	return p
+	return steptest.Plan(t, wait.New(), req)
 }
 
 const deployment = `apiVersion: apps/v1
