@@ -109,6 +109,25 @@ type Prediction struct {
 	Details []string
 }
 
+// Redacted is p with its reason and details masked by r.
+func (p Prediction) Redacted(r *redact.Redactor) Prediction {
+	p.Reason = r.String(p.Reason)
+	p.Details = redactAll(r, p.Details)
+	return p
+}
+
+// redactAll masks each of lines with r, in a new slice.
+func redactAll(r *redact.Redactor, lines []string) []string {
+	if lines == nil {
+		return nil
+	}
+	out := make([]string, len(lines))
+	for i, l := range lines {
+		out[i] = r.String(l)
+	}
+	return out
+}
+
 // Planner predicts a step's action against the cluster without changing
 // it.
 type Planner interface {
@@ -155,6 +174,24 @@ type Diff struct {
 	// Notes are lines about the step as a whole ("upgrade release x from
 	// revision 3", "namespace y will be created").
 	Notes []string
+}
+
+// Redacted is d with its text masked by r: the skip reason, the notes and
+// each object's name, unavailability and note. The objects' content is
+// masked where it is shown (diff.Prepare).
+func (d Diff) Redacted(r *redact.Redactor) Diff {
+	d.Skip = r.String(d.Skip)
+	d.Notes = redactAll(r, d.Notes)
+	objs := make([]ObjectDiff, len(d.Objects))
+	for i, o := range d.Objects {
+		o.Name, o.Unavailable, o.Note = r.String(o.Name), r.String(o.Unavailable), r.String(o.Note)
+		objs[i] = o
+	}
+	if d.Objects == nil {
+		objs = nil
+	}
+	d.Objects = objs
+	return d
 }
 
 // UnavailableError is a step whose diff cannot be computed yet, typically

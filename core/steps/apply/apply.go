@@ -292,11 +292,7 @@ func (e *Executor) Plan(ctx context.Context, req *step.Request) (step.Prediction
 	if err != nil {
 		return step.Prediction{}, req.Redactor.Error(err)
 	}
-	p.Reason = req.Redactor.String(p.Reason)
-	for i := range p.Details {
-		p.Details[i] = req.Redactor.String(p.Details[i])
-	}
-	return p, nil
+	return p.Redacted(req.Redactor), nil
 }
 
 func (e *Executor) plan(ctx context.Context, req *step.Request) (step.Prediction, error) {

@@ -38,12 +38,7 @@ func (e *Executor) Diff(ctx context.Context, req *step.Request) (step.Diff, erro
 	if err != nil {
 		return step.Diff{}, req.Redact(err)
 	}
-	d.Skip = req.Redactor.String(d.Skip)
-	for i := range d.Objects {
-		o := &d.Objects[i]
-		o.Name, o.Unavailable, o.Note = req.Redactor.String(o.Name), req.Redactor.String(o.Unavailable), req.Redactor.String(o.Note)
-	}
-	return d, nil
+	return d.Redacted(req.Redactor), nil
 }
 
 func (e *Executor) diff(ctx context.Context, req *step.Request) (step.Diff, error) {

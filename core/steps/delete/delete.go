@@ -264,11 +264,7 @@ func (e *Executor) Plan(ctx context.Context, req *step.Request) (step.Prediction
 	if err != nil {
 		return step.Prediction{}, req.Redactor.Error(err)
 	}
-	for i := range p.Details {
-		p.Details[i] = req.Redactor.String(p.Details[i])
-	}
-	p.Reason = req.Redactor.String(p.Reason)
-	return p, nil
+	return p.Redacted(req.Redactor), nil
 }
 
 func (e *Executor) plan(ctx context.Context, req *step.Request, d *spec.Delete) (step.Prediction, error) {

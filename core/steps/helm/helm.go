@@ -96,11 +96,7 @@ func (e *Executor) Plan(ctx context.Context, req *step.Request) (step.Prediction
 	pred := step.Prediction{Action: string(p.Action), Reason: p.Reason}
 	pred.Details = append(pred.Details, fmt.Sprintf("release %s in namespace %s", r.Name, r.Namespace))
 	pred.Details = append(pred.Details, p.Details...)
-	for i, d := range pred.Details {
-		pred.Details[i] = req.Redactor.String(d)
-	}
-	pred.Reason = req.Redactor.String(pred.Reason)
-	return pred, nil
+	return pred.Redacted(req.Redactor), nil
 }
 
 // Diff is the release's current manifest against the chart rendered by a
@@ -121,7 +117,7 @@ func (e *Executor) Diff(ctx context.Context, req *step.Request) (step.Diff, erro
 	switch rd.Action {
 	case khelm.PlanSkip:
 		d.Skip = rd.Reason
-		return d, nil
+		return d.Redacted(req.Redactor), nil
 	case khelm.PlanUnknown:
 		return step.Diff{}, &step.UnavailableError{Reason: req.Redactor.String(subject + ": " + rd.Reason)}
 	case khelm.PlanInstall:
@@ -138,9 +134,9 @@ func (e *Executor) Diff(ctx context.Context, req *step.Request) (step.Diff, erro
 		d.Notes[i] = req.Redactor.String(n)
 	}
 	for _, o := range rd.Objects {
-		d.Objects = append(d.Objects, step.ObjectDiff{Name: req.Redactor.String(o.Name()), Live: o.Current, Merged: o.Rendered})
+		d.Objects = append(d.Objects, step.ObjectDiff{Name: o.Name(), Live: o.Current, Merged: o.Rendered})
 	}
-	return d, nil
+	return d.Redacted(req.Redactor), nil
 }
 
 // Destroy uninstalls the step's release and waits until its objects are
