@@ -11,8 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
@@ -110,19 +112,28 @@ func Setup(t testing.TB, prefix string) (*kube.Clients, string) {
 }
 
 // Create creates the object written as YAML in ns and returns it as the
-// server stored it.
+// server stored it. A kind not served yet is waited for (discovery lists a
+// CRD's kind shortly after the CRD is Established), up to 30 seconds.
 func Create(t testing.TB, c *kube.Clients, ns, y string) *unstructured.Unstructured {
 	t.Helper()
 	u := &unstructured.Unstructured{}
 	if err := yaml.Unmarshal([]byte(y), &u.Object); err != nil {
 		t.Fatal(err)
 	}
-	m, err := c.MappingFor(u.GroupVersionKind())
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	var m *meta.RESTMapping
+	err := wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(context.Context) (bool, error) {
+		var err error
+		m, err = c.MappingFor(u.GroupVersionKind())
+		if meta.IsNoMatchError(err) {
+			return false, nil
+		}
+		return err == nil, err
+	})
+	if err != nil {
+		t.Fatalf("create %s %s: %v", u.GetKind(), u.GetName(), err)
+	}
 	out, err := c.Resource(m, ns).Create(ctx, u, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatalf("create %s %s: %v", u.GetKind(), u.GetName(), err)
