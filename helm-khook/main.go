@@ -35,6 +35,9 @@ func (c helmConnection) Debug() bool { return c.settings.Debug }
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// the first Ctrl-C interrupts the run (which still reports); the
+	// signals' default action comes back, so a second one kills
+	go func() { <-ctx.Done(); stop() }()
 	code := khookcli.Execute(ctx, khookcli.Config{
 		Name:       "helm khook",
 		Connection: helmConnection{settings: cli.New()},

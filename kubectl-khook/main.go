@@ -27,6 +27,9 @@ func (c kubectlConnection) RESTClientGetter() genericclioptions.RESTClientGetter
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// the first Ctrl-C interrupts the run (which still reports); the
+	// signals' default action comes back, so a second one kills
+	go func() { <-ctx.Done(); stop() }()
 	code := cli.Execute(ctx, cli.Config{
 		Name:       "kubectl khook",
 		Connection: kubectlConnection{flags: genericclioptions.NewConfigFlags(true)},
