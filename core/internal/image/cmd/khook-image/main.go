@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"khook.io/core/internal/image"
 )
@@ -109,6 +110,16 @@ func run(args []string, out io.Writer) error {
 	if err := os.MkdirAll(*outDir, 0o755); err != nil {
 		return err
 	}
+	// tarballs of an earlier build (another version or platform) go
+	stale, err := filepath.Glob(filepath.Join(*outDir, "khook_*_linux_*.tar"))
+	if err != nil {
+		return err
+	}
+	for _, f := range stale {
+		if err := os.Remove(f); err != nil {
+			return err
+		}
+	}
 	layoutDir := filepath.Join(*outDir, "oci")
 	if err := image.WriteLayout(layoutDir, idx, *version); err != nil {
 		return err
@@ -117,7 +128,7 @@ func run(args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "%s  %s (OCI layout, index of %d platforms, tag %s)\n", digest, layoutDir, len(targets), *version)
+	fmt.Fprintf(out, "%s  %s (OCI layout: image index of %s, tag %s)\n", digest, layoutDir, strings.Join(platforms(manifest), ", "), *version)
 	for _, d := range manifest.Manifests {
 		img, err := idx.Image(d.Digest)
 		if err != nil {
@@ -130,4 +141,12 @@ func run(args []string, out io.Writer) error {
 		fmt.Fprintf(out, "%s  %s (%s, docker load -i; tag %s)\n", d.Digest, file, d.Platform.String(), tag.String())
 	}
 	return nil
+}
+
+func platforms(m *v1.IndexManifest) []string {
+	var out []string
+	for _, d := range m.Manifests {
+		out = append(out, d.Platform.String())
+	}
+	return out
 }
