@@ -391,11 +391,11 @@ func sameTree(t *testing.T, a, b string) {
 	}
 	la, lb := list(a), list(b)
 	if len(la) != len(lb) {
-		t.Errorf("layouts: %d and %d entries", len(la), len(lb))
+		t.Errorf("the builds hold %d and %d files", len(la), len(lb))
 	}
 	for k, v := range la {
 		if lb[k] != v {
-			t.Errorf("layouts differ at %s", k)
+			t.Errorf("the builds differ at %s", k)
 		}
 	}
 }
