@@ -11,7 +11,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/google/go-containerregistry/pkg/v1/layout"
 	authv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -83,8 +82,8 @@ func installExample(t *testing.T, c *testcluster.Cluster, cs kubernetes.Interfac
 	return rename
 }
 
-// tokenKubeconfig writes a kubeconfig that authenticates with token.
-func tokenKubeconfig(t *testing.T, c *testcluster.Cluster, token, namespace string) string {
+// clusterCA is the test cluster's CA certificate (PEM).
+func clusterCA(t *testing.T, c *testcluster.Cluster) []byte {
 	t.Helper()
 	admin, err := clientcmd.LoadFromFile(c.Kubeconfig)
 	if err != nil {
@@ -97,8 +96,14 @@ func tokenKubeconfig(t *testing.T, c *testcluster.Cluster, token, namespace stri
 	if len(ca) == 0 {
 		t.Fatalf("%s: no CA data", c.Kubeconfig)
 	}
+	return ca
+}
+
+// tokenKubeconfig writes a kubeconfig that authenticates with token.
+func tokenKubeconfig(t *testing.T, c *testcluster.Cluster, token, namespace string) string {
+	t.Helper()
 	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["test"] = &clientcmdapi.Cluster{Server: c.Server, CertificateAuthorityData: ca}
+	cfg.Clusters["test"] = &clientcmdapi.Cluster{Server: c.Server, CertificateAuthorityData: clusterCA(t, c)}
 	cfg.AuthInfos["khook"] = &clientcmdapi.AuthInfo{Token: token}
 	cfg.Contexts["khook"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: "khook", Namespace: namespace}
 	cfg.CurrentContext = "khook"
@@ -213,26 +218,7 @@ func TestInClusterExampleRBAC(t *testing.T) {
 		m := testMeta(t)
 		out := filepath.Join(t.TempDir(), "image")
 		buildImage(t, buildTool(t), m, out, bins.Kubectl)
-		top, err := layout.ImageIndexFromPath(filepath.Join(out, "oci"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		tm, err := top.IndexManifest()
-		if err != nil {
-			t.Fatal(err)
-		}
-		idx, err := top.ImageIndex(tm.Manifests[0].Digest)
-		if err != nil {
-			t.Fatal(err)
-		}
-		im, err := idx.IndexManifest()
-		if err != nil {
-			t.Fatal(err)
-		}
-		img, err := idx.Image(im.Manifests[0].Digest)
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, _, img := builtImage(t, out)
 		cf, err := img.ConfigFile()
 		if err != nil {
 			t.Fatal(err)
@@ -244,16 +230,8 @@ func TestInClusterExampleRBAC(t *testing.T) {
 			specKey:   readFile(t, filepath.Join(specDir, specKey)),
 			valuesKey: readFile(t, filepath.Join(specDir, valuesKey)),
 		})
-		admin, err := clientcmd.LoadFromFile(c.Kubeconfig)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var ca []byte
-		for _, cl := range admin.Clusters {
-			ca = cl.CertificateAuthorityData
-		}
 		mount(t, rootfs, "/var/run/secrets/kubernetes.io/serviceaccount", map[string][]byte{
-			"token": []byte(token), "ca.crt": ca, "namespace": []byte(runner),
+			"token": []byte(token), "ca.crt": clusterCA(t, c), "namespace": []byte(runner),
 		})
 		u, err := url.Parse(c.Server)
 		if err != nil {

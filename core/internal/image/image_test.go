@@ -17,7 +17,6 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
@@ -206,28 +205,9 @@ func TestImage(t *testing.T) {
 
 	// the layout: index.json names the index by the version; the index
 	// has this platform's image
-	lp, err := layout.FromPath(filepath.Join(outs[0], "oci"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	top, err := lp.ImageIndex()
-	if err != nil {
-		t.Fatal(err)
-	}
-	tm, err := top.IndexManifest()
-	if err != nil {
-		t.Fatal(err)
-	}
+	tm, im, img := builtImage(t, outs[0])
 	if len(tm.Manifests) != 1 || tm.Manifests[0].MediaType != types.OCIImageIndex || tm.Manifests[0].Annotations[AnnotationRefName] != m.Version {
 		t.Fatalf("index.json %+v: want one image index named %s", tm.Manifests, m.Version)
-	}
-	idx, err := top.ImageIndex(tm.Manifests[0].Digest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	im, err := idx.IndexManifest()
-	if err != nil {
-		t.Fatal(err)
 	}
 	if len(im.Manifests) != 1 || im.Manifests[0].Platform == nil || im.Manifests[0].Platform.String() != p.String() {
 		t.Fatalf("index manifests %+v, want one for %s", im.Manifests, p)
@@ -236,10 +216,6 @@ func TestImage(t *testing.T) {
 		if !strings.Contains(printed[0], d.String()) {
 			t.Errorf("khook-image printed\n%s\nwithout %s", printed[0], d)
 		}
-	}
-	img, err := idx.Image(im.Manifests[0].Digest)
-	if err != nil {
-		t.Fatal(err)
 	}
 
 	// the tarball: docker's format (its manifest is docker's own), the

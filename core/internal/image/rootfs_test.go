@@ -17,6 +17,7 @@ import (
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
 
 	"khook.io/core/internal/e2e"
 )
@@ -137,6 +138,36 @@ func buildImage(t *testing.T, tool string, m Meta, out, binary string) string {
 		t.Fatalf("khook-image: exit %d: %s", res.Code, res.Stderr)
 	}
 	return res.Stdout
+}
+
+// builtImage reads what khook-image wrote into out: index.json, the image
+// index it names, and the index's first image.
+func builtImage(t *testing.T, out string) (top, index *v1.IndexManifest, img v1.Image) {
+	t.Helper()
+	lp, err := layout.ImageIndexFromPath(filepath.Join(out, "oci"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if top, err = lp.IndexManifest(); err != nil {
+		t.Fatal(err)
+	}
+	if len(top.Manifests) == 0 {
+		t.Fatalf("%s: an empty index.json", out)
+	}
+	idx, err := lp.ImageIndex(top.Manifests[0].Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if index, err = idx.IndexManifest(); err != nil {
+		t.Fatal(err)
+	}
+	if len(index.Manifests) == 0 {
+		t.Fatalf("%s: an empty image index", out)
+	}
+	if img, err = idx.Image(index.Manifests[0].Digest); err != nil {
+		t.Fatal(err)
+	}
+	return top, index, img
 }
 
 // unpack writes img's layer into dir as a container runtime would: modes,
