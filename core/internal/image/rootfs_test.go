@@ -174,6 +174,10 @@ func builtImage(t *testing.T, out string) (top, index *v1.IndexManifest, img v1.
 // symlinks, and (as root) owners. It returns the layer's headers.
 func unpack(t *testing.T, img v1.Image, dir string) []*tar.Header {
 	t.Helper()
+	// a runtime's root directory: 0755, root's
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	hdrs, data := layerHeaders(t, img)
 	for _, h := range hdrs {
 		dst := filepath.Join(dir, filepath.FromSlash(h.Name))
