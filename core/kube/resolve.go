@@ -3,6 +3,8 @@ package kube
 import (
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -52,8 +54,13 @@ func (c *Clients) resolveType(typ string) (*meta.RESTMapping, error) {
 		return nil, fmt.Errorf("resource type %q names several types (a list, or a category such as all): name one type", typ)
 	case rec.noMatch() != nil:
 		// the builder words the error as kubectl does, dropping the
-		// mapper's typed error: keep both
-		return nil, &noMatchError{msg: err.Error(), cause: rec.noMatch()}
+		// mapper's typed error: keep both, and the type as written when
+		// kubectl's words name only its parts
+		msg := err.Error()
+		if !strings.Contains(msg, strconv.Quote(typ)) {
+			msg = strconv.Quote(typ) + ": " + msg
+		}
+		return nil, &noMatchError{msg: msg, cause: rec.noMatch()}
 	}
 	return nil, fmt.Errorf("resolve resource type %q: %w", typ, err)
 }

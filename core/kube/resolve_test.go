@@ -69,8 +69,8 @@ func TestMappingForTypeUnknownIsKubectlsNoMatch(t *testing.T) {
 	c := fakeClients()
 	for typ, want := range map[string]string{
 		"nosuchkinds":           `the server doesn't have a resource type "nosuchkinds"`,
-		"deployments.v2.apps":   `the server doesn't have a resource type "deployments"`,
-		"widgets.other.example": `the server doesn't have a resource type "widgets"`,
+		"deployments.v2.apps":   `"deployments.v2.apps": the server doesn't have a resource type "deployments"`,
+		"widgets.other.example": `"widgets.other.example": the server doesn't have a resource type "widgets"`,
 	} {
 		_, err := c.MappingForType(typ)
 		if err == nil || !strings.Contains(err.Error(), want) {
