@@ -43,6 +43,20 @@ func fixInts(x any) {
 	}
 }
 
+// compile parses and compiles a wait.for expression.
+func compile(t *testing.T, forArg string) *Condition {
+	t.Helper()
+	wf, err := spec.ParseWaitFor(forArg)
+	if err != nil {
+		t.Fatalf("%s: %v", forArg, err)
+	}
+	c, err := NewCondition(wf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 const deployment = `
 apiVersion: apps/v1
 kind: Deployment
@@ -99,15 +113,7 @@ func TestConditionCheck(t *testing.T) {
 		{"jsonpath quoted value", `jsonpath={.metadata.name}="web"`, d, true, `value "web"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			wf, err := spec.ParseWaitFor(tc.for_)
-			if err != nil {
-				t.Fatal(err)
-			}
-			c, err := NewCondition(wf)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, cur, err := c.Check(tc.o)
+			got, cur, err := compile(t, tc.for_).Check(tc.o)
 			if err != nil {
 				t.Fatalf("Check: %v", err)
 			}
@@ -130,15 +136,7 @@ func TestJSONPathRefusals(t *testing.T) {
 		{"jsonpath={.status.conditions}=x", "jsonpath leads to a nested object or list which is not supported"},
 		{"jsonpath={.status.conditions[7].status}", "array index out of bounds"},
 	} {
-		wf, err := spec.ParseWaitFor(tc.for_)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, err := NewCondition(wf)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ok, _, err := c.Check(d)
+		ok, _, err := compile(t, tc.for_).Check(d)
 		if ok || err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Check(%s) = %v, %v; want the error %q", tc.for_, ok, err, tc.want)
 		}

@@ -67,15 +67,7 @@ func kubectlVerdict(t *testing.T, forArg string, obj *unstructured.Unstructured)
 // khookVerdict is the waiter's decision on the same object.
 func khookVerdict(t *testing.T, forArg string, obj *unstructured.Unstructured) verdict {
 	t.Helper()
-	wf, err := spec.ParseWaitFor(forArg)
-	if err != nil {
-		t.Fatalf("khook rejects %s: %v", forArg, err)
-	}
-	c, err := NewCondition(wf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ok, _, err := c.Check(obj)
+	ok, _, err := compile(t, forArg).Check(obj)
 	if err != nil {
 		return verdict{err: err.Error()}
 	}

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"time"
-
-	"k8s.io/client-go/kubernetes"
 )
 
 // StopAPIServer stops the cluster's kube-apiserver (SIGTERM, then SIGKILL
@@ -53,14 +51,6 @@ func (c *Cluster) StartAPIServer(ctx context.Context) error {
 	if err := appendPID(c.Dir, p); err != nil {
 		return err
 	}
-	cfg, err := c.RESTConfigE()
-	if err != nil {
-		return err
-	}
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return fmt.Errorf("create client: %w", err)
-	}
 	var exited error
 	err = poll(ctx, 50*time.Millisecond, "kube-apiserver /readyz", func(ctx context.Context) bool {
 		if !p.alive() {
@@ -68,10 +58,7 @@ func (c *Cluster) StartAPIServer(ctx context.Context) error {
 			exited = fmt.Errorf("kube-apiserver exited on restart (%v); last lines of %s:\n%s", p.waitErr, logPath, logTail(logPath, 15))
 			return true
 		}
-		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		defer cancel()
-		_, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(rctx)
-		return err == nil
+		return c.Healthy(ctx) == nil
 	})
 	if exited != nil {
 		return exited

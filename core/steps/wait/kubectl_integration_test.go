@@ -11,12 +11,10 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	kwait "k8s.io/kubectl/pkg/cmd/wait"
-	"sigs.k8s.io/yaml"
 
 	"khook.io/core/internal/steptest"
 	"khook.io/core/internal/testcluster"
@@ -24,38 +22,37 @@ import (
 	"khook.io/core/steps/wait"
 )
 
-// gizmoCRD is a namespaced custom resource with a short name and a
-// category, in a group of this package's own (packages share a cluster).
-const gizmoCRD = `apiVersion: apiextensions.k8s.io/v1
+// gizmos is a namespaced custom resource with a short name and a
+// category, each name unique to one test (tests share a cluster, and a
+// CRD left by a killed run must not make a bare kind ambiguous).
+type gizmos struct{ group, plural, singular, kind, short, category string }
+
+func newGizmos(ns string) gizmos {
+	suffix := ns[strings.LastIndexByte(ns, '-')+1:]
+	return gizmos{group: ns + ".khook.test", plural: "gizmos" + suffix, singular: "gizmo" + suffix,
+		kind: "Gizmo" + suffix, short: "gz" + suffix, category: "khookgizmos" + suffix}
+}
+
+// install creates the CRD and deletes it when the test ends.
+func (g gizmos) install(t *testing.T, c *kube.Clients) {
+	t.Helper()
+	steptest.Create(t, c, "", `apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
-metadata: {name: gizmos.wait.targets.khook.test}
+metadata: {name: `+g.plural+`.`+g.group+`}
 spec:
-  group: wait.targets.khook.test
+  group: `+g.group+`
   scope: Namespaced
-  names: {plural: gizmos, singular: gizmo, kind: Gizmo, listKind: GizmoList, shortNames: [gz], categories: [khookgizmos]}
+  names: {plural: `+g.plural+`, singular: `+g.singular+`, kind: `+g.kind+`, shortNames: [`+g.short+`], categories: [`+g.category+`]}
   versions:
   - name: v1
     served: true
     storage: true
     schema:
       openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
-`
-
-// installGizmos creates the CRD (or finds it from an earlier run) and
-// deletes it when the test ends.
-func installGizmos(t *testing.T, c *kube.Clients) {
-	t.Helper()
-	crd := &unstructured.Unstructured{}
-	if err := yaml.Unmarshal([]byte(gizmoCRD), &crd.Object); err != nil {
-		t.Fatal(err)
-	}
-	gvr := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-	ctx := context.Background()
-	if _, err := c.Dynamic.Resource(gvr).Create(ctx, crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
+`)
 	t.Cleanup(func() {
-		if err := c.Dynamic.Resource(gvr).Delete(context.Background(), crd.GetName(), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		gvr := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+		if err := c.Dynamic.Resource(gvr).Delete(context.Background(), g.plural+"."+g.group, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			t.Errorf("delete CRD: %v", err)
 		}
 	})
@@ -68,9 +65,11 @@ func installGizmos(t *testing.T, c *kube.Clients) {
 // too); an unknown type fails with kubectl's message.
 func TestResourceFormsAsKubectl(t *testing.T) {
 	c, ns := steptest.Setup(t, "wait-forms")
-	installGizmos(t, c)
+	g := newGizmos(ns)
+	g.install(t, c)
 	steptest.Create(t, c, ns, deployment)
-	steptest.Create(t, c, ns, "apiVersion: wait.targets.khook.test/v1\nkind: Gizmo\nmetadata: {name: g1, labels: {app: g}}\nspec: {size: 3}")
+	steptest.Create(t, c, ns, "apiVersion: "+g.group+"/v1\nkind: "+g.kind+"\nmetadata: {name: g1, labels: {app: g}}\nspec: {size: 3}")
+	const size = "jsonpath={.spec.size}=3"
 	for _, tc := range []struct{ on, for_ string }{
 		{"deployments.v1.apps/web", "jsonpath={.spec.replicas}=2"},
 		{"Deployment.v1.apps/web", "jsonpath={.spec.replicas}=2"},
@@ -79,16 +78,16 @@ func TestResourceFormsAsKubectl(t *testing.T) {
 		{"deploy.apps/web", "jsonpath={.spec.replicas}=2"},
 		{"deployment.apps/web", "jsonpath={.spec.replicas}=2"},
 		{"Deployment.apps/web", "jsonpath={.spec.replicas}=2"},
-		{"gizmos.wait.targets.khook.test/g1", "jsonpath={.spec.size}=3"},
-		{"Gizmo.wait.targets.khook.test/g1", "jsonpath={.spec.size}=3"},
-		{"gizmo.wait.targets.khook.test/g1", "jsonpath={.spec.size}=3"},
-		{"gizmos.v1.wait.targets.khook.test/g1", "jsonpath={.spec.size}=3"},
-		{"Gizmo.v1.wait.targets.khook.test/g1", "jsonpath={.spec.size}=3"},
-		{"gz/g1", "jsonpath={.spec.size}=3"},
-		{"Gizmo/g1", "jsonpath={.spec.size}=3"},
-		{"gizmos", "jsonpath={.spec.size}=3"},
-		{"khookgizmos", "jsonpath={.spec.size}=3"},
-		{"gz.wait.targets.khook.test", "jsonpath={.spec.size}=3"},
+		{g.plural + "." + g.group + "/g1", size},
+		{g.kind + "." + g.group + "/g1", size},
+		{g.singular + "." + g.group + "/g1", size},
+		{g.plural + ".v1." + g.group + "/g1", size},
+		{g.kind + ".v1." + g.group + "/g1", size},
+		{g.short + "/g1", size},
+		{g.short + "." + g.group + "/g1", size},
+		{g.kind + "/g1", size},
+		{g.plural, size},
+		{g.category, size},
 	} {
 		req := request(t, c, "name: f\nwait:\n  for: "+tc.for_+"\n  on: "+tc.on+"\n  namespace: "+ns, 30*time.Second)
 		if p := plan(t, req); p.Action != wait.ActionNoOp {
@@ -99,10 +98,10 @@ func TestResourceFormsAsKubectl(t *testing.T) {
 		}
 	}
 	for on, want := range map[string]string{
-		"deployments.v2.apps/web":    `"deployments.v2.apps": the server doesn't have a resource type "deployments" in group "v2.apps"`,
-		"gizmos.other.khook.test/g1": `"gizmos.other.khook.test": the server doesn't have a resource type "gizmos" in group "other.khook.test"`,
-		"GZ/g1":                      `the server doesn't have a resource type "GZ"`,
-		"all":                        `resource type "all" names several types (a list, or a category such as all): name one type`,
+		"deployments.v2.apps/web":         `"deployments.v2.apps": the server doesn't have a resource type "deployments" in group "v2.apps"`,
+		g.plural + ".other.khook.test/g1": `"` + g.plural + `.other.khook.test": the server doesn't have a resource type "` + g.plural + `" in group "other.khook.test"`,
+		strings.ToUpper(g.short) + "/g1":  `the server doesn't have a resource type "` + strings.ToUpper(g.short) + `"`,
+		"all":                             `resource type "all" names several types (a list, or a category such as all): name one type`,
 	} {
 		req := request(t, c, "name: f\nwait:\n  for: condition=Ready\n  on: "+on+"\n  namespace: "+ns, 30*time.Second)
 		if _, err := run(t, req); err == nil || !strings.Contains(err.Error(), want) {
@@ -119,6 +118,8 @@ func kubectlWait(t *testing.T, cl *testcluster.Cluster, ns, forArg, arg string) 
 	flags := genericclioptions.NewConfigFlags(false)
 	flags.KubeConfig = &cl.Kubeconfig
 	flags.Namespace = &ns
+	cache := t.TempDir() // not ~/.kube/cache
+	flags.CacheDir = &cache
 	wf := kwait.NewWaitFlags(flags, genericiooptions.NewTestIOStreamsDiscard())
 	wf.ForCondition = []string{forArg}
 	wf.Timeout = 0
