@@ -10,7 +10,10 @@
 //   - a target by type (with or without selectors) waits until at least one
 //     object matches and every matching object meets the condition (for
 //     delete: until none matches);
-//   - a missing JSONPath means "not yet", never an error;
+//   - conditions decide each object as kubectl wait does: a missing
+//     JSONPath means "not yet", and what kubectl wait refuses (a JSONPath
+//     with several results, a map or list compared with a value) ends the
+//     wait at once with kubectl's reason;
 //   - ctx bounds the wait; on expiry the error says which objects were not
 //     ready and why (their current value of the condition).
 //
@@ -129,6 +132,9 @@ func Wait(ctx context.Context, c *kube.Clients, opts Options) error {
 	if err != nil {
 		return err
 	}
+	// The reflectors' log lines (a watch ended by the cancel that ends the
+	// wait, a transient error) would be noise: errors reach the caller
+	// through fatal, progress and the timeout message instead.
 	quiet := klog.NewContext(ctx, logr.Discard())
 	var running sync.WaitGroup
 	defer func() {

@@ -108,10 +108,7 @@ func newScopeWatch(c *kube.Clients, t Target, notify func(), fatal chan<- error,
 		},
 	}, c.Dynamic)
 	w.store = newNotifyingStore(notify)
-	// The reflector's own log lines (a watch ended by the cancel that ends
-	// the wait, a transient error) would be noise: errors reach the caller
-	// through fatal, progress and the timeout message instead.
-	quiet := logr.Discard()
+	quiet := logr.Discard() // see Wait
 	backoff := retry
 	w.reflector = cache.NewReflectorWithOptions(lw, &unstructured.Unstructured{}, w.store, cache.ReflectorOptions{
 		Name:            w.subject,
