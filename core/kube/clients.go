@@ -213,42 +213,6 @@ func kindString(gvk schema.GroupVersionKind) string {
 	return gvk.Group + "/" + gvk.Version + " " + gvk.Kind
 }
 
-// MappingForType resolves what a user wrote as a type: a resource (pods,
-// deployments.apps), a short name (deploy, ds) or a kind (Deployment,
-// daemonset), like kubectl does.
-func (c *Clients) MappingForType(typ string) (*meta.RESTMapping, error) {
-	m, err := c.mappingForType(typ)
-	if meta.IsNoMatchError(err) {
-		c.ResetMapper()
-		m, err = c.mappingForType(typ)
-	}
-	if err != nil {
-		if meta.IsNoMatchError(err) {
-			return nil, fmt.Errorf("the cluster serves no resource type %q: %w", typ, err)
-		}
-		return nil, fmt.Errorf("resolve type %q: %w", typ, err)
-	}
-	return m, nil
-}
-
-func (c *Clients) mappingForType(typ string) (*meta.RESTMapping, error) {
-	gr := schema.ParseGroupResource(typ)
-	gvr, err := c.Mapper.ResourceFor(gr.WithVersion(""))
-	if err != nil {
-		// a kind, as in kind/name: Deployment, daemonset
-		gvk, kerr := c.Mapper.KindFor(schema.GroupVersionResource{Group: gr.Group, Resource: strings.ToLower(gr.Resource)})
-		if kerr != nil {
-			return nil, err
-		}
-		return c.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-	}
-	gvk, err := c.Mapper.KindFor(gvr)
-	if err != nil {
-		return nil, err
-	}
-	return c.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-}
-
 // Resource returns the dynamic client for mapping in namespace (ignored
 // for cluster-scoped kinds).
 func (c *Clients) Resource(m *meta.RESTMapping, namespace string) dynamic.ResourceInterface {

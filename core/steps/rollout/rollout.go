@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/client-go/dynamic"
@@ -64,22 +65,37 @@ func resolve(req *step.Request) (*workload, error) {
 	if r == nil {
 		return nil, fmt.Errorf("step %s is not a rollout step", req.Step.Name)
 	}
-	kind, name, err := spec.ParseRolloutTarget(r.Target())
+	_, ref, err := spec.ParseRolloutTarget(r.Target())
 	if err != nil {
 		return nil, fmt.Errorf("rollout target %w", err)
 	}
-	m, err := req.Kube.MappingFor(appsv1.SchemeGroupVersion.WithKind(kind))
+	m, err := req.Kube.MappingForType(ref.Type)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("rollout target %s: %w", r.Target(), err)
+	}
+	if gk := m.GroupVersionKind.GroupKind(); !rollable(gk) {
+		return nil, fmt.Errorf("rollout target %s is a %s: rollout supports Deployment, DaemonSet and StatefulSet (apps)", r.Target(), gk)
 	}
 	ns := req.Namespace(r.Namespace)
 	return &workload{
 		mapping: m,
 		ri:      req.Kube.Resource(m, ns),
 		ns:      ns,
-		name:    name,
-		subject: kind + " " + ns + "/" + name,
+		name:    ref.Name,
+		subject: m.GroupVersionKind.Kind + " " + ns + "/" + ref.Name,
 	}, nil
+}
+
+// rollable reports whether kubectl rollout restarts and watches gk.
+func rollable(gk schema.GroupKind) bool {
+	if gk.Group != appsv1.GroupName {
+		return false
+	}
+	switch gk.Kind {
+	case "Deployment", "DaemonSet", "StatefulSet":
+		return true
+	}
+	return false
 }
 
 func (w *workload) get(ctx context.Context) (*unstructured.Unstructured, error) {
