@@ -12,7 +12,9 @@ import (
 func TestConfiguredNeverFallsBackToLocalhost(t *testing.T) {
 	dir := t.TempDir()
 	t.Setenv("HOME", dir)
-	t.Setenv("KUBECONFIG", filepath.Join(dir, "missing"))
+	// no KUBECONFIG and no ~/.kube/config: nothing configured (a
+	// KUBECONFIG naming a missing file is an error: TestLoadConfig)
+	t.Setenv("KUBECONFIG", "")
 	flags := genericclioptions.NewConfigFlags(false)
 	if Configured(flags) {
 		t.Fatal("no kubeconfig and no --server must not count as configured")

@@ -59,7 +59,7 @@ type workload struct {
 	subject string // "Deployment ns/web"
 }
 
-func resolve(req *step.Request) (*workload, error) {
+func resolve(ctx context.Context, req *step.Request) (*workload, error) {
 	r := req.Step.Rollout
 	if r == nil {
 		return nil, fmt.Errorf("step %s is not a rollout step", req.Step.Name)
@@ -68,7 +68,7 @@ func resolve(req *step.Request) (*workload, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rollout target %w", err)
 	}
-	m, err := req.Kube.MappingFor(appsv1.SchemeGroupVersion.WithKind(kind))
+	m, err := req.Kube.MappingFor(ctx, appsv1.SchemeGroupVersion.WithKind(kind))
 	if err != nil {
 		return nil, err
 	}
@@ -95,7 +95,7 @@ func (w *workload) get(ctx context.Context) (*unstructured.Unstructured, error) 
 
 // Run restarts the workload, or waits for its rollout to complete.
 func (e *Executor) Run(ctx context.Context, req *step.Request) (step.Outcome, error) {
-	w, err := resolve(req)
+	w, err := resolve(ctx, req)
 	if err != nil {
 		return step.Outcome{}, req.Redact(err)
 	}
@@ -302,7 +302,7 @@ func optional(s string) string {
 // Plan predicts restart, or for status no-op (rolled out) or wait;
 // unknown when the workload does not exist yet.
 func (e *Executor) Plan(ctx context.Context, req *step.Request) (step.Prediction, error) {
-	w, err := resolve(req)
+	w, err := resolve(ctx, req)
 	if err != nil {
 		return step.Prediction{}, req.Redact(err)
 	}

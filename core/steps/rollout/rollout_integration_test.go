@@ -56,7 +56,7 @@ spec:
 
 func restartedAt(t *testing.T, c *kube.Clients, typ, ns, name string) string {
 	t.Helper()
-	m, err := c.MappingForType(typ)
+	m, err := c.MappingForType(context.Background(), typ)
 	if err != nil {
 		t.Fatal(err)
 	}
