@@ -201,6 +201,10 @@ func (o *PlanOptions) Run(ctx context.Context) error {
 	}
 	if s != nil {
 		p = s.livePlan(ctx)
+		if ctx.Err() != nil {
+			// predictions cut short are no plan to pass a check with
+			return fmt.Errorf("plan stopped (%v) before every step was assessed", context.Cause(ctx))
+		}
 	} else {
 		doc, err := o.app.loader.Load(o.Load)
 		if err != nil {

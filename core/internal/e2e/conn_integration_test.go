@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -546,4 +547,64 @@ func tail(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// TestInterruptedPlanFails: a live plan cut short by SIGINT is no plan: it
+// exits 1 instead of printing the predictions it could not finish. A chart
+// repository that never answers holds the helm step's assessment.
+func TestInterruptedPlanFails(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted := make(chan struct{})
+	var once sync.Once
+	var conns []net.Conn
+	var mu sync.Mutex
+	t.Cleanup(func() {
+		_ = ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	})
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c) // held open, never answered
+			mu.Unlock()
+			once.Do(func() { close(accepted) })
+		}
+	}()
+	spec := writeSpec(t, fmt.Sprintf(`apiVersion: khook.io/v1
+kind: Khook
+metadata: {name: hung-repo}
+steps:
+  - name: chart
+    helm: {chart: app, version: 1.0.0, repo: "http://%s/charts", namespace: default}
+`, ln.Addr()))
+	b := startBackground(t, bins.Kubectl, kubeEnv(t), "plan", "-f", spec)
+	select {
+	case <-accepted:
+	case err := <-b.done:
+		t.Fatalf("plan ended (%v) before asking the repository:\n%s", err, b.Stderr())
+	case <-time.After(failAfter):
+		t.Fatalf("the plan never asked the chart repository:\n%s", b.Stderr())
+	}
+	if err := b.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	if code := b.exit(t, "after SIGINT"); code != 1 {
+		b.mu.Lock()
+		t.Errorf("exit %d, want 1\nstdout:\n%s", code, b.stdout.String())
+		b.mu.Unlock()
+	}
+	if !strings.Contains(b.Stderr(), "plan stopped (received SIGINT)") {
+		t.Errorf("stderr:\n%s", b.Stderr())
+	}
 }
