@@ -453,6 +453,34 @@ func TestAPIServerRestartMidApply(t *testing.T) {
 		}
 		return n
 	}
+	// succeeded checks that the 50 objects were applied in one attempt of
+	// the step, and that a request was retried (-v 6 logs retries)
+	succeeded := func(t *testing.T, ns string, r report, code int, stderr, retried string) {
+		t.Helper()
+		if code != 0 || r.Status != "ok" {
+			t.Fatalf("exit %d, status %s: %+v\n%s", code, r.Status, r.Steps, tail(stderr, 40))
+		}
+		if status, attempts, _, _ := r.step(t, "objects"); status != "ok" || attempts != 1 {
+			t.Errorf("the step must succeed at its first attempt: %s after %d", status, attempts)
+		}
+		if !strings.Contains(stderr, retried) {
+			t.Errorf("no retry (%s) logged:\n%s", retried, tail(stderr, 40))
+		}
+		if n := count(t, ns); n != 50 {
+			t.Errorf("%d of 50 ConfigMaps exist", n)
+		}
+	}
+	// kill kills the API server while the 25th object is held, then lets
+	// the held request go (its connection is gone with the server)
+	kill := func(_ *background, release func()) {
+		ctx, cancel := context.WithTimeout(context.Background(), failAfter)
+		defer cancel()
+		if err := c.KillAPIServer(ctx); err != nil {
+			t.Fatal(err)
+		}
+		release()
+	}
+	const retried = `"Retrying request after a connection failure"`
 
 	// SIGTERM: the API server stops listening and finishes the held create
 	// once released (then SIGKILL: it would wait a minute for the
@@ -479,63 +507,27 @@ func TestAPIServerRestartMidApply(t *testing.T) {
 			}
 			t.Logf("the API server exited after %s", time.Since(began))
 		})
-		if code != 0 || r.Status != "ok" {
-			t.Fatalf("exit %d, status %s: %+v\n%s", code, r.Status, r.Steps, tail(stderr, 40))
-		}
-		if status, attempts, _, _ := r.step(t, "objects"); status != "ok" || attempts != 1 {
-			t.Errorf("the step must succeed at its first attempt: %s after %d", status, attempts)
-		}
-		if !strings.Contains(stderr, "Retrying request after a connection failure") {
-			t.Errorf("no request met the stopped server (-v 6 logs retries):\n%s", tail(stderr, 40))
-		}
-		if n := count(t, "graceful"); n != 50 {
-			t.Errorf("%d of 50 ConfigMaps exist", n)
-		}
+		succeeded(t, "graceful", r, code, stderr, retried)
 	})
 
 	// SIGKILL while the server-side apply of the 25th object is in flight:
 	// its connection breaks; an apply patch is idempotent, so it is sent
 	// again once the server is back
 	t.Run("killed under a server-side apply", func(t *testing.T) {
-		r, code, stderr := apply(t, fiftyObjects(t, "killed-ssa", true), func(b *background, release func()) {
-			ctx, cancel := context.WithTimeout(context.Background(), failAfter)
-			defer cancel()
-			if err := c.KillAPIServer(ctx); err != nil {
-				t.Fatal(err)
-			}
-			release()
-		})
-		if code != 0 || r.Status != "ok" {
-			t.Fatalf("exit %d, status %s: %+v\n%s", code, r.Status, r.Steps, tail(stderr, 40))
-		}
-		if status, attempts, _, _ := r.step(t, "objects"); status != "ok" || attempts != 1 {
-			t.Errorf("the step must succeed at its first attempt: %s after %d", status, attempts)
-		}
-		if !strings.Contains(stderr, `"Retrying request after a connection failure" verb="PATCH"`) {
-			t.Errorf("the broken apply patch was not retried:\n%s", tail(stderr, 40))
-		}
-		if n := count(t, "killed-ssa"); n != 50 {
-			t.Errorf("%d of 50 ConfigMaps exist", n)
-		}
+		r, code, stderr := apply(t, fiftyObjects(t, "killed-ssa", true), kill)
+		succeeded(t, "killed-ssa", r, code, stderr, retried+` verb="PATCH"`)
 	})
 
 	// SIGKILL while the create (POST) of the 25th object is in flight: the
 	// server may have acted on it, and a second create is not safe (with
 	// generateName it would make a second object): the step fails there
 	t.Run("killed under a create", func(t *testing.T) {
-		r, code, stderr := apply(t, fiftyObjects(t, "killed-create", false), func(b *background, release func()) {
-			ctx, cancel := context.WithTimeout(context.Background(), failAfter)
-			defer cancel()
-			if err := c.KillAPIServer(ctx); err != nil {
-				t.Fatal(err)
-			}
-			release()
-		})
+		r, code, stderr := apply(t, fiftyObjects(t, "killed-create", false), kill)
 		status, _, errText, _ := r.step(t, "objects")
 		if code != 1 || status != "failed" || !strings.Contains(errText, "ConfigMap/cm-25") {
 			t.Fatalf("exit %d, step %s (%s): want the step failed at cm-25\n%s", code, status, errText, tail(stderr, 40))
 		}
-		if strings.Contains(stderr, `"Retrying request after a connection failure" verb="POST"`) {
+		if strings.Contains(stderr, retried+` verb="POST"`) {
 			t.Errorf("a create whose connection broke was sent again:\n%s", tail(stderr, 40))
 		}
 	})
