@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
@@ -25,18 +26,19 @@ import (
 // A type not found is looked up once more after forgetting the cached
 // discovery (a CRD served since). When it is still unknown, the error is
 // kubectl's ("the server doesn't have a resource type ...") and
-// meta.IsNoMatchError finds it.
-func (c *Clients) MappingForType(typ string) (*meta.RESTMapping, error) {
-	m, err := c.resolveType(typ)
+// meta.IsNoMatchError finds it. Discovery requests end with ctx.
+func (c *Clients) MappingForType(ctx context.Context, typ string) (*meta.RESTMapping, error) {
+	m, err := c.resolveType(ctx, typ)
 	if meta.IsNoMatchError(err) {
 		c.ResetMapper()
-		m, err = c.resolveType(typ)
+		m, err = c.resolveType(ctx, typ)
 	}
 	return m, err
 }
 
-func (c *Clients) resolveType(typ string) (*meta.RESTMapping, error) {
-	rec := &recordingMapper{RESTMapper: c.Mapper}
+func (c *Clients) resolveType(ctx context.Context, typ string) (*meta.RESTMapping, error) {
+	// the builder calls the mapper without a context: bind ctx to it
+	rec := &recordingMapper{RESTMapper: ctxMapper{ctx: ctx, m: c.mapper}}
 	getter := builderGetter{cfg: c.Config, disco: c.Discovery, mapper: rec}
 	// ResourceTypeOrNameArgs with allowEmptySelector selects every object
 	// of the type: the builder only resolves it here, nothing is listed.
@@ -48,6 +50,9 @@ func (c *Clients) resolveType(typ string) (*meta.RESTMapping, error) {
 		ResourceMapping()
 	if err == nil {
 		return m, nil
+	}
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("resolve resource type %q: %w", typ, context.Cause(ctx))
 	}
 	switch {
 	case errors.Is(err, resource.ErrMultipleResourceTypes):
@@ -63,6 +68,41 @@ func (c *Clients) resolveType(typ string) (*meta.RESTMapping, error) {
 		return nil, &noMatchError{msg: msg, cause: rec.noMatch()}
 	}
 	return nil, fmt.Errorf("resolve resource type %q: %w", typ, err)
+}
+
+// ctxMapper is a RESTMapper whose every call is bounded by ctx: the
+// resource builder takes no context of its own.
+type ctxMapper struct {
+	ctx context.Context
+	m   meta.RESTMapperWithContext
+}
+
+func (c ctxMapper) KindFor(r schema.GroupVersionResource) (schema.GroupVersionKind, error) {
+	return c.m.KindForWithContext(c.ctx, r)
+}
+
+func (c ctxMapper) KindsFor(r schema.GroupVersionResource) ([]schema.GroupVersionKind, error) {
+	return c.m.KindsForWithContext(c.ctx, r)
+}
+
+func (c ctxMapper) ResourceFor(r schema.GroupVersionResource) (schema.GroupVersionResource, error) {
+	return c.m.ResourceForWithContext(c.ctx, r)
+}
+
+func (c ctxMapper) ResourcesFor(r schema.GroupVersionResource) ([]schema.GroupVersionResource, error) {
+	return c.m.ResourcesForWithContext(c.ctx, r)
+}
+
+func (c ctxMapper) RESTMapping(gk schema.GroupKind, versions ...string) (*meta.RESTMapping, error) {
+	return c.m.RESTMappingWithContext(c.ctx, gk, versions...)
+}
+
+func (c ctxMapper) RESTMappings(gk schema.GroupKind, versions ...string) ([]*meta.RESTMapping, error) {
+	return c.m.RESTMappingsWithContext(c.ctx, gk, versions...)
+}
+
+func (c ctxMapper) ResourceSingularizer(resource string) (string, error) {
+	return c.m.ResourceSingularizerWithContext(c.ctx, resource)
 }
 
 // noMatchError is kubectl's "the server doesn't have a resource type"

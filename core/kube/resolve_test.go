@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -32,10 +33,12 @@ func fakeClients() *Clients {
 	}}}
 	cached := memory.NewMemCacheClient(disco)
 	deferred := restmapper.NewDeferredDiscoveryRESTMapper(cached)
+	mapper := restmapper.NewShortcutExpander(deferred, cached, nil)
 	return &Clients{
 		Config:    &rest.Config{Host: "https://127.0.0.1:1"},
 		Discovery: cached,
-		Mapper:    restmapper.NewShortcutExpander(deferred, cached, nil),
+		Mapper:    mapper,
+		mapper:    meta.ToRESTMapperWithContext(mapper),
 		deferred:  deferred,
 	}
 }
@@ -54,7 +57,7 @@ func TestMappingForTypeReadsEveryKubectlForm(t *testing.T) {
 		"Widget.example.com": widgets, "widget.v1.example.com": widgets, "Widget.v1.example.com": widgets,
 		"gadgets": widgets, // a category of one type
 	} {
-		m, err := c.MappingForType(typ)
+		m, err := c.MappingForType(context.Background(), typ)
 		if err != nil {
 			t.Errorf("%s: %v", typ, err)
 			continue
@@ -72,7 +75,7 @@ func TestMappingForTypeUnknownIsKubectlsNoMatch(t *testing.T) {
 		"deployments.v2.apps":   `"deployments.v2.apps": the server doesn't have a resource type "deployments"`,
 		"widgets.other.example": `"widgets.other.example": the server doesn't have a resource type "widgets"`,
 	} {
-		_, err := c.MappingForType(typ)
+		_, err := c.MappingForType(context.Background(), typ)
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: got %v, want %q", typ, err, want)
 			continue
@@ -81,7 +84,7 @@ func TestMappingForTypeUnknownIsKubectlsNoMatch(t *testing.T) {
 			t.Errorf("%s: %v is not a no-match error", typ, err)
 		}
 	}
-	_, err := c.MappingForType("all")
+	_, err := c.MappingForType(context.Background(), "all")
 	if err == nil || !strings.Contains(err.Error(), "several types") || meta.IsNoMatchError(err) {
 		t.Errorf("all: got %v, want a several-types error", err)
 	}

@@ -60,7 +60,7 @@ type workload struct {
 	subject string // "Deployment ns/web"
 }
 
-func resolve(req *step.Request) (*workload, error) {
+func resolve(ctx context.Context, req *step.Request) (*workload, error) {
 	r := req.Step.Rollout
 	if r == nil {
 		return nil, fmt.Errorf("step %s is not a rollout step", req.Step.Name)
@@ -69,7 +69,7 @@ func resolve(req *step.Request) (*workload, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rollout target %w", err)
 	}
-	m, err := req.Kube.MappingForType(ref.Type)
+	m, err := req.Kube.MappingForType(ctx, ref.Type)
 	if err != nil {
 		return nil, fmt.Errorf("rollout target %s: %w", r.Target(), err)
 	}
@@ -111,7 +111,7 @@ func (w *workload) get(ctx context.Context) (*unstructured.Unstructured, error) 
 
 // Run restarts the workload, or waits for its rollout to complete.
 func (e *Executor) Run(ctx context.Context, req *step.Request) (step.Outcome, error) {
-	w, err := resolve(req)
+	w, err := resolve(ctx, req)
 	if err != nil {
 		return step.Outcome{}, req.Redact(err)
 	}
@@ -318,7 +318,7 @@ func optional(s string) string {
 // Plan predicts restart, or for status no-op (rolled out) or wait;
 // unknown when the workload does not exist yet.
 func (e *Executor) Plan(ctx context.Context, req *step.Request) (step.Prediction, error) {
-	w, err := resolve(req)
+	w, err := resolve(ctx, req)
 	if err != nil {
 		return step.Prediction{}, req.Redact(err)
 	}

@@ -58,7 +58,7 @@ spec:
 
 func restartedAt(t *testing.T, c *kube.Clients, typ, ns, name string) string {
 	t.Helper()
-	m, err := c.MappingForType(typ)
+	m, err := c.MappingForType(context.Background(), typ)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +200,7 @@ func TestTargetFormsAsKubectl(t *testing.T) {
 	defer func() { t.Logf("%d of %d spellings name a rollout kind", count, len(types)) }()
 	for _, typ := range types {
 		kind, offline := spec.RolloutKind(typ)
-		m, err := c.MappingForType(typ)
+		m, err := c.MappingForType(context.Background(), typ)
 		resolved := ""
 		if err == nil && m.GroupVersionKind.Group == "apps" {
 			switch m.GroupVersionKind.Kind {

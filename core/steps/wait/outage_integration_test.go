@@ -139,7 +139,7 @@ func TestWaitRecoversFromAPIOutage(t *testing.T) {
 	stop := func() time.Time {
 		t.Helper()
 		down = true
-		if err := cl.StopAPIServer(); err != nil {
+		if err := cl.StopAPIServer(5 * time.Second); err != nil {
 			t.Fatal(err)
 		}
 		return time.Now()
