@@ -194,7 +194,7 @@ func (c *Clients) Check(ctx context.Context, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var reached atomic.Bool
-	rctx := withReached(withoutRetries(ctx), &reached)
+	rctx := withReached(WithoutRetries(ctx), &reached)
 	_, err := c.Typed.Discovery().RESTClient().Get().AbsPath("/version").Do(rctx).Raw()
 	if err == nil {
 		return nil

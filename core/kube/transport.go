@@ -127,9 +127,11 @@ type (
 	reachedKey struct{}
 )
 
-// withoutRetries marks ctx so that its requests are not retried (the
-// up-front check, which must answer at once).
-func withoutRetries(ctx context.Context) context.Context {
+// WithoutRetries marks ctx so that its requests are not retried: the
+// up-front check, which must answer at once, and the list and watch calls
+// of a reflector, which retries them itself (and must see each failure to
+// say that the API server is unreachable).
+func WithoutRetries(ctx context.Context) context.Context {
 	return context.WithValue(ctx, noRetryKey{}, true)
 }
 

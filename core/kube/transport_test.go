@@ -228,7 +228,7 @@ func TestRetryTransportStops(t *testing.T) {
 	t.Run("never for the up-front check", func(t *testing.T) {
 		next := always()
 		var slept []time.Duration
-		_, err := newTestRetry(next, &slept).RoundTrip(request(t, withoutRetries(context.Background()), http.MethodGet, "", ""))
+		_, err := newTestRetry(next, &slept).RoundTrip(request(t, WithoutRetries(context.Background()), http.MethodGet, "", ""))
 		if err == nil || next.attempts() != 1 {
 			t.Errorf("err %v after %d attempts: want 1 attempt", err, next.attempts())
 		}

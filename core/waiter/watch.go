@@ -87,15 +87,17 @@ func newScopeWatch(c *kube.Clients, t Target, notify func(), fatal chan<- error,
 		}
 	}
 	lw := cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+		// the reflector retries (see retry) and reports each failure: the
+		// clients' own connection retries would hide an outage from it
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			tweak(&o)
-			list, err := ri.List(ctx, o)
+			list, err := ri.List(kube.WithoutRetries(ctx), o)
 			outcome(ctx, err)
 			return list, err
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			tweak(&o)
-			wi, err := ri.Watch(ctx, o)
+			wi, err := ri.Watch(kube.WithoutRetries(ctx), o)
 			if err != nil && o.SendInitialEvents != nil && *o.SendInitialEvents &&
 				!utilnet.IsConnectionRefused(err) && !apierrors.IsTooManyRequests(err) {
 				// a watch-list attempt: the reflector retries these two
