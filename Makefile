@@ -46,6 +46,7 @@ test: test-unit test-integration ## everything: unit tests, then integration tes
 
 -include hack/cluster.mk
 -include hack/dist.mk
+-include hack/image.mk
 
 # The integration tests also run the built plugins (the CLI end-to-end
 # tests, helm khook through helm 3 and helm 4) and the helm CLIs, built

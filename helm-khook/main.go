@@ -8,8 +8,6 @@ package main
 import (
 	"context"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/spf13/pflag"
 	"helm.sh/helm/v3/pkg/cli"
@@ -33,11 +31,25 @@ func (c helmConnection) RESTClientGetter() genericclioptions.RESTClientGetter {
 // Debug is helm's --debug (HELM_DEBUG under helm).
 func (c helmConnection) Debug() bool { return c.settings.Debug }
 
+// helmDefaultBurstLimit is helm's default --burst-limit. helm hands every
+// plugin HELM_BURST_LIMIT and HELM_QPS, set or not, so only a value other
+// than helm's default says the user chose one.
+const helmDefaultBurstLimit = 100
+
+// RateLimits are helm's --qps and --burst-limit (HELM_QPS and
+// HELM_BURST_LIMIT under helm), when set to other than helm's defaults (0
+// and 100): khook's own limits are higher than helm's defaults.
+func (c helmConnection) RateLimits() (qps float32, burst int) {
+	if c.settings.BurstLimit != helmDefaultBurstLimit {
+		burst = c.settings.BurstLimit
+	}
+	return c.settings.QPS, burst
+}
+
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	// the first Ctrl-C interrupts the run (which still reports); the
-	// signals' default action comes back, so a second one kills
-	go func() { <-ctx.Done(); stop() }()
+	// signals first: the first Ctrl-C (or SIGTERM) cancels the command,
+	// a second one exits at once
+	ctx, stop := khookcli.NotifyContext(context.Background(), os.Stderr, os.Exit)
 	code := khookcli.Execute(ctx, khookcli.Config{
 		Name:       "helm khook",
 		Connection: helmConnection{settings: cli.New()},

@@ -6,8 +6,6 @@ package main
 import (
 	"context"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/spf13/pflag"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
@@ -26,10 +24,9 @@ func (c kubectlConnection) AddFlags(fs *pflag.FlagSet) { c.flags.AddFlags(fs) }
 func (c kubectlConnection) RESTClientGetter() genericclioptions.RESTClientGetter { return c.flags }
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	// the first Ctrl-C interrupts the run (which still reports); the
-	// signals' default action comes back, so a second one kills
-	go func() { <-ctx.Done(); stop() }()
+	// signals first: the first Ctrl-C (or SIGTERM) cancels the command,
+	// a second one exits at once
+	ctx, stop := cli.NotifyContext(context.Background(), os.Stderr, os.Exit)
 	code := cli.Execute(ctx, cli.Config{
 		Name:       "kubectl khook",
 		Connection: kubectlConnection{flags: genericclioptions.NewConfigFlags(true)},

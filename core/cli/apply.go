@@ -109,7 +109,9 @@ func (o *RunOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	rs, err := s.openState(ctx)
+	pctx, cancel := s.preflight(ctx)
+	defer cancel()
+	rs, err := s.openState(pctx)
 	if err != nil {
 		return err
 	}
@@ -124,7 +126,7 @@ func (o *RunOptions) Run(ctx context.Context) error {
 	progress := s.progress(o.command, order)
 	s.sink = progress
 	if rs != nil {
-		if err := rs.begin(ctx, o.command, s); err != nil {
+		if err := rs.begin(pctx, o.command, s); err != nil {
 			progress.Close()
 			return err
 		}

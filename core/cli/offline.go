@@ -180,36 +180,37 @@ func (f *PlanFlags) ToOptions(a *app) (*PlanOptions, error) {
 	if err != nil {
 		return nil, err
 	}
-	offline := f.Offline || a.cfg.Connection == nil || !kube.Configured(a.cfg.Connection.RESTClientGetter())
+	offline := f.Offline || a.cfg.Connection == nil
 	return &PlanOptions{Load: lo, Output: f.Output.value, Offline: offline, Out: a.out, flags: f, app: a}, nil
 }
 
-// Run plans the spec: offline from the spec alone, or live against the
-// cluster when one is configured and reachable.
+// Run plans the spec: offline from the spec alone (--offline, or no
+// cluster configured at all), else live against the cluster. A cluster
+// that is configured but cannot be used (a kubeconfig file that does not
+// exist, an unknown context, rejected credentials, an unreachable server)
+// is an error: a live plan was asked for, and an offline one in its place
+// would pass a CI check it should fail.
 func (o *PlanOptions) Run(ctx context.Context) error {
 	var p *plan.Plan
-	if o.Offline {
+	var s *session
+	if !o.Offline {
+		var err error
+		if s, err = o.app.connect(ctx, &o.flags.Spec); err != nil && !errors.Is(err, kube.ErrNoKubeconfig) {
+			return err
+		}
+	}
+	if s != nil {
+		p = s.livePlan(ctx)
+		if ctx.Err() != nil {
+			// predictions cut short are no plan to pass a check with
+			return fmt.Errorf("plan stopped (%v) before every step was assessed", context.Cause(ctx))
+		}
+	} else {
 		doc, err := o.app.loader.Load(o.Load)
 		if err != nil {
 			return err
 		}
 		p = doc.OfflinePlan()
-	} else {
-		s, err := o.app.connect(ctx, &o.flags.Spec)
-		var inv *load.InvalidError
-		switch {
-		case errors.As(err, &inv):
-			return err
-		case err != nil:
-			fmt.Fprintf(o.app.errOut, "Warning: %v; planning offline\n", err)
-			doc, lerr := o.app.loader.Load(o.Load)
-			if lerr != nil {
-				return lerr
-			}
-			p = doc.OfflinePlan()
-		default:
-			p = s.livePlan(ctx)
-		}
 	}
 	switch o.Output {
 	case "json":

@@ -39,6 +39,14 @@ type Debugger interface {
 	Debug() bool
 }
 
+// RateLimited is a Connection whose flags set client-side rate limits
+// (helm's --qps and --burst-limit, HELM_QPS and HELM_BURST_LIMIT): a
+// non-zero value replaces khook's default (kube.DefaultQPS and
+// kube.DefaultBurst); a negative QPS turns client-side throttling off.
+type RateLimited interface {
+	RateLimits() (qps float32, burst int)
+}
+
 // client-go log levels: what a Debugger's switch means, and the most -v
 // allows. Above 7 client-go logs request and response bodies, truncated
 // and quoted, so a secret in them may be cut or escaped where the

@@ -25,8 +25,10 @@ import (
 	"khook.io/core/step"
 )
 
-// checkTimeout bounds the up-front reachability check.
-const checkTimeout = 15 * time.Second
+// checkTimeout bounds the up-front check of the cluster (credential
+// plugins included) and the other calls made before the steps run, unless
+// the connection sets a request timeout (kubectl's --request-timeout).
+const checkTimeout = kube.DefaultCheckTimeout
 
 // session is one command's connection to the cluster for one spec.
 type session struct {
@@ -68,7 +70,11 @@ func (a *app) clients(ctx context.Context) (*kube.Clients, error) {
 		return nil, kube.ErrNoKubeconfig
 	}
 	a.routeClientLogs()
-	c, err := kube.New(a.cfg.Connection.RESTClientGetter(), kube.Options{Warnings: a.errOut})
+	opts := kube.Options{Warnings: a.errOut}
+	if l, ok := a.cfg.Connection.(RateLimited); ok {
+		opts.QPS, opts.Burst = l.RateLimits()
+	}
+	c, err := kube.New(a.cfg.Connection.RESTClientGetter(), opts)
 	if err != nil {
 		return nil, err
 	}
@@ -76,6 +82,16 @@ func (a *app) clients(ctx context.Context) (*kube.Clients, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// preflight bounds the calls made before the steps run (the state record
+// is read and marked) as the up-front check is bounded.
+func (s *session) preflight(ctx context.Context) (context.Context, context.CancelFunc) {
+	timeout := checkTimeout
+	if t := s.clients.Config.Timeout; t > 0 {
+		timeout = t
+	}
+	return context.WithTimeout(ctx, timeout)
 }
 
 // defaultNamespace is the connection's namespace (-n, else the kubeconfig

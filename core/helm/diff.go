@@ -139,7 +139,7 @@ func (c *Client) diff(ctx context.Context, r Release) (ReleaseDiff, error) {
 			}
 		}
 	}
-	d.Objects, err = c.pairObjects(last, rendered, r.Namespace)
+	d.Objects, err = c.pairObjects(ctx, last, rendered, r.Namespace)
 	return d, err
 }
 
@@ -198,21 +198,21 @@ func (c *Client) renderInstall(ctx context.Context, cfg *configuration, r Releas
 
 // pairObjects matches the objects of the current revision (nil for none)
 // with the rendered ones by group, kind, namespace and name.
-func (c *Client) pairObjects(cur, rendered *release.Release, namespace string) ([]ManifestObject, error) {
+func (c *Client) pairObjects(ctx context.Context, cur, rendered *release.Release, namespace string) ([]ManifestObject, error) {
 	var curObjs, newObjs, curHooks, newHooks []*unstructured.Unstructured
 	var err error
 	if cur != nil {
-		if curObjs, err = c.decode(cur.Manifest, namespace); err != nil {
+		if curObjs, err = c.decode(ctx, cur.Manifest, namespace); err != nil {
 			return nil, fmt.Errorf("the manifest of revision %d: %w", cur.Version, err)
 		}
-		if curHooks, err = c.decodeHooks(cur.Hooks, namespace); err != nil {
+		if curHooks, err = c.decodeHooks(ctx, cur.Hooks, namespace); err != nil {
 			return nil, fmt.Errorf("the hooks of revision %d: %w", cur.Version, err)
 		}
 	}
-	if newObjs, err = c.decode(rendered.Manifest, namespace); err != nil {
+	if newObjs, err = c.decode(ctx, rendered.Manifest, namespace); err != nil {
 		return nil, fmt.Errorf("the rendered manifest: %w", err)
 	}
-	if newHooks, err = c.decodeHooks(rendered.Hooks, namespace); err != nil {
+	if newHooks, err = c.decodeHooks(ctx, rendered.Hooks, namespace); err != nil {
 		return nil, fmt.Errorf("the rendered hooks: %w", err)
 	}
 	out := pair(curObjs, newObjs, false)
@@ -248,7 +248,7 @@ func objectKey(o *unstructured.Unstructured) string {
 
 // decode splits a release manifest into objects; namespaced objects
 // without a namespace get the release's (as Helm installs them).
-func (c *Client) decode(text, namespace string) ([]*unstructured.Unstructured, error) {
+func (c *Client) decode(ctx context.Context, text, namespace string) ([]*unstructured.Unstructured, error) {
 	if strings.TrimSpace(text) == "" {
 		return nil, nil
 	}
@@ -264,7 +264,7 @@ func (c *Client) decode(text, namespace string) ([]*unstructured.Unstructured, e
 		gvk := o.GroupVersionKind()
 		namespaced, seen := scope[gvk]
 		if !seen {
-			if m, err := c.env.Kube.MappingFor(gvk); err == nil {
+			if m, err := c.env.Kube.MappingFor(ctx, gvk); err == nil {
 				namespaced = kube.Namespaced(m)
 			}
 			scope[gvk] = namespaced
@@ -276,10 +276,10 @@ func (c *Client) decode(text, namespace string) ([]*unstructured.Unstructured, e
 	return objs, nil
 }
 
-func (c *Client) decodeHooks(hooks []*release.Hook, namespace string) ([]*unstructured.Unstructured, error) {
+func (c *Client) decodeHooks(ctx context.Context, hooks []*release.Hook, namespace string) ([]*unstructured.Unstructured, error) {
 	var out []*unstructured.Unstructured
 	for _, h := range hooks {
-		objs, err := c.decode(h.Manifest, namespace)
+		objs, err := c.decode(ctx, h.Manifest, namespace)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", h.Path, err)
 		}

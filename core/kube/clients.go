@@ -10,9 +10,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -25,7 +27,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
-	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
 )
 
 // Client-side rate limits: high enough that a large spec is never throttled
@@ -39,6 +41,9 @@ const (
 
 // Clients is one run's connection to the cluster. Safe for concurrent use.
 type Clients struct {
+	// Config is the REST config every client is built from, connection
+	// retries included (see retryTransport): libraries that build their
+	// own clients from it (helm) get them too.
 	Config    *rest.Config
 	Dynamic   dynamic.Interface
 	Typed     kubernetes.Interface
@@ -46,56 +51,49 @@ type Clients struct {
 	Mapper    meta.RESTMapper
 	// Server is the API server URL, without credentials, for messages.
 	Server string
+	// Identity is whom the clients act as (kubeconfig context, user,
+	// credential plugin), for messages.
+	Identity Identity
 	// Getter is what the clients were built from (helm's action
 	// configuration takes one).
 	Getter genericclioptions.RESTClientGetter
 
+	mapper   meta.RESTMapperWithContext
 	deferred *restmapper.DeferredDiscoveryRESTMapper
 	resetMu  sync.Mutex
 }
 
-// ErrNoKubeconfig means no cluster is configured at all.
-var ErrNoKubeconfig = errors.New("no cluster configured: set KUBECONFIG, pass --kubeconfig, or write ~/.kube/config")
-
 // Options tune the clients.
 type Options struct {
+	// QPS and Burst replace khook's client-side rate limits when set
+	// (helm's --qps and --burst-limit); a negative QPS turns throttling
+	// off.
 	QPS   float32
 	Burst int
 	// Warnings receives API server warnings (deprecations); nil drops them.
 	Warnings io.Writer
 }
 
-// Configured reports whether getter names a cluster at all (a kubeconfig
-// with a cluster, or a --server flag), without contacting it.
+// Configured reports whether getter names a cluster at all, without
+// contacting it: true also for a configuration that cannot be used (a
+// named kubeconfig file that does not exist, an unknown context), which
+// New reports.
 func Configured(getter genericclioptions.RESTClientGetter) bool {
-	raw, err := getter.ToRawKubeConfigLoader().RawConfig()
-	if err == nil && len(raw.Clusters) > 0 {
-		return true
-	}
-	// an explicit --server, or in-cluster config; an empty kubeconfig gets
-	// clientcmd's default server (localhost:8080), which counts as nothing
-	if cfg, err := getter.ToRESTConfig(); err == nil && cfg.Host != "" && cfg.Host != clientcmd.ClusterDefaults.Server {
-		return true
-	}
-	return false
+	_, _, err := loadConfig(getter)
+	return !errors.Is(err, ErrNoKubeconfig)
 }
 
 // New builds the clients. It fails with ErrNoKubeconfig when nothing is
-// configured, instead of client-go's fallback to localhost:8080.
+// configured, instead of client-go's fallback to localhost:8080, and says
+// precisely what is wrong with a configuration that cannot be used.
 func New(getter genericclioptions.RESTClientGetter, opts Options) (*Clients, error) {
-	if !Configured(getter) {
-		return nil, ErrNoKubeconfig
-	}
-	cfg, err := getter.ToRESTConfig()
+	cfg, id, err := loadConfig(getter)
 	if err != nil {
-		if clientcmd.IsEmptyConfig(err) {
-			return nil, ErrNoKubeconfig
-		}
-		return nil, fmt.Errorf("kubeconfig: %w", err)
+		return nil, err
 	}
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst = DefaultQPS, DefaultBurst
-	if opts.QPS > 0 {
+	if opts.QPS != 0 {
 		cfg.QPS = opts.QPS
 	}
 	if opts.Burst > 0 {
@@ -106,39 +104,67 @@ func New(getter genericclioptions.RESTClientGetter, opts Options) (*Clients, err
 	} else {
 		cfg.WarningHandler = rest.NoWarnings{}
 	}
-	return NewForConfig(cfg, getter)
+	c, err := NewForConfig(cfg, getter)
+	if err != nil {
+		return nil, err
+	}
+	c.Identity = id
+	return c, nil
 }
 
 // NewForConfig builds the clients from a REST config (getter may be nil).
+// All clients share one HTTP client: one connection pool, and the layers
+// of retryTransport and outerTransport.
 func NewForConfig(cfg *rest.Config, getter genericclioptions.RESTClientGetter) (*Clients, error) {
-	dyn, err := dynamic.NewForConfig(cfg)
+	cfg = rest.CopyConfig(cfg)
+	cfg.Wrap(newRetryTransport)
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("http client: %w", err)
+	}
+	hc.Transport = &outerTransport{
+		next:    hc.Transport,
+		abandon: cfg.ExecProvider != nil || cfg.AuthProvider != nil,
+		logAll:  klog.V(6).Enabled(),
+	}
+	dyn, err := dynamic.NewForConfigAndClient(cfg, hc)
 	if err != nil {
 		return nil, fmt.Errorf("dynamic client: %w", err)
 	}
-	typed, err := kubernetes.NewForConfig(cfg)
+	typed, err := kubernetes.NewForConfigAndClient(cfg, hc)
 	if err != nil {
 		return nil, fmt.Errorf("typed client: %w", err)
 	}
-	disco, err := discovery.NewDiscoveryClientForConfig(cfg)
+	disco, err := discovery.NewDiscoveryClientForConfigAndClient(cfg, hc)
 	if err != nil {
 		return nil, fmt.Errorf("discovery client: %w", err)
 	}
 	cached := memory.NewMemCacheClient(disco)
 	deferred := restmapper.NewDeferredDiscoveryRESTMapper(cached)
+	mapper := restmapper.NewShortcutExpander(deferred, cached, nil)
 	c := &Clients{
 		Config:    cfg,
 		Dynamic:   dyn,
 		Typed:     typed,
 		Discovery: cached,
-		Mapper:    restmapper.NewShortcutExpander(deferred, cached, nil),
+		Mapper:    mapper,
 		Server:    StripCredentials(cfg.Host),
+		Identity:  Identity{Plugin: execCommand(cfg)},
 		Getter:    getter,
+		mapper:    meta.ToRESTMapperWithContext(mapper),
 		deferred:  deferred,
 	}
 	if c.Getter == nil {
 		c.Getter = &configGetter{cfg: cfg, disco: cached, mapper: c.Mapper}
 	}
 	return c, nil
+}
+
+func execCommand(cfg *rest.Config) string {
+	if cfg.ExecProvider == nil {
+		return ""
+	}
+	return cfg.ExecProvider.Command
 }
 
 // StripCredentials drops userinfo from a server URL.
@@ -151,23 +177,69 @@ func StripCredentials(host string) string {
 	return u.String()
 }
 
-// Check contacts the API server once, bounded by timeout, and says which
-// server and why when it cannot be reached.
+// DefaultCheckTimeout bounds Check when the connection sets no request
+// timeout.
+const DefaultCheckTimeout = 15 * time.Second
+
+// Check contacts the API server once, without retries, and says which
+// server and why when it cannot be used: unreachable, a certificate that
+// does not verify, credentials the server rejected (naming the kubeconfig
+// user and context), a credential plugin that did not return. It is
+// bounded by timeout, or by the request timeout of the connection
+// (kubectl's --request-timeout) when one is set.
 func (c *Clients) Check(ctx context.Context, timeout time.Duration) error {
+	if c.Config.Timeout > 0 {
+		timeout = c.Config.Timeout
+	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	_, err := c.Typed.Discovery().RESTClient().Get().AbsPath("/version").Do(ctx).Raw()
+	var reached atomic.Bool
+	rctx := withReached(WithoutRetries(ctx), &reached)
+	_, err := c.Typed.Discovery().RESTClient().Get().AbsPath("/version").Do(rctx).Raw()
 	if err == nil {
 		return nil
 	}
+	return c.checkError(ctx, err, timeout, reached.Load())
+}
+
+func (c *Clients) checkError(ctx context.Context, err error, timeout time.Duration, reached bool) error {
+	id := c.Identity
+	stuck := !reached && id.Plugin != "" // never got past the credential plugin
+	switch {
+	case ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded):
+		why := "cancelled"
+		if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+			why = cause.Error()
+		}
+		if stuck {
+			return fmt.Errorf("stopped (%s) while %s was running, before contacting the cluster at %s", why, id.plugin(), c.Server)
+		}
+		return fmt.Errorf("stopped (%s) while contacting the cluster at %s", why, c.Server)
+	case ctx.Err() != nil, errors.Is(err, context.DeadlineExceeded), isTimeout(err):
+		if stuck {
+			return fmt.Errorf("%s did not return within %s (it runs before khook contacts the cluster at %s)", id.plugin(), timeout, c.Server)
+		}
+		return fmt.Errorf("cannot reach the cluster at %s: timed out after %s", c.Server, timeout)
+	case apierrors.IsUnauthorized(err):
+		msg := fmt.Sprintf("%s were rejected by the cluster at %s (401 Unauthorized)", id.credentials(), c.Server)
+		if when, ok := expiredClientCert(c.Config, time.Now()); ok {
+			msg += fmt.Sprintf(": the client certificate expired on %s", when.UTC().Format(time.RFC3339))
+		}
+		return errors.New(msg)
+	}
 	return fmt.Errorf("cannot reach the cluster at %s: %s", c.Server, Reason(err))
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // Reason is a one-line explanation of a client-go error.
 func Reason(err error) string {
 	var status apierrors.APIStatus
 	switch {
-	case errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, context.DeadlineExceeded), isTimeout(err):
 		return "timed out"
 	case errors.Is(err, context.Canceled):
 		return "cancelled"
@@ -193,15 +265,18 @@ func (c *Clients) ResetMapper() {
 }
 
 // MappingFor returns the REST mapping of gvk, resetting discovery once when
-// the kind is not (yet) known.
-func (c *Clients) MappingFor(gvk schema.GroupVersionKind) (*meta.RESTMapping, error) {
-	m, err := c.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+// the kind is not (yet) known. Discovery requests end with ctx.
+func (c *Clients) MappingFor(ctx context.Context, gvk schema.GroupVersionKind) (*meta.RESTMapping, error) {
+	m, err := c.mapper.RESTMappingWithContext(ctx, gvk.GroupKind(), gvk.Version)
 	if meta.IsNoMatchError(err) {
 		c.ResetMapper()
-		m, err = c.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		m, err = c.mapper.RESTMappingWithContext(ctx, gvk.GroupKind(), gvk.Version)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%s is not served by the cluster: %w", kindString(gvk), err)
+		if meta.IsNoMatchError(err) {
+			return nil, fmt.Errorf("%s is not served by the cluster: %w", kindString(gvk), err)
+		}
+		return nil, fmt.Errorf("discover %s: %w", kindString(gvk), err)
 	}
 	return m, nil
 }
@@ -211,42 +286,6 @@ func kindString(gvk schema.GroupVersionKind) string {
 		return gvk.Version + " " + gvk.Kind
 	}
 	return gvk.Group + "/" + gvk.Version + " " + gvk.Kind
-}
-
-// MappingForType resolves what a user wrote as a type: a resource (pods,
-// deployments.apps), a short name (deploy, ds) or a kind (Deployment,
-// daemonset), like kubectl does.
-func (c *Clients) MappingForType(typ string) (*meta.RESTMapping, error) {
-	m, err := c.mappingForType(typ)
-	if meta.IsNoMatchError(err) {
-		c.ResetMapper()
-		m, err = c.mappingForType(typ)
-	}
-	if err != nil {
-		if meta.IsNoMatchError(err) {
-			return nil, fmt.Errorf("the cluster serves no resource type %q: %w", typ, err)
-		}
-		return nil, fmt.Errorf("resolve type %q: %w", typ, err)
-	}
-	return m, nil
-}
-
-func (c *Clients) mappingForType(typ string) (*meta.RESTMapping, error) {
-	gr := schema.ParseGroupResource(typ)
-	gvr, err := c.Mapper.ResourceFor(gr.WithVersion(""))
-	if err != nil {
-		// a kind, as in kind/name: Deployment, daemonset
-		gvk, kerr := c.Mapper.KindFor(schema.GroupVersionResource{Group: gr.Group, Resource: strings.ToLower(gr.Resource)})
-		if kerr != nil {
-			return nil, err
-		}
-		return c.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-	}
-	gvk, err := c.Mapper.KindFor(gvr)
-	if err != nil {
-		return nil, err
-	}
-	return c.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 }
 
 // Resource returns the dynamic client for mapping in namespace (ignored

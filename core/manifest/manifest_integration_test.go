@@ -3,6 +3,7 @@
 package manifest_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -45,7 +46,7 @@ func TestLoadedObjectsAreAccepted(t *testing.T) {
 		t.Fatalf("%d objects, want 6", len(objs))
 	}
 	for _, o := range objs {
-		m, err := clients.MappingFor(o.GroupVersionKind())
+		m, err := clients.MappingFor(context.Background(), o.GroupVersionKind())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -162,28 +162,55 @@ func ParseResource(s string) (ResourceRef, error) {
 	return ResourceRef{Type: typ, Name: name}, nil
 }
 
-// RolloutKinds maps the accepted spellings of rollout targets to their kind.
-var RolloutKinds = map[string]string{
-	"deployment": "Deployment", "deployments": "Deployment", "deploy": "Deployment", "deployment.apps": "Deployment", "deployments.apps": "Deployment",
-	"daemonset": "DaemonSet", "daemonsets": "DaemonSet", "ds": "DaemonSet", "daemonset.apps": "DaemonSet", "daemonsets.apps": "DaemonSet",
-	"statefulset": "StatefulSet", "statefulsets": "StatefulSet", "sts": "StatefulSet", "statefulset.apps": "StatefulSet", "statefulsets.apps": "StatefulSet",
+// rolloutKinds are the kinds kubectl rollout supports (group apps), each
+// with its plural resource and its short name.
+var rolloutKinds = []struct{ kind, plural, short string }{
+	{"Deployment", "deployments", "deploy"},
+	{"DaemonSet", "daemonsets", "ds"},
+	{"StatefulSet", "statefulsets", "sts"},
 }
 
-// ParseRolloutTarget parses deployment/x, daemonset/x or statefulset/x and
-// returns the kind (Deployment, DaemonSet, StatefulSet) and name.
-func ParseRolloutTarget(s string) (kind, name string, err error) {
-	ref, err := ParseResource(s)
+// RolloutKind returns the kind a rollout target's type names, when it is
+// one kubectl rollout supports, without asking a cluster: the types that
+// kubectl's resource builder resolves to those kinds are a closed set. A
+// type is the plural or singular resource or the kind, in any case (the
+// RESTMapper lowercases them), or the short name as served (deploy, ds,
+// sts), optionally followed by .apps or .<version>.apps:
+// deployments.v1.apps, Deployment.apps, deploy, ds.apps. Whether the
+// cluster serves that version is decided when the step runs.
+func RolloutKind(typ string) (string, bool) {
+	name, group, _ := strings.Cut(typ, ".")
+	if group != "" && group != "apps" {
+		version, g, ok := strings.Cut(group, ".")
+		if !ok || version == "" || g != "apps" {
+			return "", false
+		}
+	}
+	for _, k := range rolloutKinds {
+		if strings.EqualFold(name, k.plural) || strings.EqualFold(name, k.kind) || name == k.short {
+			return k.kind, true
+		}
+	}
+	return "", false
+}
+
+// ParseRolloutTarget parses a rollout target: a Deployment, DaemonSet or
+// StatefulSet as kind/name in any of kubectl's spellings (see
+// RolloutKind). It returns the kind and the parsed reference, whose Type
+// is resolved against the cluster when the step runs.
+func ParseRolloutTarget(s string) (kind string, ref ResourceRef, err error) {
+	ref, err = ParseResource(s)
 	if err != nil {
-		return "", "", err
+		return "", ResourceRef{}, err
 	}
 	if ref.Name == "" {
-		return "", "", fmt.Errorf("%q: want kind/name, for example deployment/coredns", s)
+		return "", ResourceRef{}, fmt.Errorf("%q: want kind/name, for example deployment/coredns", s)
 	}
-	kind, ok := RolloutKinds[strings.ToLower(ref.Type)]
+	kind, ok := RolloutKind(ref.Type)
 	if !ok {
-		return "", "", fmt.Errorf("%q: rollout supports deployment, daemonset and statefulset, not %q", s, ref.Type)
+		return "", ResourceRef{}, fmt.Errorf("%q: rollout supports deployment, daemonset and statefulset, not %q", s, ref.Type)
 	}
-	return kind, ref.Name, nil
+	return kind, ref, nil
 }
 
 // Wait condition kinds.

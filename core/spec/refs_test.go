@@ -70,10 +70,21 @@ func TestParseChart(t *testing.T) {
 }
 
 func TestParseRolloutTarget(t *testing.T) {
-	for in, want := range map[string]string{"deploy/x": "Deployment", "ds/x": "DaemonSet", "statefulsets.apps/x": "StatefulSet", "Deployment/x": "Deployment"} {
-		kind, name, err := ParseRolloutTarget(in)
-		if err != nil || kind != want || name != "x" {
-			t.Errorf("%s: %s %s %v", in, kind, name, err)
+	for in, want := range map[string]string{
+		"deploy/x": "Deployment", "ds/x": "DaemonSet", "sts/x": "StatefulSet", "Deployment/x": "Deployment",
+		"deployment/x": "Deployment", "DEPLOYMENTS/x": "Deployment", "statefulsets.apps/x": "StatefulSet",
+		"deployments.v1.apps/x": "Deployment", "Deployment.v1.apps/x": "Deployment", "DaemonSet.apps/x": "DaemonSet",
+		"deploy.apps/x": "Deployment", "ds.v1.apps/x": "DaemonSet", "daemonset.v1.apps/x": "DaemonSet",
+	} {
+		kind, ref, err := ParseRolloutTarget(in)
+		if err != nil || kind != want || ref.Name != "x" {
+			t.Errorf("%s: %s %+v %v", in, kind, ref, err)
+		}
+	}
+	for _, in := range []string{"cronjob/x", "pods/x", "DEPLOY/x", "deployment.v1/x", "deployments.extensions/x",
+		"deployments.v1.apps.example.com/x", "Deployment.example.com/x", "deploy", "deployments..apps/x"} {
+		if kind, _, err := ParseRolloutTarget(in); err == nil {
+			t.Errorf("%s: accepted as %s", in, kind)
 		}
 	}
 }

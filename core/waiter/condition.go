@@ -1,8 +1,8 @@
 package waiter
 
 import (
+	"errors"
 	"fmt"
-	"reflect"
 	"strconv"
 	"strings"
 
@@ -53,10 +53,15 @@ func NewCondition(cond spec.WaitFor) (*Condition, error) {
 }
 
 // Check reports whether obj meets the condition, and its current value.
-// It never fails: a missing condition or path means "not yet".
+// A missing condition or path means "not yet"; a JSONPath that kubectl
+// wait refuses on obj (several values, a map or list compared with a
+// value, an index out of range) fails the wait, as it fails kubectl wait.
 func (c *Condition) Check(obj *unstructured.Unstructured) (bool, string, error) {
 	if c.path != nil {
-		ok, cur := c.checkJSONPath(obj)
+		ok, cur, err := c.checkJSONPath(obj)
+		if err != nil {
+			return false, "", fmt.Errorf("%s: %s: %w", objectName(obj.GetKind(), obj), Describe(c.cond), err)
+		}
 		return ok, cur, nil
 	}
 	ok, cur := checkCondition(obj, c.cond.Name, c.cond.Value)
@@ -136,69 +141,48 @@ func observedGeneration(obj *unstructured.Unstructured, cond map[string]any) (in
 // maxValueLen bounds a value quoted in a message.
 const maxValueLen = 80
 
-// checkJSONPath evaluates the path: without a wanted value, any non-empty
-// result will do; with one, some result must equal it (trimmed, as
-// kubectl compares). A missing path is "not yet".
-func (c *Condition) checkJSONPath(obj *unstructured.Unstructured) (bool, string) {
+// Errors of a JSONPath wait, worded as kubectl wait words them.
+var (
+	errSeveralLists  = errors.New("given jsonpath expression matches more than one list")
+	errSeveralValues = errors.New("given jsonpath expression matches more than one value (kubectl wait compares exactly one: narrow the expression with an index or a filter)")
+	errNested        = errors.New("jsonpath leads to a nested object or list which is not supported (kubectl wait compares scalars only: drop the value to wait for the field to exist)")
+)
+
+// checkJSONPath is kubectl wait's JSONPath check (JSONPathWait in
+// k8s.io/kubectl/pkg/cmd/wait): no result is "not yet"; more than one
+// result is an error; without a wanted value, the one result meets the
+// condition whatever it is (an empty string, null, an empty map or list);
+// with one, a map or list is an error and a scalar is formatted with %v
+// and compared with the value, both trimmed of spaces. An evaluation
+// error (an index out of range) is an error too.
+func (c *Condition) checkJSONPath(obj *unstructured.Unstructured) (bool, string, error) {
 	results, err := c.path.FindResults(obj.UnstructuredContent())
 	if err != nil {
-		return false, "jsonpath error: " + err.Error()
+		return false, "", err
 	}
-	var values []reflect.Value
-	for _, r := range results {
-		values = append(values, r...)
+	if len(results) == 0 || len(results[0]) == 0 {
+		return false, c.cond.Path + " not found", nil
 	}
-	var shown []string
-	for _, v := range values {
-		if !v.IsValid() {
-			continue
-		}
-		x := v.Interface()
-		if c.cond.Value == "" {
-			if !isEmpty(x) {
-				return true, "value " + quoteValue(x)
-			}
-		} else if s, ok := scalarString(x); ok && strings.TrimSpace(s) == strings.TrimSpace(c.cond.Value) {
-			return true, "value " + quoteValue(x)
-		}
-		shown = append(shown, quoteValue(x))
+	if len(results) > 1 {
+		return false, "", errSeveralLists
 	}
-	switch len(shown) {
-	case 0:
-		return false, c.cond.Path + " not found"
-	case 1:
-		return false, "value " + shown[0]
+	if len(results[0]) > 1 {
+		return false, "", errSeveralValues
 	}
-	if len(shown) > 5 {
-		shown = append(shown[:5], fmt.Sprintf("and %d more", len(shown)-5))
+	v := results[0][0]
+	var x any
+	if v.IsValid() {
+		x = v.Interface()
 	}
-	return false, "values " + strings.Join(shown, ", ")
-}
-
-// scalarString formats a scalar the way kubectl's comparison does;
-// nested objects and lists never equal a value.
-func scalarString(x any) (string, bool) {
+	cur := "value " + quoteValue(x)
+	if c.cond.Value == "" {
+		return true, cur, nil
+	}
 	switch x.(type) {
 	case map[string]any, []any:
-		return "", false
-	case nil:
-		return "", false
+		return false, "", errNested
 	}
-	return fmt.Sprintf("%v", x), true
-}
-
-func isEmpty(x any) bool {
-	switch v := x.(type) {
-	case nil:
-		return true
-	case string:
-		return v == ""
-	case map[string]any:
-		return len(v) == 0
-	case []any:
-		return len(v) == 0
-	}
-	return false
+	return strings.TrimSpace(fmt.Sprintf("%v", x)) == strings.TrimSpace(c.cond.Value), cur, nil
 }
 
 func quoteValue(x any) string {

@@ -10,24 +10,30 @@
 //   - a target by type (with or without selectors) waits until at least one
 //     object matches and every matching object meets the condition (for
 //     delete: until none matches);
-//   - a missing JSONPath means "not yet", never an error;
+//   - conditions decide each object as kubectl wait does: a missing
+//     JSONPath means "not yet", and what kubectl wait refuses (a JSONPath
+//     with several results, a map or list compared with a value) ends the
+//     wait at once with kubectl's reason;
 //   - ctx bounds the wait; on expiry the error says which objects were not
 //     ready and why (their current value of the condition).
 //
-// Every target is watched by an informer of its own (a list, then a watch
-// that is resumed or re-listed when it drops); the objects are evaluated
-// after every event, so a wait returns within milliseconds of the condition
-// holding.
+// Every target is watched by a client-go Reflector of its own (a list,
+// then a watch that is resumed or re-listed when it drops); the objects
+// are evaluated after every event, so a wait returns within milliseconds
+// of the condition holding. While the API server cannot be reached, the
+// watches retry about once a second (retry) rather than client-go's
+// default of up to a minute, and progress says the server is unreachable,
+// so a wait resumes within about a second of the server's return.
 package waiter
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -35,11 +41,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	"khook.io/core/kube"
@@ -124,24 +127,40 @@ func Wait(ctx context.Context, c *kube.Clients, opts Options) error {
 		}
 	}
 	fatal := make(chan error, len(opts.Targets))
-	watches, scopes, err := newWatches(c, opts.Targets, notify, fatal)
+	conn := &connection{notify: notify}
+	watches, scopes, err := newWatches(c, opts.Targets, notify, fatal, conn)
 	if err != nil {
 		return err
 	}
-	// The informers' own log lines (a watch ended by the cancel that ends
-	// the wait, a transient error) would be noise: errors reach the caller
-	// through the fatal channel and the timeout message instead.
+	// The reflectors' log lines (a watch ended by the cancel that ends the
+	// wait, a transient error) would be noise: errors reach the caller
+	// through fatal, progress and the timeout message instead.
 	quiet := klog.NewContext(ctx, logr.Discard())
+	var running sync.WaitGroup
+	defer func() {
+		cancel()
+		running.Wait() // no watch outlives the wait
+	}()
 	for _, sw := range scopes {
-		go sw.informer.RunWithContext(quiet)
+		running.Go(func() { sw.run(quiet) })
 	}
 
 	var last evaluation
 	lastKey := ""
+	wasDown := false
 	for {
+		if down, since, why := conn.state(); down != wasDown {
+			wasDown = down
+			if opts.Progress != nil {
+				opts.Progress(connectionLine(c, opts.What, down, since, why))
+			}
+			if !down {
+				lastKey = "" // say again what is pending once it is back
+			}
+		}
 		synced := true
 		for _, sw := range scopes {
-			if !cache.IsDone(sw.informer.HasSyncedChecker()) {
+			if !sw.hasSynced() {
 				synced = false
 				break
 			}
@@ -162,20 +181,12 @@ func Wait(ctx context.Context, c *kube.Clients, opts Options) error {
 				}
 			}
 		}
-		var syncedCh <-chan struct{}
-		for _, sw := range scopes {
-			if ch := sw.informer.HasSyncedChecker().Done(); !cache.IsDone(sw.informer.HasSyncedChecker()) {
-				syncedCh = ch
-				break
-			}
-		}
 		select {
 		case <-changed:
-		case <-syncedCh:
 		case err := <-fatal:
 			return err
 		case <-ctx.Done():
-			return expired(ctx, scopes, last, synced, opts)
+			return expired(ctx, scopes, last, synced, conn, opts)
 		}
 	}
 }
@@ -231,21 +242,13 @@ func ReadyNow(ctx context.Context, c *kube.Clients, opts Options) (bool, string,
 	return false, strings.TrimPrefix(ev.progressLine(opts.What), "waiting for "), nil
 }
 
-// scopeWatch is one informer: of one target, or of the namespace several
-// named targets of one type share.
-type scopeWatch struct {
-	informer cache.SharedIndexInformer
-	subject  string // "Deployment ns/web", "pods in namespace x"
-	lastErr  errorBox
-}
-
-// targetWatch is one target and the informer that sees it.
+// targetWatch is one target and the watch that sees it.
 type targetWatch struct {
 	t       Target
 	subject string
 	sw      *scopeWatch
-	// byName: the informer watches more than this target (a namespace
-	// several named targets share); pick the target's object by name.
+	// byName: the watch sees more than this target (a namespace several
+	// named targets share); pick the target's object by name.
 	byName bool
 }
 
@@ -260,10 +263,10 @@ func normalize(t Target) Target {
 	return t
 }
 
-// newWatches builds the informers of targets: one per target, except that
+// newWatches builds the watches of targets: one per target, except that
 // named targets of one type in one namespace (apply's waitFor on many
-// objects) share one informer of that namespace.
-func newWatches(c *kube.Clients, targets []Target, notify func(), fatal chan<- error) ([]*targetWatch, []*scopeWatch, error) {
+// objects) share one watch of that namespace.
+func newWatches(c *kube.Clients, targets []Target, notify func(), fatal chan<- error, conn *connection) ([]*targetWatch, []*scopeWatch, error) {
 	type key struct {
 		gvr string
 		ns  string
@@ -292,7 +295,7 @@ func newWatches(c *kube.Clients, targets []Target, notify func(), fatal chan<- e
 		if k, ok := keyOf(t); ok && count[k] > 1 {
 			tw.byName = true
 			if tw.sw = shared[k]; tw.sw == nil {
-				sw, err := newScopeWatch(c, Target{Mapping: t.Mapping, Namespace: t.Namespace}, notify, fatal)
+				sw, err := newScopeWatch(c, Target{Mapping: t.Mapping, Namespace: t.Namespace}, notify, fatal, conn)
 				if err != nil {
 					return nil, nil, err
 				}
@@ -300,7 +303,7 @@ func newWatches(c *kube.Clients, targets []Target, notify func(), fatal chan<- e
 				scopes = append(scopes, sw)
 			}
 		} else {
-			sw, err := newScopeWatch(c, t, notify, fatal)
+			sw, err := newScopeWatch(c, t, notify, fatal, conn)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -347,62 +350,6 @@ func newScope(c *kube.Clients, t Target) (scope, error) {
 		o.LabelSelector = t.LabelSelector
 	}
 	return scope{t: t, ri: ri, tweak: tweak}, nil
-}
-
-func newScopeWatch(c *kube.Clients, t Target, notify func(), fatal chan<- error) (*scopeWatch, error) {
-	sc, err := newScope(c, t)
-	if err != nil {
-		return nil, err
-	}
-	ri, tweak := sc.ri, sc.tweak
-	lw := cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			tweak(&o)
-			return ri.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			tweak(&o)
-			return ri.Watch(ctx, o)
-		},
-	}, c.Dynamic)
-	w := &scopeWatch{subject: subject(sc.t)}
-	w.informer = cache.NewSharedIndexInformerWithOptions(lw, &unstructured.Unstructured{}, cache.SharedIndexInformerOptions{
-		ObjectDescription: w.subject,
-	})
-	_ = w.informer.SetTransform(func(obj any) (any, error) {
-		if u, ok := obj.(*unstructured.Unstructured); ok {
-			u.SetManagedFields(nil)
-		}
-		return obj, nil
-	})
-	_ = w.informer.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
-		if ctx.Err() != nil {
-			return
-		}
-		if permanent(err) {
-			select {
-			case fatal <- fmt.Errorf("wait for %s: %s", w.subject, serverMessage(err)):
-			default:
-			}
-			return
-		}
-		if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
-			w.lastErr.set(err)
-		}
-	})
-	event := func() {
-		w.lastErr.set(nil)
-		notify()
-	}
-	handler := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { event() },
-		UpdateFunc: func(any, any) { event() },
-		DeleteFunc: func(any) { event() },
-	}
-	if _, err := w.informer.AddEventHandler(handler); err != nil {
-		return nil, fmt.Errorf("watch %s: %w", w.subject, err)
-	}
-	return w, nil
 }
 
 // permanent reports errors no retry can cure: the user may not list or
@@ -526,14 +473,14 @@ func snapshot(watches []*targetWatch) []targetObjects {
 			if w.t.Namespace != "" {
 				key = w.t.Namespace + "/" + w.t.Name
 			}
-			if o, ok, _ := w.sw.informer.GetStore().GetByKey(key); ok {
+			if o, ok, _ := w.sw.store.GetByKey(key); ok {
 				if u, ok := o.(*unstructured.Unstructured); ok {
 					out[i].objs = append(out[i].objs, u)
 				}
 			}
 			continue
 		}
-		for _, o := range w.sw.informer.GetStore().List() {
+		for _, o := range w.sw.store.List() {
 			if u, ok := o.(*unstructured.Unstructured); ok {
 				out[i].objs = append(out[i].objs, u)
 			}
@@ -611,7 +558,7 @@ func stillExists(u *unstructured.Unstructured) string {
 const maxListed = 5
 
 // expired builds the error for a wait whose ctx ended.
-func expired(ctx context.Context, scopes []*scopeWatch, last evaluation, synced bool, opts Options) error {
+func expired(ctx context.Context, scopes []*scopeWatch, last evaluation, synced bool, conn *connection, opts Options) error {
 	verb := "timed out"
 	if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		verb = "cancelled"
@@ -621,7 +568,7 @@ func expired(ctx context.Context, scopes []*scopeWatch, last evaluation, synced 
 	if !synced {
 		var subjects []string
 		for _, w := range scopes {
-			if !cache.IsDone(w.informer.HasSyncedChecker()) {
+			if !w.hasSynced() {
 				s := w.subject + ": not listed yet"
 				if err := w.lastErr.get(); err != nil {
 					s = w.subject + ": " + err.Error()
@@ -630,9 +577,7 @@ func expired(ctx context.Context, scopes []*scopeWatch, last evaluation, synced 
 			}
 		}
 		b.WriteString(strings.Join(subjects, "; "))
-		return &waitError{msg: b.String(), cause: ctx.Err()}
-	}
-	if len(last.pending) == 1 && last.total <= 1 {
+	} else if len(last.pending) == 1 && last.total <= 1 {
 		fmt.Fprintf(&b, "%s: %s", last.pending[0].name, last.pending[0].current)
 	} else {
 		fmt.Fprintf(&b, "%d of %d %s: ", len(last.pending), last.total, last.plural)
@@ -647,7 +592,23 @@ func expired(ctx context.Context, scopes []*scopeWatch, last evaluation, synced 
 			fmt.Fprintf(&b, "%s: %s", p.name, p.current)
 		}
 	}
+	if down, since, why := conn.state(); down {
+		fmt.Fprintf(&b, " (the API server has been unreachable for the last %s: %s)", time.Since(since).Round(time.Second), kube.Reason(why))
+	}
 	return &waitError{msg: b.String(), cause: ctx.Err()}
+}
+
+// connectionLine is the progress line when the watches lose the API
+// server (down) or reach it again.
+func connectionLine(c *kube.Clients, what string, down bool, since time.Time, why error) string {
+	server := "API server"
+	if c.Server != "" {
+		server += " " + c.Server
+	}
+	if down {
+		return fmt.Sprintf("%s unreachable (%s): still waiting for %s, retrying every second", server, kube.Reason(why), what)
+	}
+	return fmt.Sprintf("%s reachable again after %s: watching again", server, time.Since(since).Round(100*time.Millisecond))
 }
 
 // waitError is a wait ended by its context: the message says what was not

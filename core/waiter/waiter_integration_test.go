@@ -34,7 +34,7 @@ func clients(t testing.TB) *kube.Clients {
 
 func mapping(t testing.TB, c *kube.Clients, typ string) waiter.Target {
 	t.Helper()
-	m, err := c.MappingForType(typ)
+	m, err := c.MappingForType(context.Background(), typ)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +104,7 @@ func expectDone(t *testing.T, done <-chan error, d time.Duration) {
 
 func mergePatch(t testing.TB, c *kube.Clients, typ, ns, name, patch string) {
 	t.Helper()
-	m, err := c.MappingForType(typ)
+	m, err := c.MappingForType(context.Background(), typ)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -105,9 +105,11 @@ func TestDistArchives(t *testing.T) {
 				if plugin == HelmPlugin {
 					wantFiles = append(wantFiles, PluginYAML, InstallScript, InstallScriptPS1)
 				}
-				if lic := License(root); lic != "" {
-					wantFiles = append(wantFiles, lic)
+				lic, err := License(root)
+				if err != nil {
+					t.Fatal(err)
 				}
+				wantFiles = append(wantFiles, lic)
 				for _, f := range wantFiles {
 					if _, ok := members[f]; !ok {
 						t.Errorf("no %s in the archive", f)
@@ -305,16 +307,15 @@ func TestKrewManifest(t *testing.T) {
 			if fi, err := os.Stat(link); err != nil || !Executable(fi.Mode()) {
 				t.Fatalf("%s: %v, mode %v", link, err, fi)
 			}
+			// krew-index's validate-krew-manifest: a license file installed
+			if err := CheckKrewLicense(krewRoot); err != nil {
+				t.Fatal(err)
+			}
 			if p == host {
 				hostRoot = krewRoot
 			}
 		})
 	}
-	t.Run("license", func(t *testing.T) {
-		if License(root) == "" {
-			t.Skip("the repository has no LICENSE yet; krew-index's validate-krew-manifest requires one in every archive (the archives carry it once it exists)")
-		}
-	})
 	if hostRoot == "" {
 		t.Fatalf("no platform for %s installed", host)
 	}

@@ -176,10 +176,15 @@ func TestHelmPlugin(t *testing.T) {
 				t.Errorf("helm khook validate of an invalid spec: exit %d, want khook's 2\n%s%s", r.code, r.out, r.errOut)
 			}
 
-			// the kubeconfig's current context is unreachable: offline
-			out = helmOK(t, helm, env, "khook", "plan", "-f", quickstart, "--kubeconfig", kubeconfig)
-			if !strings.Contains(out, "(offline)") || !strings.Contains(out, "127.0.0.1:1") {
-				t.Errorf("plan with the unreachable current context:\n%s", out)
+			// the kubeconfig's current context is unreachable: a cluster was
+			// configured but cannot be used, so plan fails (never silently
+			// offline), naming the server; --offline plans without it
+			if r := helmDo(t, helm, env, "khook", "plan", "-f", quickstart, "--kubeconfig", kubeconfig); r.code != 1 || !strings.Contains(r.errOut, "127.0.0.1:1") || strings.Contains(r.out, "Plan for") {
+				t.Errorf("plan with the unreachable current context: exit %d, want 1 naming 127.0.0.1:1 and no plan\n%s%s", r.code, r.out, r.errOut)
+			}
+			out = helmOK(t, helm, env, "khook", "plan", "-f", quickstart, "--kubeconfig", kubeconfig, "--offline")
+			if !strings.Contains(out, "(offline)") {
+				t.Errorf("plan --offline with the unreachable current context:\n%s", out)
 			}
 			// --kube-context picks the test cluster: live
 			out = helmOK(t, helm, env, "khook", "plan", "-f", quickstart, "--kube-context", "khook-e2e", "--kubeconfig", kubeconfig)

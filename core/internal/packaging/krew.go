@@ -155,7 +155,8 @@ var (
 // validation (krew's ValidatePlugin); line limits, which krew only warns
 // about, are errors here; every platform's selector matches a platform
 // krew supports and no two overlap; and each of khook's six platforms is
-// selected exactly once, with the .exe binary on Windows.
+// selected exactly once, with the .exe binary on Windows and, when it lists
+// files, a license file among them.
 func ValidateKrewFile(file string) (*KrewPlugin, error) {
 	data, err := os.ReadFile(file)
 	if err != nil {
@@ -252,6 +253,13 @@ func ValidateKrew(name string, p *KrewPlugin) error {
 		}
 		if want := BinaryPath(KubectlPlugin, env); p.Spec.Platforms[idx[0]].Bin != want {
 			bad("spec.platforms[%d] (%s): bin is %q, want %q", idx[0], env, p.Spec.Platforms[idx[0]].Bin, want)
+		}
+		// validate-krew-manifest wants a license among the installed files;
+		// without files (everything is installed) or with a glob, the
+		// archive decides: KrewInstall and CheckKrewLicense check that
+		mayInstallLicense := func(f KrewFile) bool { return IsLicenseFile(f.From) || strings.ContainsAny(f.From, "*?[") }
+		if files := p.Spec.Platforms[idx[0]].Files; files != nil && !slices.ContainsFunc(files, mayInstallLicense) {
+			bad("spec.platforms[%d] (%s): no license file (LICENSE) among files: krew-index's validate-krew-manifest requires one installed", idx[0], env)
 		}
 	}
 	return errors.Join(errs...)

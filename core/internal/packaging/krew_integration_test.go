@@ -88,6 +88,10 @@ func TestKrewInstallHost(t *testing.T) {
 	if fi, err := os.Stat(link); err != nil || !Executable(fi.Mode()) {
 		t.Fatalf("%s: %v, mode %v", link, err, fi)
 	}
+	// krew-index's validate-krew-manifest: a license file installed
+	if err := CheckKrewLicense(krewRoot); err != nil {
+		t.Fatal(err)
+	}
 	// the binary in bin/ says its own build's version (make build's git
 	// describe), krew's store uses the manifest's
 	binVersion := strings.TrimPrefix(strings.SplitN(run(t, nil, filepath.Join(root, "bin", KubectlPlugin), "version"), "\n", 2)[0], "kubectl khook ")

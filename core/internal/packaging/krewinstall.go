@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -138,6 +139,29 @@ func moveWithin(fromBase, toBase, src, dst string) error {
 		return err
 	}
 	return os.Rename(src, dst)
+}
+
+// CheckKrewLicense is the license check of krew-index's
+// validate-krew-manifest after an install into krewRoot: some regular file
+// installed under krewRoot/store is a license file (IsLicenseFile).
+func CheckKrewLicense(krewRoot string) error {
+	var files []string
+	err := filepath.WalkDir(filepath.Join(krewRoot, "store"), func(_ string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.Type().IsRegular() {
+			files = append(files, d.Name())
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("walk the installation directory: %w", err)
+	}
+	if slices.ContainsFunc(files, IsLicenseFile) {
+		return nil
+	}
+	return fmt.Errorf("no license file (LICENSE or alike) installed from the archive, among [%s]", strings.Join(files, ", "))
 }
 
 // Executable reports whether mode has any execute bit.

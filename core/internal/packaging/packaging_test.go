@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -178,6 +179,98 @@ func TestChecksums(t *testing.T) {
 	}
 }
 
+// TestArchivesCarryTheLicense: every release archive carries the
+// repository's LICENSE (Apache-2.0) at its root, byte for byte; a tree
+// without a license file, or with two, packs nothing.
+func TestArchivesCarryTheLicense(t *testing.T) {
+	root := repoRoot(t)
+	lic, err := License(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lic != "LICENSE" {
+		t.Errorf("License = %q, want LICENSE", lic)
+	}
+	text := readFile(t, filepath.Join(root, lic))
+	if !bytes.Contains(text, []byte("Apache License\n                           Version 2.0, January 2004")) {
+		t.Errorf("%s is not the Apache License 2.0", lic)
+	}
+	for _, p := range Platforms {
+		for _, plugin := range Plugins {
+			entries, err := Contents(root, plugin, "v0.1.0", p, []byte("binary"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			i := slices.IndexFunc(entries, func(e Entry) bool { return e.Name == lic })
+			if i < 0 {
+				t.Errorf("%s: no %s in the archive", ArchiveName(plugin, "v0.1.0", p), lic)
+				continue
+			}
+			if e := entries[i]; e.Mode != 0o644 || !bytes.Equal(e.Data, text) {
+				t.Errorf("%s: %s has mode %v and %d bytes, want 0644 and the repository's %d", ArchiveName(plugin, "v0.1.0", p), lic, e.Mode, len(e.Data), len(text))
+			}
+		}
+	}
+
+	// a tree with the other files but no license, or two licenses
+	tree := t.TempDir()
+	for _, f := range []string{ReadmeFile, PluginYAML, PluginComplete, InstallScript, InstallScriptPS1, KubectlComplete} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(tree, f)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(tree, f), readFile(t, filepath.Join(root, f)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, plugin := range Plugins {
+		if _, err := Contents(tree, plugin, "v0.1.0", Platforms[0], []byte("binary")); err == nil || !strings.Contains(err.Error(), "no license file") {
+			t.Errorf("%s without a license: %v, want an error", plugin, err)
+		}
+	}
+	for _, f := range []string{"COPYING", "license.md"} {
+		if err := os.WriteFile(filepath.Join(tree, f), text, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := Contents(tree, KubectlPlugin, "v0.1.0", Platforms[0], []byte("binary")); err == nil || !strings.Contains(err.Error(), "2 license files") {
+		t.Errorf("two licenses: %v, want an error", err)
+	}
+	if err := os.Remove(filepath.Join(tree, "COPYING")); err != nil {
+		t.Fatal(err)
+	}
+	if lic, err := License(tree); err != nil || lic != "license.md" {
+		t.Errorf("License = %q, %v; want license.md (krew's names, any case)", lic, err)
+	}
+}
+
+// TestCheckKrewLicense: the validate-krew-manifest check finds a license
+// file anywhere in the installed plugin, by krew's names in any case.
+func TestCheckKrewLicense(t *testing.T) {
+	for _, c := range []struct {
+		files []string
+		ok    bool
+	}{
+		{[]string{"kubectl-khook", "README.md", "LICENSE"}, true},
+		{[]string{"kubectl-khook", "docs/Copying.txt"}, true},
+		{[]string{"kubectl-khook", "README.md"}, false},
+		{[]string{"kubectl-khook", "LICENSE.rst", "NOTICE"}, false},
+	} {
+		root := t.TempDir()
+		for _, f := range c.files {
+			name := filepath.Join(root, "store", "khook", "v0.1.0", filepath.FromSlash(f))
+			if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(name, []byte("x"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := CheckKrewLicense(root); (err == nil) != c.ok {
+			t.Errorf("%q: %v, want ok=%v", c.files, err, c.ok)
+		}
+	}
+}
+
 // TestPluginYAML loads plugin.yaml with helm 3's own loader (strict: an
 // unknown field such as apiVersion fails there) and checks what helm 4 also
 // insists on (strict semver) and what the release needs.
@@ -311,7 +404,7 @@ func goodManifest(t *testing.T) *KrewPlugin {
 		d.Platforms = append(d.Platforms, KrewPlatformData{
 			OS: p.OS, Arch: p.Arch, URI: "https://example.com/" + ArchiveName(KubectlPlugin, "v0.1.0", p),
 			SHA256: strings.Repeat("a", 64), Bin: BinaryPath(KubectlPlugin, p),
-			Files: []KrewFile{{From: BinaryPath(KubectlPlugin, p), To: "."}},
+			Files: []KrewFile{{From: BinaryPath(KubectlPlugin, p), To: "."}, {From: "LICENSE", To: "."}},
 		})
 	}
 	out, err := RenderKrew(readFile(t, filepath.Join(repoRoot(t), "krew", "khook.yaml.tmpl")), d)
@@ -356,6 +449,7 @@ func TestKrewRules(t *testing.T) {
 		{"overlap", func(m *KrewPlugin) { delete(m.Spec.Platforms[0].Selector.MatchLabels, "arch") }, "overlapping selectors"},
 		{"unsupported platform", func(m *KrewPlugin) { m.Spec.Platforms[0].Selector.MatchLabels["os"] = "plan9" }, "doesn't match any supported platforms"},
 		{"platform missing", func(m *KrewPlugin) { m.Spec.Platforms = m.Spec.Platforms[1:] }, "linux/amd64 is selected by 0"},
+		{"no license", func(m *KrewPlugin) { m.Spec.Platforms[2].Files = m.Spec.Platforms[2].Files[:1] }, "spec.platforms[2] (darwin/amd64): no license file"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			m := goodManifest(t)

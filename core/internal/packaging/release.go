@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -26,20 +27,39 @@ const (
 	KubectlCompletion = "kubectl_complete-khook" // its name in the archive
 )
 
-// licenseNames are the files krew's validator accepts as a license
-// (validate-krew-manifest): an archive carries the first one the
-// repository has. khook has none yet.
-var licenseNames = []string{"LICENSE", "LICENSE.txt", "LICENSE.md", "COPYING", "COPYING.txt"}
+// licenseNames are the file names krew-index's validate-krew-manifest
+// accepts as a plugin's license, compared without case: after installing
+// each platform it looks for one among the installed files.
+var licenseNames = []string{"license", "license.txt", "license.md", "licenses", "licenses.txt", "licenses.md", "copying", "copying.txt"}
 
-// License returns the repository's license file name, or "" when it has
-// none.
-func License(root string) string {
-	for _, n := range licenseNames {
-		if _, err := os.Stat(filepath.Join(root, n)); err == nil {
-			return n
+// IsLicenseFile reports whether the base of the slash-separated path name
+// is a license file to krew (licenseNames).
+func IsLicenseFile(name string) bool {
+	return slices.Contains(licenseNames, strings.ToLower(path.Base(name)))
+}
+
+// License returns the name of the repository's license file (LICENSE),
+// which every release archive carries. It is an error when root has none,
+// or more than one: krew-index refuses a plugin whose archive has no
+// license, and two would leave it unclear which one applies.
+func License(root string) (string, error) {
+	dir, err := os.ReadDir(root)
+	if err != nil {
+		return "", err
+	}
+	var found []string
+	for _, e := range dir {
+		if e.Type().IsRegular() && IsLicenseFile(e.Name()) {
+			found = append(found, e.Name())
 		}
 	}
-	return ""
+	switch len(found) {
+	case 0:
+		return "", fmt.Errorf("no license file (LICENSE) in %s: every release archive must carry one (krew-index requires it)", root)
+	case 1:
+		return found[0], nil
+	}
+	return "", fmt.Errorf("%d license files in %s (%s): want exactly one", len(found), root, strings.Join(found, ", "))
 }
 
 // BinaryPath is where plugin's binary for p sits in its archive: at the
@@ -79,10 +99,12 @@ func Contents(root, plugin, version string, p Platform, binary []byte) ([]Entry,
 	if err := add(ReadmeFile, "", 0o644); err != nil {
 		return nil, err
 	}
-	if lic := License(root); lic != "" {
-		if err := add(lic, "", 0o644); err != nil {
-			return nil, err
-		}
+	lic, err := License(root)
+	if err != nil {
+		return nil, err
+	}
+	if err := add(lic, "", 0o644); err != nil {
+		return nil, err
 	}
 	switch plugin {
 	case KubectlPlugin:

@@ -125,7 +125,7 @@ func Create(t testing.TB, c *kube.Clients, ns, y string) *unstructured.Unstructu
 	var m *meta.RESTMapping
 	err := wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(context.Context) (bool, error) {
 		var err error
-		m, err = c.MappingFor(u.GroupVersionKind())
+		m, err = c.MappingFor(context.Background(), u.GroupVersionKind())
 		if meta.IsNoMatchError(err) {
 			return false, nil
 		}

@@ -94,7 +94,7 @@ func Prepare(obj *unstructured.Unstructured, mapping *meta.RESTMapping, namespac
 // names the verb, resource and namespace); a server-side apply conflict
 // is a *ConflictError.
 func (a *Applier) Apply(ctx context.Context, obj *unstructured.Unstructured, namespace string) (Result, error) {
-	mapping, err := a.Kube.MappingFor(obj.GroupVersionKind())
+	mapping, err := a.Kube.MappingFor(ctx, obj.GroupVersionKind())
 	if err != nil {
 		return Result{}, err
 	}

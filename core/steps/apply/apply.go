@@ -255,7 +255,7 @@ func existing(ctx context.Context, c *kube.Clients, objs []*unstructured.Unstruc
 		if o.GetName() == "" {
 			return nil, false, nil
 		}
-		mapping, err := c.MappingFor(o.GroupVersionKind())
+		mapping, err := c.MappingFor(ctx, o.GroupVersionKind())
 		if meta.IsNoMatchError(err) {
 			return nil, false, nil
 		}
@@ -367,7 +367,7 @@ func (e *Executor) plan(ctx context.Context, req *step.Request) (step.Prediction
 		var mapping *meta.RESTMapping
 		err := unserved[gvk]
 		if err == nil {
-			if mapping, err = req.Kube.MappingFor(gvk); meta.IsNoMatchError(err) {
+			if mapping, err = req.Kube.MappingFor(ctx, gvk); meta.IsNoMatchError(err) {
 				unserved[gvk] = err
 			}
 		}

@@ -342,7 +342,7 @@ func TestApplyCRDAndCustomResource(t *testing.T) {
 		e := newEnv(t)
 		f := e.crd()
 		// the run's clients discover before the CRD exists
-		if _, err := e.clients.MappingForType("configmaps"); err != nil {
+		if _, err := e.clients.MappingForType(context.Background(), "configmaps"); err != nil {
 			t.Fatal(err)
 		}
 		run(t, e.request(stepYAML("crd", "", inline(f.manifest()))))
@@ -402,7 +402,7 @@ func TestApplyIdempotent(t *testing.T) {
 			}
 			// let controllers settle: the Deployment Available, then a moment
 			// for the last status writes
-			m, err := e.clients.MappingForType("deployments.apps")
+			m, err := e.clients.MappingForType(context.Background(), "deployments.apps")
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/discovery"
 
 	"khook.io/core/kube"
 	"khook.io/core/spec"
@@ -35,7 +36,7 @@ func establishCRD(ctx context.Context, c *kube.Clients, res Result, progress fun
 	if res.Action != Unchanged && kind != "" {
 		err := wait.PollUntilContextCancel(ctx, servedPoll, true, func(ctx context.Context) (bool, error) {
 			for _, gv := range gvs {
-				list, err := c.Typed.Discovery().ServerResourcesForGroupVersion(gv.String())
+				list, err := discovery.ToDiscoveryInterfaceWithContext(c.Typed.Discovery()).ServerResourcesForGroupVersionWithContext(ctx, gv.String())
 				if apierrors.IsNotFound(err) {
 					return false, nil
 				}

@@ -99,7 +99,7 @@ func (e *Executor) diff(ctx context.Context, req *step.Request) (step.Diff, erro
 		var mapping *meta.RESTMapping
 		err := unserved[gvk]
 		if err == nil {
-			if mapping, err = req.Kube.MappingFor(gvk); meta.IsNoMatchError(err) {
+			if mapping, err = req.Kube.MappingFor(ctx, gvk); meta.IsNoMatchError(err) {
 				unserved[gvk] = err
 			}
 		}

@@ -154,12 +154,12 @@ func (s selection) String() string {
 	return b.String()
 }
 
-func resolve(req *step.Request, d *spec.Delete) (selection, error) {
+func resolve(ctx context.Context, req *step.Request, d *spec.Delete) (selection, error) {
 	ref, err := spec.ParseResource(d.Resource)
 	if err != nil {
 		return selection{}, err
 	}
-	mapping, err := req.Kube.MappingForType(ref.Type)
+	mapping, err := req.Kube.MappingForType(ctx, ref.Type)
 	if err != nil {
 		return selection{}, err
 	}
@@ -200,7 +200,7 @@ func (s selection) matches(ctx context.Context, c *kube.Clients) ([]*unstructure
 }
 
 func (e *Executor) byResource(ctx context.Context, req *step.Request, d *spec.Delete) (step.Outcome, error) {
-	s, err := resolve(req, d)
+	s, err := resolve(ctx, req, d)
 	if err != nil {
 		return step.Outcome{}, err
 	}
@@ -293,7 +293,7 @@ func (e *Executor) plan(ctx context.Context, req *step.Request, d *spec.Delete) 
 		}
 		return p, nil
 	case spec.DeleteByResource:
-		s, err := resolve(req, d)
+		s, err := resolve(ctx, req, d)
 		if err != nil {
 			return step.Prediction{}, err
 		}

@@ -176,7 +176,7 @@ func TestDeleteByKindName(t *testing.T) {
 		t.Error("cm/short not deleted")
 	}
 	_, err = run(t, e.request("name: d\ndelete:\n  resource: nosuchkinds/x\n  namespace: "+e.ns))
-	if err == nil || !strings.Contains(err.Error(), `the cluster serves no resource type "nosuchkinds"`) {
+	if err == nil || !strings.Contains(err.Error(), `the server doesn't have a resource type "nosuchkinds"`) {
 		t.Errorf("unknown type: %v", err)
 	}
 }

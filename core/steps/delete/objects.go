@@ -119,7 +119,7 @@ func DeleteObjects(ctx context.Context, req *step.Request, objs []*unstructured.
 				sum.Unnamed = append(sum.Unnamed, manifest.Ref(o))
 				continue
 			}
-			mapping, err := maps.get(gvk)
+			mapping, err := maps.get(ctx, gvk)
 			if meta.IsNoMatchError(err) {
 				sum.Absent = append(sum.Absent, manifest.Ref(o))
 				continue
@@ -253,7 +253,7 @@ func ExistingObjects(ctx context.Context, c *kube.Clients, objs []*unstructured.
 		if o.GetName() == "" {
 			continue
 		}
-		mapping, err := maps.get(o.GroupVersionKind())
+		mapping, err := maps.get(ctx, o.GroupVersionKind())
 		if meta.IsNoMatchError(err) {
 			absent = append(absent, manifest.Ref(o))
 			continue
@@ -293,11 +293,11 @@ func newMappings(c *kube.Clients) *mappings {
 	return &mappings{c: c, m: map[schema.GroupVersionKind]mappingResult{}}
 }
 
-func (m *mappings) get(gvk schema.GroupVersionKind) (*meta.RESTMapping, error) {
+func (m *mappings) get(ctx context.Context, gvk schema.GroupVersionKind) (*meta.RESTMapping, error) {
 	if r, ok := m.m[gvk]; ok {
 		return r.mapping, r.err
 	}
-	mapping, err := m.c.MappingFor(gvk)
+	mapping, err := m.c.MappingFor(ctx, gvk)
 	m.m[gvk] = mappingResult{mapping, err}
 	return mapping, err
 }

@@ -227,7 +227,7 @@ func (f *failure) Error() string { return "failed" }
 
 // wait waits for created to complete or fail.
 func (e *Executor) wait(ctx context.Context, req *step.Request, r ref, created *batchv1.Job) error {
-	m, err := jobsMapping(req.Kube)
+	m, err := jobsMapping(ctx, req.Kube)
 	if err != nil {
 		return err
 	}
@@ -260,8 +260,8 @@ func (e *Executor) wait(ctx context.Context, req *step.Request, r ref, created *
 	return err
 }
 
-func jobsMapping(c *kube.Clients) (*meta.RESTMapping, error) {
-	return c.MappingFor(batchv1.SchemeGroupVersion.WithKind("Job"))
+func jobsMapping(ctx context.Context, c *kube.Clients) (*meta.RESTMapping, error) {
+	return c.MappingFor(ctx, batchv1.SchemeGroupVersion.WithKind("Job"))
 }
 
 // check is the waiter check of one Job: Complete is ready, Failed (or
@@ -499,7 +499,7 @@ func deleteAndWait(ctx context.Context, c *kube.Clients, r ref, uid types.UID) e
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		return fmt.Errorf("delete %s: %w", r.subject, err)
 	}
-	m, err := jobsMapping(c)
+	m, err := jobsMapping(ctx, c)
 	if err != nil {
 		return err
 	}

@@ -384,7 +384,7 @@ func TestLimitedUserForbidden(t *testing.T) {
 // the report on kwok's configuration).
 func servePodLogs(t *testing.T, c *kube.Clients, ns, logFile string) (whyNot string) {
 	t.Helper()
-	m, err := c.MappingForType("clusterlogs.kwok.x-k8s.io")
+	m, err := c.MappingForType(context.Background(), "clusterlogs.kwok.x-k8s.io")
 	if err != nil {
 		return fmt.Sprintf("kwok serves no pod logs in this test cluster (%v): the log-lines path needs kwok's ClusterLogs CRD enabled and a kwok server the API server reaches", err)
 	}

@@ -60,7 +60,7 @@ type target struct {
 	body      []byte
 }
 
-func resolve(req *step.Request) (*target, error) {
+func resolve(ctx context.Context, req *step.Request) (*target, error) {
 	p := req.Step.Patch
 	if p == nil {
 		return nil, fmt.Errorf("step %s is not a patch step", req.Step.Name)
@@ -72,7 +72,7 @@ func resolve(req *step.Request) (*target, error) {
 	if ref.Name == "" {
 		return nil, fmt.Errorf("patch.target %q: want kind/name", p.Target)
 	}
-	m, err := req.Kube.MappingForType(ref.Type)
+	m, err := req.Kube.MappingForType(ctx, ref.Type)
 	if err != nil {
 		return nil, fmt.Errorf("patch target %s: %w", p.Target, err)
 	}
@@ -103,7 +103,7 @@ func resolve(req *step.Request) (*target, error) {
 
 // Run patches the target, which must exist.
 func (e *Executor) Run(ctx context.Context, req *step.Request) (step.Outcome, error) {
-	t, err := resolve(req)
+	t, err := resolve(ctx, req)
 	if err != nil {
 		return step.Outcome{}, req.Redact(err)
 	}
@@ -127,7 +127,7 @@ func (e *Executor) Run(ctx context.Context, req *step.Request) (step.Outcome, er
 // no-op, or patch with the changed fields as details; unknown when the
 // target (or its type) does not exist yet.
 func (e *Executor) Plan(ctx context.Context, req *step.Request) (step.Prediction, error) {
-	t, err := resolve(req)
+	t, err := resolve(ctx, req)
 	if err != nil {
 		if meta.IsNoMatchError(err) {
 			return step.Prediction{Action: ActionUnknown, Reason: err.Error() + " (yet: a CRD an earlier step installs?)"}, nil
@@ -177,7 +177,7 @@ func (t *target) dryRun(ctx context.Context) (live, dry *unstructured.Unstructur
 // Diff is the patch as a server-side dry run against the live target;
 // unavailable while the target (or its type) does not exist yet.
 func (e *Executor) Diff(ctx context.Context, req *step.Request) (step.Diff, error) {
-	t, err := resolve(req)
+	t, err := resolve(ctx, req)
 	if err != nil {
 		if meta.IsNoMatchError(err) {
 			return step.Diff{}, &step.UnavailableError{Reason: req.Redactor.String(err.Error() + " (yet: a CRD an earlier step installs?)")}

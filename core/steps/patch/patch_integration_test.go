@@ -29,7 +29,7 @@ func TestMain(m *testing.M) { os.Exit(testcluster.Main(m)) }
 
 func get(t *testing.T, c *kube.Clients, typ, ns, name string) *unstructured.Unstructured {
 	t.Helper()
-	m, err := c.MappingForType(typ)
+	m, err := c.MappingForType(context.Background(), typ)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,7 +254,7 @@ spec:
 		_ = c.Dynamic.Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}).
 			Delete(context.Background(), "widgets."+group, metav1.DeleteOptions{})
 	})
-	crdMapping, err := c.MappingForType("customresourcedefinitions")
+	crdMapping, err := c.MappingForType(context.Background(), "customresourcedefinitions")
 	if err != nil {
 		t.Fatal(err)
 	}

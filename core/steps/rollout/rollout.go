@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/client-go/dynamic"
@@ -59,27 +60,42 @@ type workload struct {
 	subject string // "Deployment ns/web"
 }
 
-func resolve(req *step.Request) (*workload, error) {
+func resolve(ctx context.Context, req *step.Request) (*workload, error) {
 	r := req.Step.Rollout
 	if r == nil {
 		return nil, fmt.Errorf("step %s is not a rollout step", req.Step.Name)
 	}
-	kind, name, err := spec.ParseRolloutTarget(r.Target())
+	_, ref, err := spec.ParseRolloutTarget(r.Target())
 	if err != nil {
 		return nil, fmt.Errorf("rollout target %w", err)
 	}
-	m, err := req.Kube.MappingFor(appsv1.SchemeGroupVersion.WithKind(kind))
+	m, err := req.Kube.MappingForType(ctx, ref.Type)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("rollout target %s: %w", r.Target(), err)
+	}
+	if gk := m.GroupVersionKind.GroupKind(); !rollable(gk) {
+		return nil, fmt.Errorf("rollout target %s is a %s: rollout supports Deployment, DaemonSet and StatefulSet (apps)", r.Target(), gk)
 	}
 	ns := req.Namespace(r.Namespace)
 	return &workload{
 		mapping: m,
 		ri:      req.Kube.Resource(m, ns),
 		ns:      ns,
-		name:    name,
-		subject: kind + " " + ns + "/" + name,
+		name:    ref.Name,
+		subject: m.GroupVersionKind.Kind + " " + ns + "/" + ref.Name,
 	}, nil
+}
+
+// rollable reports whether kubectl rollout restarts and watches gk.
+func rollable(gk schema.GroupKind) bool {
+	if gk.Group != appsv1.GroupName {
+		return false
+	}
+	switch gk.Kind {
+	case "Deployment", "DaemonSet", "StatefulSet":
+		return true
+	}
+	return false
 }
 
 func (w *workload) get(ctx context.Context) (*unstructured.Unstructured, error) {
@@ -95,7 +111,7 @@ func (w *workload) get(ctx context.Context) (*unstructured.Unstructured, error) 
 
 // Run restarts the workload, or waits for its rollout to complete.
 func (e *Executor) Run(ctx context.Context, req *step.Request) (step.Outcome, error) {
-	w, err := resolve(req)
+	w, err := resolve(ctx, req)
 	if err != nil {
 		return step.Outcome{}, req.Redact(err)
 	}
@@ -302,7 +318,7 @@ func optional(s string) string {
 // Plan predicts restart, or for status no-op (rolled out) or wait;
 // unknown when the workload does not exist yet.
 func (e *Executor) Plan(ctx context.Context, req *step.Request) (step.Prediction, error) {
-	w, err := resolve(req)
+	w, err := resolve(ctx, req)
 	if err != nil {
 		return step.Prediction{}, req.Redact(err)
 	}

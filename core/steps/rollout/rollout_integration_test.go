@@ -10,12 +10,14 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"khook.io/core/internal/steptest"
 	"khook.io/core/internal/testcluster"
 	"khook.io/core/kube"
+	"khook.io/core/spec"
 	"khook.io/core/step"
 	"khook.io/core/steps/rollout"
 )
@@ -56,7 +58,7 @@ spec:
 
 func restartedAt(t *testing.T, c *kube.Clients, typ, ns, name string) string {
 	t.Helper()
-	m, err := c.MappingForType(typ)
+	m, err := c.MappingForType(context.Background(), typ)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,5 +172,64 @@ func TestPausedDeploymentIsRefused(t *testing.T) {
 	_, err := run(t, request(t, c, "name: r\nrollout:\n  restart: deploy/held\n  namespace: "+ns, 10*time.Second))
 	if err == nil || !strings.HasPrefix(err.Error(), "Deployment "+ns+"/held: the Deployment is paused") {
 		t.Errorf("err = %v", err)
+	}
+}
+
+// TestTargetFormsAsKubectl: every spelling kubectl resolves to a
+// Deployment, DaemonSet or StatefulSet (against this cluster's discovery,
+// with kubectl's builder) is a valid rollout target offline, as that kind;
+// a spelling accepted offline resolves to the kind it was accepted as, or
+// names a version the cluster does not serve. Restart and status run with
+// the versioned forms.
+func TestTargetFormsAsKubectl(t *testing.T) {
+	c, ns := steptest.Setup(t, "rollout-forms")
+	var types []string
+	for _, k := range []struct{ kind, plural, short string }{
+		{"Deployment", "deployments", "deploy"}, {"DaemonSet", "daemonsets", "ds"}, {"StatefulSet", "statefulsets", "sts"},
+	} {
+		singular := strings.ToLower(k.kind)
+		for _, name := range []string{k.plural, singular, k.kind, k.short, strings.ToUpper(k.plural), strings.ToUpper(k.short),
+			strings.ToUpper(k.kind[:1]) + k.plural[1:], strings.ToUpper(k.short[:1]) + k.short[1:]} {
+			for _, suffix := range []string{"", ".apps", ".v1.apps", ".v1beta2.apps", ".v1", ".extensions", ".v1beta1.extensions", ".apps.example.com"} {
+				types = append(types, name+suffix)
+			}
+		}
+	}
+	types = append(types, "pods", "pod", "po", "replicasets", "rs", "ReplicaSet.apps", "cronjobs.batch", "jobs", "svc", "all")
+	count := 0
+	defer func() { t.Logf("%d of %d spellings name a rollout kind", count, len(types)) }()
+	for _, typ := range types {
+		kind, offline := spec.RolloutKind(typ)
+		m, err := c.MappingForType(context.Background(), typ)
+		resolved := ""
+		if err == nil && m.GroupVersionKind.Group == "apps" {
+			switch m.GroupVersionKind.Kind {
+			case "Deployment", "DaemonSet", "StatefulSet":
+				resolved = m.GroupVersionKind.Kind
+			}
+		}
+		if resolved != "" {
+			count++
+		}
+		switch {
+		case resolved != "" && !offline:
+			t.Errorf("%s: kubectl resolves it to %s, but it is refused offline", typ, resolved)
+		case resolved != "" && kind != resolved:
+			t.Errorf("%s: kubectl resolves it to %s, offline to %s", typ, resolved, kind)
+		case resolved == "" && offline && !meta.IsNoMatchError(err):
+			t.Errorf("%s: accepted offline as %s, but kubectl resolves it to %v (%v)", typ, kind, m, err)
+		}
+	}
+
+	steptest.Create(t, c, ns, workload("Deployment", "web", "  replicas: 1\n", ""))
+	for _, y := range []string{"restart: Deployment.v1.apps/web", "status: deployments.v1.apps/web", "restart: deploy.apps/web", "status: DEPLOYMENT/web"} {
+		req := request(t, c, "name: r\nrollout:\n  "+y+"\n  namespace: "+ns, time.Minute)
+		if _, err := run(t, req); err != nil {
+			t.Errorf("%s: %v", y, err)
+		}
+	}
+	req := request(t, c, "name: r\nrollout:\n  status: deployments.v1beta2.apps/web\n  namespace: "+ns, time.Minute)
+	if _, err := run(t, req); err == nil || !strings.Contains(err.Error(), `the server doesn't have a resource type "deployments"`) {
+		t.Errorf("an unserved version: %v", err)
 	}
 }

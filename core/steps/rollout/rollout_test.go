@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 )
 
@@ -118,6 +119,18 @@ func TestPodNotReadyReason(t *testing.T) {
 	} {
 		if got := PodNotReadyReason(&tc.pod); got != tc.want {
 			t.Errorf("%s: got %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestRollable(t *testing.T) {
+	for gk, want := range map[schema.GroupKind]bool{
+		{Group: "apps", Kind: "Deployment"}: true, {Group: "apps", Kind: "DaemonSet"}: true, {Group: "apps", Kind: "StatefulSet"}: true,
+		{Group: "apps", Kind: "ReplicaSet"}: false, {Group: "extensions", Kind: "Deployment"}: false,
+		{Group: "example.com", Kind: "Deployment"}: false, {Kind: "Pod"}: false,
+	} {
+		if got := rollable(gk); got != want {
+			t.Errorf("rollable(%s) = %v", gk, got)
 		}
 	}
 }

@@ -44,7 +44,7 @@ type resolved struct {
 
 // resolve parses the step and maps its type. A type the cluster does not
 // serve is returned as kube's error (meta.IsNoMatchError finds it).
-func resolve(req *step.Request) (resolved, error) {
+func resolve(ctx context.Context, req *step.Request) (resolved, error) {
 	w := req.Step.Wait
 	if w == nil {
 		return resolved{}, fmt.Errorf("step %s is not a wait step", req.Step.Name)
@@ -58,7 +58,7 @@ func resolve(req *step.Request) (resolved, error) {
 		return resolved{}, fmt.Errorf("wait.on %w", err)
 	}
 	r := resolved{cond: cond}
-	m, err := req.Kube.MappingForType(ref.Type)
+	m, err := req.Kube.MappingForType(ctx, ref.Type)
 	if err != nil {
 		return r, err
 	}
@@ -81,7 +81,7 @@ func describe(t waiter.Target, ref spec.ResourceRef) string { return ref.String(
 
 // Run waits until the condition holds, bounded by ctx (the step timeout).
 func (e *Executor) Run(ctx context.Context, req *step.Request) (step.Outcome, error) {
-	r, err := resolve(req)
+	r, err := resolve(ctx, req)
 	if err != nil {
 		if r.cond.Kind == spec.ForDelete && meta.IsNoMatchError(err) {
 			// nothing of a type the cluster does not serve can exist
@@ -101,7 +101,7 @@ func (e *Executor) Run(ctx context.Context, req *step.Request) (step.Outcome, er
 // Plan predicts no-op (the condition holds now), wait, or unknown when the
 // type or the namespace does not exist yet (an earlier step may create it).
 func (e *Executor) Plan(ctx context.Context, req *step.Request) (step.Prediction, error) {
-	r, err := resolve(req)
+	r, err := resolve(ctx, req)
 	if err != nil {
 		if meta.IsNoMatchError(err) {
 			if r.cond.Kind == spec.ForDelete {

@@ -1,0 +1,53 @@
+package waiter
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"khook.io/core/kube"
+)
+
+func TestConnectionReportsEachChange(t *testing.T) {
+	notified := 0
+	c := &connection{notify: func() { notified++ }}
+	refused := errors.New("dial tcp 127.0.0.1:6443: connect: connection refused")
+	c.succeeded()
+	c.failed(refused)
+	c.failed(refused) // still down: no news
+	if down, since, last := c.state(); !down || since.IsZero() || last != refused || notified != 1 {
+		t.Fatalf("after failures: down %v since %v last %v, %d notifications", down, since, last, notified)
+	}
+	c.succeeded()
+	c.succeeded()
+	if down, _, _ := c.state(); down || notified != 2 {
+		t.Fatalf("after successes: down %v, %d notifications", down, notified)
+	}
+}
+
+func TestUnreachableInProgressAndTimeout(t *testing.T) {
+	cl := &kube.Clients{Server: "https://127.0.0.1:6443"}
+	refused := errors.New("dial tcp 127.0.0.1:6443: connect: connection refused")
+	since := time.Now().Add(-3 * time.Second)
+	if got, want := connectionLine(cl, "condition Ready", true, since, refused),
+		"API server https://127.0.0.1:6443 unreachable (dial tcp 127.0.0.1:6443: connect: connection refused): still waiting for condition Ready, retrying every second"; got != want {
+		t.Errorf("down: %q\nwant %q", got, want)
+	}
+	if got := connectionLine(cl, "condition Ready", false, since, refused); !strings.HasPrefix(got, "API server https://127.0.0.1:6443 reachable again after 3") {
+		t.Errorf("up: %q", got)
+	}
+	conn := &connection{notify: func() {}}
+	conn.failed(refused)
+	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel()
+	last := evaluation{pending: []notReady{{name: "Pod ns/a", current: "status False"}}, total: 1}
+	err := expired(ctx, nil, last, true, conn, Options{What: "condition Ready"})
+	if want := "timed out waiting for condition Ready on Pod ns/a: status False (the API server has been unreachable for the last 0s: dial tcp 127.0.0.1:6443: connect: connection refused)"; err.Error() != want {
+		t.Errorf("timeout: %q\nwant %q", err, want)
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Error("the timeout does not wrap context.DeadlineExceeded")
+	}
+}
