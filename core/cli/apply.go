@@ -13,11 +13,6 @@ import (
 	"khook.io/core/step"
 )
 
-// ExitInterrupted is the exit code of a command Ctrl-C (SIGINT, or
-// SIGTERM) interrupted: 128 + SIGINT's number, what a shell reports for a
-// command a Ctrl-C stopped, so scripts tell an interruption from a failure.
-const ExitInterrupted = 130
-
 // RunFlags are the flags of the commands that run steps (apply, destroy).
 type RunFlags struct {
 	Spec        SpecFlags
@@ -60,9 +55,9 @@ func (a *app) newApplyCommand() *cobra.Command {
 succeeded, independent steps in parallel, each attempt bounded by its timeout,
 with retries and onError as the spec says. Progress goes to standard error
 (live on a terminal), the summary to standard output. Exit code 0 when every
-step succeeded or was skipped, 1 otherwise, 2 for an invalid spec, 130 when
-Ctrl-C interrupted the run (the steps it cut short are reported interrupted,
-not failed).`,
+step succeeded or was skipped, 1 otherwise (also when Ctrl-C interrupted the
+run: the steps it cut short are reported interrupted, not failed), 2 for an
+invalid spec.`,
 		Example: a.examples(`apply -f bootstrap.yaml
 apply -f bootstrap.yaml -o json > result.json`),
 		Args: noArgs,
@@ -142,7 +137,8 @@ func (o *RunOptions) Run(ctx context.Context) error {
 	var exitErr *ExitError
 	if res.Status == run.RunInterrupted && (err == nil || errors.As(err, &exitErr)) {
 		// the summary said so; the state record's error, if any, follows
-		return &ExitError{Code: ExitInterrupted, Err: stateErr, Silent: stateErr == nil}
+		// (the first Ctrl-C ends the command with its usual code, 1)
+		return &ExitError{Code: ExitFailed, Err: stateErr, Silent: stateErr == nil}
 	}
 	if err != nil && stateErr == nil {
 		return err

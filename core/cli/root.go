@@ -160,7 +160,7 @@ func Execute(ctx context.Context, cfg Config, args []string) int {
 		code = ExitInvalid
 	case ctx.Err() != nil:
 		// Ctrl-C: whatever the command was doing, it was interrupted
-		code = ExitInterrupted
+		// (the usual code: a second Ctrl-C exits 130 at once)
 		if errors.Is(err, context.Canceled) {
 			err = errors.New("interrupted")
 		}
