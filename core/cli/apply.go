@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -54,7 +55,9 @@ func (a *app) newApplyCommand() *cobra.Command {
 succeeded, independent steps in parallel, each attempt bounded by its timeout,
 with retries and onError as the spec says. Progress goes to standard error
 (live on a terminal), the summary to standard output. Exit code 0 when every
-step succeeded or was skipped, 1 otherwise, 2 for an invalid spec.`,
+step succeeded or was skipped, 1 otherwise (also when Ctrl-C interrupted the
+run: the steps it cut short are reported interrupted, not failed), 2 for an
+invalid spec.`,
 		Example: a.examples(`apply -f bootstrap.yaml
 apply -f bootstrap.yaml -o json > result.json`),
 		Args: noArgs,
@@ -130,7 +133,14 @@ func (o *RunOptions) Run(ctx context.Context) error {
 	if rs != nil {
 		stateErr = rs.finish(ctx, o.command, res.Status)
 	}
-	if err := s.finish(o.command, o.flags.Output.value, res); err != nil && stateErr == nil {
+	err = s.finish(o.command, o.flags.Output.value, res)
+	var exitErr *ExitError
+	if res.Status == run.RunInterrupted && (err == nil || errors.As(err, &exitErr)) {
+		// the summary said so; the state record's error, if any, follows
+		// (the first Ctrl-C ends the command with its usual code, 1)
+		return &ExitError{Code: ExitFailed, Err: stateErr, Silent: stateErr == nil}
+	}
+	if err != nil && stateErr == nil {
 		return err
 	}
 	return stateErr

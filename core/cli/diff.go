@@ -67,7 +67,7 @@ run on two folders (LIVE, MERGED) of YAML files.
 
 Exit code 0: no differences; 1: differences; 2: invalid spec or flags;
 3: an error (a step that could not be diffed, an unreachable cluster, a diff
-program that failed).`,
+program that failed, an interruption by Ctrl-C).`,
 		Example: a.examples(`diff -f bootstrap.yaml
 KUBECTL_EXTERNAL_DIFF="meld" %s diff -f bootstrap.yaml`),
 		Args: noArgs,
@@ -106,7 +106,11 @@ func (o *DiffOptions) Run(ctx context.Context) error {
 	var exitErr *ExitError
 	var inv *load.InvalidError
 	switch {
-	case err == nil, errors.As(err, &exitErr), errors.As(err, &inv):
+	case err == nil, errors.As(err, &inv):
+		return err
+	case ctx.Err() != nil:
+		return &ExitError{Code: ExitDiffError, Err: errors.New("interrupted")}
+	case errors.As(err, &exitErr):
 		return err
 	}
 	return &ExitError{Code: ExitDiffError, Err: err}

@@ -19,6 +19,7 @@ import (
 
 	"khook.io/core/load"
 	"khook.io/core/redact"
+	"khook.io/core/render"
 	"khook.io/core/step"
 )
 
@@ -107,7 +108,10 @@ type app struct {
 	red    *redact.Redactor
 	out    *redact.Writer
 	errOut *redact.Writer
-	loader load.Loader
+	// console is standard error beneath errOut, shared with a live
+	// progress block while one is shown.
+	console *render.Console
+	loader  load.Loader
 	// verbosity is client-go's log level (-v), as kubectl's.
 	verbosity int
 }
@@ -130,7 +134,8 @@ func Execute(ctx context.Context, cfg Config, args []string) int {
 	}
 	a := &app{cfg: cfg, red: redact.New()}
 	a.out = a.red.Writer(cfg.Out)
-	a.errOut = a.red.Writer(cfg.ErrOut)
+	a.console = render.NewConsole(cfg.ErrOut)
+	a.errOut = a.red.Writer(a.console)
 	defer func() {
 		_ = a.out.Flush()
 		_ = a.errOut.Flush()
@@ -153,6 +158,12 @@ func Execute(ctx context.Context, cfg Config, args []string) int {
 		}
 	case errors.As(err, &invalidSpec):
 		code = ExitInvalid
+	case ctx.Err() != nil:
+		// Ctrl-C: whatever the command was doing, it was interrupted
+		// (the usual code: a second Ctrl-C exits 130 at once)
+		if errors.Is(err, context.Canceled) {
+			err = errors.New("interrupted")
+		}
 	}
 	fmt.Fprintf(a.errOut, "Error: %s\n", a.red.String(err.Error()))
 	return code

@@ -168,13 +168,16 @@ func (s *session) progress(verb string, order []int) *render.Progress {
 		st := &s.doc.Spec.Steps[i]
 		infos[k] = render.StepInfo{Name: st.Name, Type: st.Type()}
 	}
-	opts := render.ProgressOptions{Verb: verb}
+	opts := render.ProgressOptions{Verb: verb, Redactor: s.app.red}
 	if f, ok := s.app.cfg.ErrOut.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 		opts.Live = true
 		opts.Color = os.Getenv("NO_COLOR") == "" && envLookup(s.app.cfg.Environ, "NO_COLOR") == ""
-		if w, _, err := term.GetSize(int(f.Fd())); err == nil {
-			opts.Width = w
+		if w, h, err := term.GetSize(int(f.Fd())); err == nil {
+			opts.Width, opts.Height = w, h
 		}
+		// warnings and client logs written meanwhile go above the block
+		opts.Console = s.app.console
+		return render.NewProgress(s.app.red.Writer(s.app.console.Terminal()), infos, opts)
 	}
 	return render.NewProgress(s.app.errOut, infos, opts)
 }

@@ -86,6 +86,8 @@ func (rs *runState) sink(next event.Sink, s *session, command string) event.Sink
 				r.Status, r.Detail, r.Hash = state.StepSkipped, "undone by destroy", ""
 			case event.StepFailed:
 				r.Status, r.Error, r.Hash = state.StepFailed, red.String("destroy failed: "+e.Message), ""
+			case event.StepInterrupted:
+				r.Status, r.Error, r.Hash = state.StepInterrupted, red.String("destroy "+e.Message), ""
 			default:
 				return // a step destroy leaves alone keeps its record
 			}
@@ -93,6 +95,8 @@ func (rs *runState) sink(next event.Sink, s *session, command string) event.Sink
 			r.Status, r.Detail = state.StepOK, red.String(e.Message)
 		case e.Kind == event.StepFailed:
 			r.Status, r.Error = state.StepFailed, red.String(e.Message)
+		case e.Kind == event.StepInterrupted:
+			r.Status, r.Error = state.StepInterrupted, red.String(e.Message)
 		case e.Kind == event.StepSkipped && e.Message == state.ResumeReason:
 			return // keep the success it resumed from
 		case e.Kind == event.StepSkipped && e.Attempt > 0:

@@ -49,6 +49,13 @@ func (p Pair) Changed() bool { return p.Live != p.Merged }
 //     value stays the same, MaskBefore and MaskAfter when it changes
 //     (extended to stringData, and to the copy of both inside the
 //     last-applied-configuration annotation);
+//   - the fields khook wrote from a secret variable (SecretFields: where
+//     the merged version holds a registered value) are masked in both
+//     versions whatever they hold, so a rotated secret's old value, which
+//     this run never learned, shows nowhere: neither in the field, nor in
+//     the same field of the last-applied-configuration annotation (also
+//     when that copy is the same on both sides, as server-side apply
+//     leaves it), nor in a list whose items moved;
 //   - every value registered with red (the run's KHOOK_SECRET_* values
 //     and their encodings) is masked wherever it appears, in any kind; a
 //     string that changes next to a registered value, such as a rotated
@@ -69,6 +76,7 @@ func Prepare(live, merged *unstructured.Unstructured, red *redact.Redactor) (Pai
 	if isSecret(l) || isSecret(m) {
 		maskSecret(l, m)
 	}
+	maskKhookFields(red, l, m)
 	if l != nil && m != nil {
 		maskPair(red, l, m)
 	} else {

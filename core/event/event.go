@@ -17,8 +17,11 @@ const (
 	StepRetrying  Kind = "step-retrying" // an attempt failed; another follows after Delay
 	StepSucceeded Kind = "step-succeeded"
 	StepFailed    Kind = "step-failed"
-	StepSkipped   Kind = "step-skipped"
-	RunFinished   Kind = "run-finished"
+	// StepInterrupted: the run was interrupted (Ctrl-C) while the step ran
+	// or waited to retry; Message says what it left behind.
+	StepInterrupted Kind = "step-interrupted"
+	StepSkipped     Kind = "step-skipped"
+	RunFinished     Kind = "run-finished"
 )
 
 // Event is one thing that happened during a run.
@@ -29,11 +32,13 @@ type Event struct {
 	Type    string // the step type
 	Attempt int    // 1-based, for step events
 	// Message is a progress line (StepProgress), the outcome (StepSucceeded),
-	// the error (StepFailed, StepRetrying) or the reason (StepSkipped).
+	// the error (StepFailed, StepInterrupted, StepRetrying) or the reason
+	// (StepSkipped).
 	Message string
 	// Delay is the pause before the next attempt (StepRetrying).
 	Delay time.Duration
-	// Elapsed is the step's time so far (StepSucceeded, StepFailed) or the
+	// Elapsed is the step's time so far (StepSucceeded, StepFailed,
+	// StepInterrupted) or the
 	// run's (RunFinished).
 	Elapsed time.Duration
 }

@@ -3,27 +3,47 @@ package render
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"khook.io/core/event"
+	"khook.io/core/redact"
 )
 
-// Progress renders a run's events for people. On a terminal it keeps one
-// live line per step (pending, running with elapsed time and attempt, ok,
-// failed, skipped), redrawn in place; otherwise it prints one line per
-// state change. Callers hand it a writer that redacts.
+// Progress renders a run's events for people. On a terminal it keeps a
+// live block of one line per step (pending, running with elapsed time and
+// attempt, ok, failed, interrupted, skipped), redrawn in place; otherwise
+// it prints one line per state change.
+//
+// The live block never outgrows the terminal: with more steps than rows it
+// shows the running and failed steps first, then the most recent ones, and
+// one line counting the rest; every line is cut to the terminal's width,
+// measured in display cells (a CJK character or an emoji takes two), so no
+// line wraps and the cursor always returns to the block's first line. When
+// it closes, the block is printed in full one last time. Lines other code
+// writes to the same terminal meanwhile (API warnings, client logs) go
+// through Above (see Console), which prints them above the block.
+//
+// Step messages are redacted with the options' Redactor before they are
+// measured; callers still hand it a writer that redacts.
 type Progress struct {
 	mu      sync.Mutex
 	w       io.Writer
+	console *Console
+	red     *redact.Redactor
 	live    bool
 	color   bool
 	width   int
+	height  int
 	start   time.Time
+	now     func() time.Time
 	order   []string
 	steps   map[string]*liveStep
+	seq     int // bumped on every state change, to order them
 	drawn   int // lines of the last live frame
+	closed  bool
 	stop    chan struct{}
 	stopped chan struct{}
 	verb    string
@@ -31,11 +51,12 @@ type Progress struct {
 
 type liveStep struct {
 	name, typ string
-	state     string // pending, running, ok, failed, skipped
+	state     string // pending, running, ok, failed, interrupted, skipped
 	attempt   int
 	started   time.Time
 	elapsed   time.Duration
 	note      string
+	changed   int // seq of the last state change
 }
 
 // ProgressOptions say how to render.
@@ -44,24 +65,51 @@ type ProgressOptions struct {
 	Live bool
 	// Color uses ANSI colors (a terminal without NO_COLOR).
 	Color bool
-	// Width is the terminal width; lines are cut to it when live.
-	Width int
+	// Width and Height are the terminal's size in cells; the live block
+	// keeps to Width-1 columns and Height-1 lines. Zero: 120 and 24.
+	Width, Height int
 	// Verb names the run in piped lines ("apply", "destroy").
 	Verb string
+	// Redactor masks step messages before they are measured and cut.
+	Redactor *redact.Redactor
+	// Console, when Live, is the terminal's shared standard error: the
+	// Progress attaches to it (other lines written there are printed above
+	// the block) until Close. Frames then go to the writer given to
+	// NewProgress, which must reach Console.Terminal.
+	Console *Console
 }
+
+// The terminal size assumed when the options give none.
+const (
+	defaultWidth  = 120
+	defaultHeight = 24
+)
 
 // NewProgress starts a renderer for the steps, in the order given.
 func NewProgress(w io.Writer, steps []StepInfo, opts ProgressOptions) *Progress {
-	p := &Progress{w: w, live: opts.Live, color: opts.Color, width: opts.Width, start: time.Now(),
-		steps: make(map[string]*liveStep, len(steps)), verb: opts.Verb}
+	return newProgress(w, steps, opts, time.Now, true)
+}
+
+// newProgress is NewProgress with a clock, and without the periodic
+// redraw (tests draw on events only).
+func newProgress(w io.Writer, steps []StepInfo, opts ProgressOptions, now func() time.Time, tick bool) *Progress {
+	p := &Progress{w: w, red: opts.Redactor, live: opts.Live, color: opts.Color, width: opts.Width, height: opts.Height,
+		now: now, start: now(), steps: make(map[string]*liveStep, len(steps)), verb: opts.Verb}
 	if p.width <= 0 {
-		p.width = 120
+		p.width = defaultWidth
+	}
+	if p.height <= 0 {
+		p.height = defaultHeight
 	}
 	for _, s := range steps {
 		p.order = append(p.order, s.Name)
 		p.steps[s.Name] = &liveStep{name: s.Name, typ: s.Type, state: "pending"}
 	}
-	if p.live {
+	if p.live && opts.Console != nil {
+		p.console = opts.Console
+		p.console.Attach(p)
+	}
+	if p.live && tick {
 		p.stop, p.stopped = make(chan struct{}), make(chan struct{})
 		go p.tick()
 	}
@@ -76,13 +124,12 @@ func (p *Progress) Emit(e event.Event) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s := p.steps[e.Step]
-	if s == nil && e.Step != "" {
+	if s == nil {
 		return
 	}
+	msg := p.red.String(e.Message)
 	line := ""
 	switch e.Kind {
-	case event.StepPending:
-		return
 	case event.StepStarted:
 		s.state, s.attempt = "running", e.Attempt
 		if s.started.IsZero() {
@@ -94,43 +141,84 @@ func (p *Progress) Emit(e event.Event) {
 			line = fmt.Sprintf("started attempt %d", e.Attempt)
 		}
 	case event.StepProgress:
-		s.note = e.Message
-		line = "… " + e.Message
+		s.note = msg
+		line = "… " + msg
 	case event.StepRetrying:
-		s.note = fmt.Sprintf("attempt %d failed, retrying in %s: %s", e.Attempt, e.Delay, firstLine(e.Message))
+		s.note = fmt.Sprintf("attempt %d failed, retrying in %s: %s", e.Attempt, e.Delay, firstLine(msg))
 		line = s.note
 	case event.StepSucceeded:
-		s.state, s.elapsed, s.note = "ok", e.Elapsed, e.Message
+		s.state, s.elapsed, s.note = "ok", e.Elapsed, msg
 		line = "ok " + fmtDuration(e.Elapsed)
-		if e.Message != "" {
-			line += ": " + e.Message
+		if msg != "" {
+			line += ": " + msg
 		}
 	case event.StepFailed:
-		s.state, s.elapsed, s.note = "failed", e.Elapsed, firstLine(e.Message)
-		line = "failed after " + fmtDuration(e.Elapsed) + ": " + e.Message
+		s.state, s.elapsed, s.note = "failed", e.Elapsed, msg
+		line = "failed after " + fmtDuration(e.Elapsed) + ": " + msg
+	case event.StepInterrupted:
+		s.state, s.elapsed, s.note = "interrupted", e.Elapsed, msg
+		line = "interrupted after " + fmtDuration(e.Elapsed)
+		if msg != "interrupted" {
+			line = msg + " (after " + fmtDuration(e.Elapsed) + ")"
+		}
 	case event.StepSkipped:
-		s.state, s.elapsed, s.note = "skipped", e.Elapsed, e.Message
-		line = "skipped: " + e.Message
+		s.state, s.elapsed, s.note = "skipped", e.Elapsed, msg
+		line = "skipped: " + msg
 	default:
 		return
 	}
+	p.seq++
+	s.changed = p.seq
 	if p.live {
-		p.redraw()
+		if !p.closed {
+			p.redraw()
+		}
 		return
 	}
-	fmt.Fprintf(p.w, "[%7s] %-*s %s\n", fmtDuration(time.Since(p.start)), p.nameWidth(), s.name, line)
+	_, _ = fmt.Fprintf(p.w, "[%7s] %-*s %s\n", fmtDuration(p.now().Sub(p.start)), p.nameWidth(), s.name, line)
 }
 
-// Close stops the live redraw, leaving the final frame.
+// Above prints text (whole lines) above the live block, which is then
+// redrawn; without a live block it is written as it is. Console calls it
+// for everything else written to the terminal while the block is shown.
+func (p *Progress) Above(text []byte) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.live || p.closed {
+		_, _ = p.w.Write(text)
+		return
+	}
+	var b strings.Builder
+	p.erase(&b)
+	b.Write(text)
+	p.frame(&b, p.visible())
+	_, _ = io.WriteString(p.w, b.String())
+}
+
+// Close stops the live redraw and prints the block one last time, every
+// step in full (the final frame is left in the scrollback, not redrawn, so
+// it may be taller than the terminal).
 func (p *Progress) Close() {
 	if !p.live {
 		return
 	}
-	close(p.stop)
-	<-p.stopped
+	if p.stop != nil {
+		close(p.stop)
+		<-p.stopped
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.redraw()
+	if p.closed {
+		return
+	}
+	p.closed = true
+	var b strings.Builder
+	p.erase(&b)
+	p.frame(&b, p.order)
+	_, _ = io.WriteString(p.w, b.String())
+	if p.console != nil {
+		p.console.Detach()
+	}
 }
 
 func (p *Progress) tick() {
@@ -143,7 +231,9 @@ func (p *Progress) tick() {
 			return
 		case <-t.C:
 			p.mu.Lock()
-			p.redraw()
+			if !p.closed {
+				p.redraw()
+			}
 			p.mu.Unlock()
 		}
 	}
@@ -152,7 +242,7 @@ func (p *Progress) tick() {
 func (p *Progress) nameWidth() int {
 	w := 4
 	for _, n := range p.order {
-		w = max(w, len(n))
+		w = max(w, DisplayWidth(n))
 	}
 	return w
 }
@@ -165,51 +255,147 @@ const (
 	ansiDim    = "\x1b[2m"
 )
 
+// redraw replaces the live block with a new frame.
 func (p *Progress) redraw() {
 	var b strings.Builder
-	if p.drawn > 0 {
-		fmt.Fprintf(&b, "\x1b[%dA", p.drawn)
-	}
-	nw := p.nameWidth()
-	for _, name := range p.order {
-		s := p.steps[name]
-		mark, color := "·", ansiDim
-		detail := ""
-		switch s.state {
-		case "running":
-			mark, color = "›", ansiYellow
-			detail = fmtDuration(time.Since(s.started))
-			if s.attempt > 1 {
-				detail += fmt.Sprintf(" (attempt %d)", s.attempt)
-			}
-		case "ok":
-			mark, color = "✓", ansiGreen
-			detail = fmtDuration(s.elapsed)
-		case "failed":
-			mark, color = "✗", ansiRed
-			detail = fmtDuration(s.elapsed)
-		case "skipped":
-			mark, color = "-", ansiDim
-		}
-		line := fmt.Sprintf("%s %-*s  %-7s  %-7s  %-16s %s", mark, nw, s.name, s.typ, s.state, detail, s.note)
-		line = cut(line, p.width-1)
-		if p.color {
-			line = color + line + ansiReset
-		}
-		b.WriteString("\r\x1b[K")
-		b.WriteString(line)
-		b.WriteByte('\n')
-	}
-	p.drawn = len(p.order)
+	p.erase(&b)
+	p.frame(&b, p.visible())
 	_, _ = io.WriteString(p.w, b.String())
 }
 
-func cut(s string, width int) string {
-	r := []rune(s)
-	if len(r) <= width || width <= 1 {
-		return s
+// erase moves the cursor back to the block's first line and clears from
+// there to the end of the screen. No line of the block wrapped, so the
+// block is exactly p.drawn lines tall.
+func (p *Progress) erase(b *strings.Builder) {
+	if p.drawn > 0 {
+		fmt.Fprintf(b, "\x1b[%dA", p.drawn)
 	}
-	return string(r[:width-1]) + "…"
+	b.WriteString("\r\x1b[J")
+	p.drawn = 0
+}
+
+// frame writes one line per named step (in their order), and a line
+// counting the steps not shown when the block cannot show them all.
+func (p *Progress) frame(b *strings.Builder, names []string) {
+	nw, sw := p.nameWidth(), len("running")
+	for _, s := range p.steps {
+		sw = max(sw, len(s.state)) // "interrupted", once a step is
+	}
+	for _, name := range names {
+		p.line(b, p.stepLine(p.steps[name], nw, sw), p.steps[name].state)
+	}
+	if hidden := len(p.order) - len(names); hidden > 0 {
+		p.line(b, p.hiddenLine(names), "pending")
+	}
+}
+
+// line writes one line of the block, cut to the terminal's width.
+func (p *Progress) line(b *strings.Builder, text, state string) {
+	text = CutWidth(text, p.width-1)
+	if p.color {
+		text = stateColor(state) + text + ansiReset
+	}
+	b.WriteString(text)
+	b.WriteByte('\n')
+	p.drawn++
+}
+
+func stateColor(state string) string {
+	switch state {
+	case "running", "interrupted":
+		return ansiYellow
+	case "ok":
+		return ansiGreen
+	case "failed":
+		return ansiRed
+	}
+	return ansiDim
+}
+
+func (p *Progress) stepLine(s *liveStep, nw, sw int) string {
+	mark, detail := "·", ""
+	switch s.state {
+	case "running":
+		mark = "›"
+		detail = fmtDuration(p.now().Sub(s.started))
+		if s.attempt > 1 {
+			detail += fmt.Sprintf(" (attempt %d)", s.attempt)
+		}
+	case "ok":
+		mark, detail = "✓", fmtDuration(s.elapsed)
+	case "failed":
+		mark, detail = "✗", fmtDuration(s.elapsed)
+	case "interrupted":
+		mark, detail = "!", fmtDuration(s.elapsed)
+	case "skipped":
+		mark = "-"
+	}
+	return fmt.Sprintf("%s %-*s  %-7s  %-*s  %-16s %s", mark, nw, s.name, s.typ, sw, s.state, detail, Printable(firstLine(s.note)))
+}
+
+// hiddenLine counts the steps a frame of names leaves out, by state.
+func (p *Progress) hiddenLine(names []string) string {
+	shown := make(map[string]bool, len(names))
+	for _, n := range names {
+		shown[n] = true
+	}
+	counts := map[string]int{}
+	for _, n := range p.order {
+		if !shown[n] {
+			counts[p.steps[n].state]++
+		}
+	}
+	var parts []string
+	for _, st := range []string{"running", "failed", "interrupted", "ok", "skipped", "pending"} {
+		if counts[st] > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", counts[st], st))
+		}
+	}
+	return fmt.Sprintf("… %s not shown: %s", plural(len(p.order)-len(names), "more step"), strings.Join(parts, ", "))
+}
+
+// visible picks the steps a live frame shows, in their order: all of them
+// when the terminal has the rows, else, one line being kept to count the
+// others, the running steps first, then the failed and interrupted ones,
+// then the most recently finished, then the pending ones that come first.
+func (p *Progress) visible() []string {
+	rows := max(p.height-1, 1)
+	if len(p.order) <= rows {
+		return p.order
+	}
+	budget := rows - 1
+	rank := func(s *liveStep) int {
+		switch s.state {
+		case "running":
+			return 0
+		case "failed", "interrupted":
+			return 1
+		case "ok", "skipped":
+			return 2
+		}
+		return 3
+	}
+	idx := make([]int, len(p.order))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int {
+		sa, sb := p.steps[p.order[a]], p.steps[p.order[b]]
+		if ra, rb := rank(sa), rank(sb); ra != rb {
+			return ra - rb
+		}
+		if rank(sa) == 2 {
+			return sb.changed - sa.changed // the most recent first
+		}
+		return a - b
+	})
+	chosen := idx[:budget]
+	slices.Sort(chosen)
+	out := make([]string, len(chosen))
+	for i, k := range chosen {
+		out[i] = p.order[k]
+	}
+	return out
 }
 
 func firstLine(s string) string {

@@ -48,7 +48,7 @@ func Summary(w io.Writer, name, command string, res *run.Result) error {
 	for _, s := range res.Steps {
 		detail := s.Message
 		switch s.Status {
-		case run.StatusFailed:
+		case run.StatusFailed, run.StatusInterrupted:
 			detail = s.Error
 		case run.StatusSkipped:
 			detail = s.SkipReason
@@ -62,21 +62,32 @@ func Summary(w io.Writer, name, command string, res *run.Result) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	ok, failed, skipped := res.Counts()
-	var failedNames []string
+	c := res.Counts()
+	var failed, interrupted []string
 	for _, s := range res.Steps {
-		if s.Status == run.StatusFailed {
-			failedNames = append(failedNames, s.Name)
+		switch s.Status {
+		case run.StatusFailed:
+			failed = append(failed, s.Name)
+		case run.StatusInterrupted:
+			interrupted = append(interrupted, s.Name)
 		}
 	}
 	verdict := "succeeded"
 	switch res.Status {
 	case run.RunFailed:
-		verdict = "failed (" + plural(len(failedNames), "step") + " failed: " + strings.Join(failedNames, ", ") + ")"
+		verdict = "failed (" + plural(len(failed), "step") + " failed: " + strings.Join(failed, ", ") + ")"
 	case run.RunInterrupted:
 		verdict = "was interrupted"
+		if len(interrupted) > 0 {
+			verdict += " (" + plural(len(interrupted), "step") + " cut short: " + strings.Join(interrupted, ", ") + ")"
+		}
 	}
-	_, err := fmt.Fprintf(w, "\n%s %s %s in %s: %d ok, %d failed, %d skipped.\n", command, name, verdict, fmtDuration(res.Duration), ok, failed, skipped)
+	counts := fmt.Sprintf("%d ok, %d failed", c.OK, c.Failed)
+	if c.Interrupted > 0 || res.Status == run.RunInterrupted {
+		counts += fmt.Sprintf(", %d interrupted", c.Interrupted)
+	}
+	counts += fmt.Sprintf(", %d skipped", c.Skipped)
+	_, err := fmt.Fprintf(w, "\n%s %s %s in %s: %s.\n", command, name, verdict, fmtDuration(res.Duration), counts)
 	// a failed step's full error, when it spans lines (a job's log tail)
 	for _, s := range res.Steps {
 		if s.Status == run.StatusFailed && strings.Contains(s.Error, "\n") {

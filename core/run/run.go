@@ -16,11 +16,13 @@ import (
 	"khook.io/core/spec"
 )
 
-// Step statuses.
+// Step statuses. A step is interrupted when the run was cancelled (Ctrl-C)
+// while it ran or waited to retry: it did not fail, it was cut short.
 const (
-	StatusOK      = "ok"
-	StatusFailed  = "failed"
-	StatusSkipped = "skipped"
+	StatusOK          = "ok"
+	StatusFailed      = "failed"
+	StatusInterrupted = "interrupted"
+	StatusSkipped     = "skipped"
 )
 
 // Run statuses.
@@ -88,20 +90,40 @@ type Result struct {
 	Duration time.Duration
 }
 
-// Counts returns how many steps ended ok, failed and skipped.
-func (r *Result) Counts() (ok, failed, skipped int) {
+// Counts are how many steps ended each way.
+type Counts struct {
+	OK, Failed, Interrupted, Skipped int
+}
+
+// Counts counts the steps by status.
+func (r *Result) Counts() Counts {
+	var c Counts
 	for _, s := range r.Steps {
 		switch s.Status {
 		case StatusOK:
-			ok++
+			c.OK++
 		case StatusFailed:
-			failed++
+			c.Failed++
+		case StatusInterrupted:
+			c.Interrupted++
 		case StatusSkipped:
-			skipped++
+			c.Skipped++
 		}
 	}
-	return ok, failed, skipped
+	return c
 }
+
+// InterruptNoter is an error an attempt returns when the run was
+// interrupted, saying what it left behind ("deleted Job x, which was still
+// running"); the step's error becomes "interrupted: " and the note.
+type InterruptNoter interface {
+	error
+	InterruptNote() string
+}
+
+// interruptedReason is the skip reason of the steps an interruption kept
+// from starting.
+const interruptedReason = "not run: the run was interrupted"
 
 type state int
 
@@ -114,7 +136,6 @@ const (
 type finished struct {
 	index int
 	res   StepResult
-	err   error
 }
 
 // Run executes the tasks and returns when every task has ended. Cancelling
@@ -171,6 +192,8 @@ func Run(ctx context.Context, tasks []Task, opts Options) *Result {
 			sink.Emit(event.Event{Kind: event.StepSucceeded, Time: time.Now(), Step: res.Name, Type: res.Type, Attempt: res.Attempts, Message: res.Message, Elapsed: res.Duration})
 		case StatusFailed:
 			sink.Emit(event.Event{Kind: event.StepFailed, Time: time.Now(), Step: res.Name, Type: res.Type, Attempt: res.Attempts, Message: res.Error, Elapsed: res.Duration})
+		case StatusInterrupted:
+			sink.Emit(event.Event{Kind: event.StepInterrupted, Time: time.Now(), Step: res.Name, Type: res.Type, Attempt: res.Attempts, Message: res.Error, Elapsed: res.Duration})
 		}
 		for _, j := range needers[i] {
 			if st[j] != waiting {
@@ -178,8 +201,11 @@ func Run(ctx context.Context, tasks []Task, opts Options) *Result {
 			}
 			if !satisfied {
 				why := fmt.Sprintf("needs %s, which failed", res.Name)
-				if res.Status == StatusSkipped {
+				switch res.Status {
+				case StatusSkipped:
 					why = fmt.Sprintf("needs %s, which was skipped", res.Name)
+				case StatusInterrupted:
+					why = fmt.Sprintf("needs %s, which was interrupted", res.Name)
 				}
 				skip(j, why)
 				continue
@@ -203,7 +229,7 @@ func Run(ctx context.Context, tasks []Task, opts Options) *Result {
 
 	for remaining > 0 {
 		if stopped == "" && ctx.Err() != nil {
-			stopped = "not run: the run was interrupted"
+			stopped = interruptedReason
 		}
 		// start (or skip) everything ready, within the parallelism cap
 		for len(ready) > 0 && stopped == "" && (opts.Parallelism <= 0 || active < opts.Parallelism) {
@@ -221,8 +247,7 @@ func Run(ctx context.Context, tasks []Task, opts Options) *Result {
 			wg.Add(1)
 			go func(i int) {
 				defer wg.Done()
-				res, err := attemptLoop(ctx, &tasks[i], results[i], sink)
-				doneCh <- finished{index: i, res: res, err: err}
+				doneCh <- finished{index: i, res: attemptLoop(ctx, &tasks[i], results[i], sink)}
 			}(i)
 		}
 		if active == 0 {
@@ -240,22 +265,28 @@ func Run(ctx context.Context, tasks []Task, opts Options) *Result {
 		}
 		f := <-doneCh
 		active--
-		if f.res.Status == StatusFailed && tasks[f.index].OnError != spec.OnErrorContinue && stopped == "" {
+		switch {
+		case stopped != "":
+		case f.res.Status == StatusInterrupted:
+			stopped = interruptedReason
+		case f.res.Status == StatusFailed && tasks[f.index].OnError != spec.OnErrorContinue:
 			stopped = fmt.Sprintf("not run: step %s failed (onError: fail)", f.res.Name)
-			if errors.Is(f.err, context.Canceled) && ctx.Err() != nil {
-				stopped = "not run: the run was interrupted"
-			}
 		}
-		finish(f.index, f.res, f.res.Status != StatusFailed)
+		finish(f.index, f.res, f.res.Status == StatusOK || f.res.Status == StatusSkipped)
 	}
 	wg.Wait()
 
 	res := &Result{Status: RunOK, Steps: results, Duration: time.Since(start)}
-	if _, failed, _ := res.Counts(); failed > 0 {
+	c := res.Counts()
+	if c.Failed > 0 {
 		res.Status = RunFailed
 	}
-	if ctx.Err() != nil {
-		res.Status = RunInterrupted
+	// interrupted: a step was cut short, or one never started because of
+	// it (a cancellation after the last step ended changes nothing)
+	for _, s := range results {
+		if s.Status == StatusInterrupted || s.SkipReason == interruptedReason {
+			res.Status = RunInterrupted
+		}
 	}
 	sink.Emit(event.Event{Kind: event.RunFinished, Time: time.Now(), Message: res.Status, Elapsed: res.Duration})
 	return res
@@ -263,7 +294,7 @@ func Run(ctx context.Context, tasks []Task, opts Options) *Result {
 
 // attemptLoop runs a task's attempts with its timeout, retries and retry
 // delay.
-func attemptLoop(ctx context.Context, t *Task, res StepResult, sink event.Sink) (StepResult, error) {
+func attemptLoop(ctx context.Context, t *Task, res StepResult, sink event.Sink) StepResult {
 	res.Started = time.Now()
 	for attempt := 1; ; attempt++ {
 		res.Attempts = attempt
@@ -284,20 +315,16 @@ func attemptLoop(ctx context.Context, t *Task, res StepResult, sink event.Sink) 
 			}
 			res.Finished = time.Now()
 			res.Duration = res.Finished.Sub(res.Started)
-			return res, nil
+			return res
 		}
-		switch {
-		case ctx.Err() != nil:
-			err = fmt.Errorf("interrupted: %w", context.Canceled)
-		case timedOut:
+		if ctx.Err() != nil {
+			return ended(res, StatusInterrupted, interruptedError(err))
+		}
+		if timedOut {
 			err = fmt.Errorf("timed out after %s: %w", t.Timeout, err)
 		}
-		if ctx.Err() != nil || attempt > t.Retries {
-			res.Status = StatusFailed
-			res.Error = err.Error()
-			res.Finished = time.Now()
-			res.Duration = res.Finished.Sub(res.Started)
-			return res, err
+		if attempt > t.Retries {
+			return ended(res, StatusFailed, err.Error())
 		}
 		sink.Emit(event.Event{Kind: event.StepRetrying, Time: time.Now(), Step: t.Name, Type: t.Type, Attempt: attempt, Message: err.Error(), Delay: t.RetryDelay})
 		if t.RetryDelay > 0 {
@@ -306,14 +333,28 @@ func attemptLoop(ctx context.Context, t *Task, res StepResult, sink event.Sink) 
 			case <-timer.C:
 			case <-ctx.Done():
 				timer.Stop()
-				res.Status = StatusFailed
-				res.Error = fmt.Sprintf("interrupted while waiting to retry after: %v", err)
-				res.Finished = time.Now()
-				res.Duration = res.Finished.Sub(res.Started)
-				return res, context.Canceled
+				return ended(res, StatusInterrupted, fmt.Sprintf("interrupted while waiting to retry (attempt %d failed: %v)", attempt, err))
 			}
 		}
 	}
+}
+
+// ended is res finished now with status and error text.
+func ended(res StepResult, status, msg string) StepResult {
+	res.Status, res.Error = status, msg
+	res.Finished = time.Now()
+	res.Duration = res.Finished.Sub(res.Started)
+	return res
+}
+
+// interruptedError is the error text of an attempt the interruption cut
+// short: "interrupted", with what the step says it left behind.
+func interruptedError(err error) string {
+	var n InterruptNoter
+	if errors.As(err, &n) && n.InterruptNote() != "" {
+		return "interrupted: " + n.InterruptNote()
+	}
+	return "interrupted"
 }
 
 // callAttempt runs one attempt, turning a panic into an error so one

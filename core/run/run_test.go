@@ -265,39 +265,90 @@ func TestTimeoutBoundsEachAttempt(t *testing.T) {
 	}
 }
 
+// noted is an attempt's error that says what it left behind.
+type noted struct{ error }
+
+func (noted) InterruptNote() string { return "deleted Job ns/x, which was still running" }
+
+// TestInterrupt: Ctrl-C is not a failure. The running step and the one
+// waiting to retry are interrupted (with what they left behind), their
+// dependents are skipped naming the interruption, nothing new starts.
 func TestInterrupt(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	started := make(chan struct{})
+	var startedOnce sync.Once
 	tasks := []Task{
 		{Name: "running", Attempt: func(ctx context.Context, _ int) (Outcome, error) {
-			close(started)
+			startedOnce.Do(func() { close(started) })
 			<-ctx.Done()
 			return Outcome{}, ctx.Err()
 		}},
 		{Name: "next", Needs: []int{0}, Attempt: fail("must not run")},
 		{Name: "retrying", Retries: 5, RetryDelay: time.Hour, Attempt: fail("flaky")},
+		{Name: "job", Attempt: func(ctx context.Context, _ int) (Outcome, error) {
+			<-ctx.Done()
+			return Outcome{}, noted{ctx.Err()}
+		}},
+		{Name: "after-job", Needs: []int{3}, Attempt: fail("must not run")},
+		{Name: "later", Needs: []int{1}, Attempt: fail("must not run")},
 	}
-	go func() { <-started; time.Sleep(20 * time.Millisecond); cancel() }()
+	var rec recorder
 	done := make(chan *Result)
-	go func() { done <- Run(ctx, tasks, Options{}) }()
-	var res *Result
-	select {
-	case res = <-done:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the run did not stop after cancellation")
-	}
+	go func() { done <- Run(ctx, tasks, Options{Events: &rec}) }()
+	<-started
+	cancel()
+	res := <-done
 	m := byName(res)
 	if res.Status != RunInterrupted {
 		t.Fatal(res.Status)
 	}
-	if m["running"].Status != StatusFailed || !strings.Contains(m["running"].Error, "interrupted") {
-		t.Fatalf("running: %+v", m["running"])
+	if c := res.Counts(); c != (Counts{Interrupted: 3, Skipped: 3}) {
+		t.Errorf("counts %+v", c)
 	}
-	if m["next"].Status != StatusSkipped || !strings.Contains(m["next"].SkipReason, "needs running") {
-		t.Fatalf("next: %+v", m["next"])
+	for name, want := range map[string]string{
+		"running":  "interrupted",
+		"retrying": "interrupted while waiting to retry (attempt 1 failed: flaky)",
+		"job":      "interrupted: deleted Job ns/x, which was still running",
+	} {
+		if m[name].Status != StatusInterrupted || m[name].Error != want {
+			t.Errorf("%s: %+v, want interrupted with %q", name, m[name], want)
+		}
+		if k := rec.kinds(name); k[len(k)-1] != event.StepInterrupted {
+			t.Errorf("%s: events %v", name, k)
+		}
 	}
-	if m["retrying"].Status != StatusFailed || !strings.Contains(m["retrying"].Error, "interrupted while waiting to retry") {
-		t.Fatalf("retrying: %+v", m["retrying"])
+	for name, want := range map[string]string{
+		"next":      "needs running, which was interrupted",
+		"after-job": "needs job, which was interrupted",
+		"later":     "needs next, which was skipped",
+	} {
+		if m[name].Status != StatusSkipped || m[name].SkipReason != want {
+			t.Errorf("%s: %+v, want skipped: %q", name, m[name], want)
+		}
+	}
+}
+
+// TestInterruptBeforeStart: steps the interruption kept from starting are
+// skipped saying so.
+func TestInterruptBeforeStart(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	res := Run(ctx, []Task{{Name: "a", Attempt: fail("must not run")}}, Options{})
+	if res.Status != RunInterrupted || res.Steps[0].Status != StatusSkipped || res.Steps[0].SkipReason != "not run: the run was interrupted" {
+		t.Fatalf("%s %+v", res.Status, res.Steps)
+	}
+}
+
+// TestCancelAfterTheLastStep: a cancellation nothing noticed leaves the
+// run's outcome alone.
+func TestCancelAfterTheLastStep(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	res := Run(ctx, []Task{{Name: "a", Attempt: func(context.Context, int) (Outcome, error) {
+		cancel()
+		return Outcome{Message: "done"}, nil
+	}}}, Options{})
+	if res.Status != RunOK || res.Steps[0].Status != StatusOK {
+		t.Fatalf("%s %+v", res.Status, res.Steps)
 	}
 }
 

@@ -13,9 +13,10 @@ const RecordVersion = 1
 // Step outcomes as the record keeps them. A step that skipIf found already
 // done is recorded ok: it resumes like a success.
 const (
-	StepOK      = "ok"
-	StepFailed  = "failed"
-	StepSkipped = "skipped"
+	StepOK          = "ok"
+	StepFailed      = "failed"
+	StepInterrupted = "interrupted" // Ctrl-C cut it short
+	StepSkipped     = "skipped"
 )
 
 // ResumeReason is the skip reason of a step the record lets a run resume.

@@ -60,6 +60,8 @@ func Compare(loc Location, rec *Record, steps []SpecStep) *Status {
 			ss.Next, ss.Why = NextRerun, "input changed — will re-run"
 		case r.Status == StepFailed:
 			ss.Next, ss.Why = NextRerun, "failed — will re-run"
+		case r.Status == StepInterrupted:
+			ss.Next, ss.Why = NextRerun, "interrupted — will re-run"
 		default:
 			ss.Next, ss.Why = NextRerun, "skipped — will re-run"
 		}

@@ -70,6 +70,21 @@ type causeError struct {
 func (e *causeError) Error() string { return e.msg }
 func (e *causeError) Unwrap() error { return e.err }
 
+// Interrupted is the error of an attempt the run's interruption (Ctrl-C)
+// cut short, saying what the step left behind, such as "deleted Job x,
+// which was still running" or "Job x left running: ...". It unwraps to
+// err; the scheduler reports the step interrupted with the note.
+func Interrupted(note string, err error) error { return &interruptedError{note: note, err: err} }
+
+type interruptedError struct {
+	note string
+	err  error
+}
+
+func (e *interruptedError) Error() string         { return e.note + ": " + e.err.Error() }
+func (e *interruptedError) Unwrap() error         { return e.err }
+func (e *interruptedError) InterruptNote() string { return e.note }
+
 // Namespace returns ns, or the request's default namespace when ns is
 // empty, or "default".
 func (r *Request) Namespace(ns string) string {

@@ -153,17 +153,13 @@ func (e *Executor) run(ctx context.Context, req *step.Request) (step.Outcome, er
 	for i, o := range objs {
 		res, err := ap.Apply(ctx, o, ns)
 		if err != nil {
-			err = fmt.Errorf("%s apply failed: %w", manifest.Ref(o), err)
-			if i > 0 {
-				logf(req, "%d of %d objects applied before %s failed", i, len(objs), manifest.Ref(o))
-			}
-			return step.Outcome{}, err
+			return step.Outcome{}, partial(ctx, req, i, len(objs), manifest.Ref(o), "apply failed", err)
 		}
 		counts[res.Action]++
 		logf(req, "%s %s", manifest.Ref(res.Object), res.Action)
 		if manifest.IsCRD(res.Mapping.GroupVersionKind) {
 			if err := establishCRD(ctx, req.Kube, res, func(line string) { logf(req, "%s", line) }); err != nil {
-				return step.Outcome{}, fmt.Errorf("%s: %w", manifest.Ref(res.Object), err)
+				return step.Outcome{}, partial(ctx, req, i+1, len(objs), manifest.Ref(res.Object), "", err)
 			}
 		}
 		targets = append(targets, waiter.Target{Mapping: res.Mapping, Namespace: res.Object.GetNamespace(), Name: res.Object.GetName()})
@@ -180,6 +176,26 @@ func (e *Executor) run(ctx context.Context, req *step.Request) (step.Outcome, er
 		msg += "; " + a.WaitFor + " met"
 	}
 	return step.Outcome{Message: msg}, nil
+}
+
+// partial is the error of a step that stopped at object ref (what failed
+// there: "apply failed", or nothing when err says it) after applying done
+// of total objects. The count leads the error, so the run's summary and
+// JSON say what was left applied, not only the progress lines: "applied 2
+// of 5 objects before Secret/x failed: ...". When the run was interrupted,
+// the count is the step's note of what it left behind.
+func partial(ctx context.Context, req *step.Request, done, total int, ref, what string, err error) error {
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return step.Interrupted(fmt.Sprintf("applied %d of %s before the interruption", done, countNoun(total, "object")), err)
+	}
+	if done == 0 {
+		if what == "" {
+			return fmt.Errorf("%s: %w", ref, err)
+		}
+		return fmt.Errorf("%s %s: %w", ref, what, err)
+	}
+	logf(req, "%d of %d objects applied before %s failed", done, total, ref)
+	return fmt.Errorf("applied %d of %s before %s failed: %w", done, countNoun(total, "object"), ref, err)
 }
 
 // Summary is the outcome line: "applied 3 objects: 1 created, 1
@@ -285,8 +301,11 @@ func EnsureNamespace(ctx context.Context, c *kube.Clients, name string) (bool, e
 
 // Plan predicts create (no object exists), configure (some exist), skip
 // (skipIf: exists and all exist) or unknown (a kind or namespace is
-// missing that this step does not create: an earlier step may), with one
-// detail line per object. It only reads.
+// missing that this step does not create: an earlier step may; or the
+// user may not read an object), with one detail line per object. It only
+// reads, and decides from what the user may read: a namespace it may not
+// read is taken to exist (the object's own read then says whether it
+// does), as apply and diff take it.
 func (e *Executor) Plan(ctx context.Context, req *step.Request) (step.Prediction, error) {
 	p, err := e.plan(ctx, req)
 	if err != nil {
@@ -326,7 +345,10 @@ func (e *Executor) plan(ctx context.Context, req *step.Request) (step.Prediction
 	unserved := map[schema.GroupVersionKind]error{}
 	if a.CreateNamespace && a.Namespace != "" {
 		ok, err := namespaceExists(ctx, req.Kube, a.Namespace)
-		if err != nil {
+		switch {
+		case apierrors.IsForbidden(err):
+			ok = true // as apply: the create is tried and finds it there (or says it may not)
+		case err != nil:
 			return step.Prediction{}, err
 		}
 		nsExists[a.Namespace] = ok
@@ -373,7 +395,12 @@ func (e *Executor) plan(ctx context.Context, req *step.Request) (step.Prediction
 			present, seen := nsExists[p.GetNamespace()]
 			if !seen {
 				present, err = namespaceExists(ctx, req.Kube, p.GetNamespace())
-				if err != nil {
+				switch {
+				case apierrors.IsForbidden(err):
+					// a user who may not read namespaces may still use
+					// this one: the object's own read decides
+					present = true
+				case err != nil:
 					return step.Prediction{}, err
 				}
 				nsExists[p.GetNamespace()] = present
@@ -396,6 +423,16 @@ func (e *Executor) plan(ctx context.Context, req *step.Request) (step.Prediction
 		case apierrors.IsNotFound(err):
 			details = append(details, where+": create")
 			absent++
+		case apierrors.IsForbidden(err):
+			// what the user may not read cannot be predicted; the other
+			// objects still are
+			r := "may not read " + mapping.Resource.Resource
+			if p.GetNamespace() != "" {
+				r += " in " + p.GetNamespace()
+			}
+			details = append(details, where+": unknown ("+kube.Reason(err)+")")
+			reasons = appendOnce(reasons, r)
+			unknown++
 		case err != nil:
 			return step.Prediction{}, fmt.Errorf("%s: %w", where, err)
 		default:

@@ -43,6 +43,9 @@ type Summary struct {
 	// Unnamed objects use generateName: there is no way to find them
 	// again, so they are left alone.
 	Unnamed []string
+	// Failed are the objects that could not be deleted (a refused
+	// request), each error naming its object.
+	Failed []error
 }
 
 // Message summarizes s in one line: "deleted 3 objects (1 already gone);
@@ -88,7 +91,10 @@ func (e *NotFoundError) Error() string {
 // order, custom resource definitions last (so their custom resources are
 // gone before them), with background propagation like kubectl, then waits
 // until every deleted object is gone, bounded by ctx. An object replaced
-// meanwhile (same name, another UID) counts as gone.
+// meanwhile (same name, another UID) counts as gone. An object whose
+// delete is refused (forbidden, say) does not stop the others: like
+// kubectl delete -f, every other object is still deleted, and the call
+// then fails with a *PartialError naming each object left and why.
 func DeleteObjects(ctx context.Context, req *step.Request, objs []*unstructured.Unstructured, opts ObjectsOptions) (Summary, error) {
 	var sum Summary
 	maps := newMappings(req.Kube)
@@ -119,19 +125,28 @@ func DeleteObjects(ctx context.Context, req *step.Request, objs []*unstructured.
 				continue
 			}
 			if err != nil {
-				return sum, fmt.Errorf("%s: %w", manifest.Ref(o), err)
+				if ctx.Err() != nil {
+					return sum, fmt.Errorf("%s: %w", manifest.Ref(o), err)
+				}
+				sum.Failed = append(sum.Failed, fmt.Errorf("%s: %w", manifest.Ref(o), err))
+				continue
 			}
 			obj := o.DeepCopy()
 			manifest.SetNamespace(obj, kube.Namespaced(mapping), opts.Namespace)
+			d := Describe(mapping, obj.GetNamespace(), obj.GetName())
 			t, err := deleteOne(ctx, req.Kube, mapping, obj.GetNamespace(), obj.GetName())
 			switch {
 			case apierrors.IsNotFound(err):
-				sum.Absent = append(sum.Absent, Describe(mapping, obj.GetNamespace(), obj.GetName()))
-			case err != nil:
+				sum.Absent = append(sum.Absent, d)
+			case err != nil && ctx.Err() != nil:
 				return sum, fmt.Errorf("%s delete failed: %w", manifest.Ref(o), err)
+			case err != nil:
+				// like kubectl delete -f: the others are still deleted,
+				// and every refusal reported at the end
+				sum.Failed = append(sum.Failed, fmt.Errorf("%s: %w", d, err))
 			default:
 				targets = append(targets, t)
-				deleted = append(deleted, Describe(mapping, obj.GetNamespace(), obj.GetName()))
+				deleted = append(deleted, d)
 			}
 		}
 		if err := waitGone(ctx, req, targets); err != nil {
@@ -139,11 +154,36 @@ func DeleteObjects(ctx context.Context, req *step.Request, objs []*unstructured.
 		}
 		sum.Deleted = append(sum.Deleted, deleted...)
 	}
+	if len(sum.Failed) > 0 {
+		return sum, &PartialError{Summary: sum}
+	}
 	if !opts.IgnoreNotFound && len(sum.Absent) > 0 {
 		return sum, &NotFoundError{Objects: sum.Absent}
 	}
 	return sum, nil
 }
+
+// PartialError is a DeleteObjects that could not delete every object: it
+// deleted the others (Summary says what it did) and names each object it
+// could not delete, with why. It unwraps to those errors, so
+// apierrors.IsForbidden and the like see them.
+type PartialError struct{ Summary Summary }
+
+func (e *PartialError) Error() string {
+	s := e.Summary
+	msgs := make([]string, len(s.Failed))
+	for i, err := range s.Failed {
+		msgs[i] = err.Error()
+	}
+	total := len(s.Failed) + len(s.Deleted) + len(s.Absent)
+	msg := fmt.Sprintf("could not delete %d of %s: %s", len(s.Failed), countNoun(total, "object"), strings.Join(msgs, "; "))
+	if done := s.Message(); len(s.Deleted) > 0 || len(s.Absent) > 0 {
+		msg += " (" + done + ")"
+	}
+	return msg
+}
+
+func (e *PartialError) Unwrap() []error { return e.Summary.Failed }
 
 // deleteOne deletes one object by name, preconditioned on the UID it read
 // (so a replacement created meanwhile is not deleted), with background

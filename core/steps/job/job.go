@@ -200,6 +200,11 @@ func (e *Executor) run(ctx context.Context, req *step.Request) (step.Outcome, er
 	}
 	began := time.Now()
 	err = e.wait(ctx, req, r, created)
+	if err != nil && errors.Is(ctx.Err(), context.Canceled) {
+		// interrupted (Ctrl-C), not timed out: khook owns the Job it
+		// just created, so it does not leave it running
+		return step.Outcome{}, stopOnInterrupt(ctx, req, r, created.UID, err)
+	}
 	if err != nil {
 		return step.Outcome{}, err
 	}
@@ -448,6 +453,39 @@ func eventTime(e corev1.Event) time.Time {
 		return e.EventTime.Time
 	}
 	return e.CreationTimestamp.Time
+}
+
+// interruptTimeout bounds the cleanup of an interrupted attempt, which
+// runs after the run's context is cancelled.
+const interruptTimeout = 10 * time.Second
+
+// stopOnInterrupt deletes the Job of uid that an interrupted attempt
+// created (its pods in the background, without waiting), unless it has
+// finished, and returns err with a note saying what became of the Job.
+func stopOnInterrupt(ctx context.Context, req *step.Request, r ref, uid types.UID, err error) error {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), interruptTimeout)
+	defer cancel()
+	jobs := req.Kube.Typed.BatchV1().Jobs(r.ns)
+	var note string
+	j, gerr := jobs.Get(dctx, r.name, metav1.GetOptions{})
+	switch {
+	case gerr == nil && j.UID == uid && (Succeeded(j) || conditionTrue(j, batchv1.JobFailed)):
+		note = r.subject + " had already finished: left in place"
+	case gerr == nil && j.UID != uid, apierrors.IsNotFound(gerr):
+		note = r.subject + " is already gone"
+	default:
+		bg := metav1.DeletePropagationBackground
+		derr := jobs.Delete(dctx, r.name, metav1.DeleteOptions{PropagationPolicy: &bg, Preconditions: &metav1.Preconditions{UID: &uid}})
+		switch {
+		case derr == nil:
+			note = "deleted " + r.subject + ", which was still running (its pod is deleted with it)"
+		case apierrors.IsNotFound(derr), apierrors.IsConflict(derr):
+			note = r.subject + " is already gone"
+		default:
+			note = r.subject + " left running: it could not be deleted: " + kube.Reason(derr)
+		}
+	}
+	return step.Interrupted(req.Redactor.String(note), err)
 }
 
 // deleteAndWait deletes the Job of uid (its pods in the background) and

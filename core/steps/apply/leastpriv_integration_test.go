@@ -1,0 +1,132 @@
+//go:build integration
+
+package apply_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"khook.io/core/internal/steptest"
+	"khook.io/core/step"
+	"khook.io/core/steps/apply"
+)
+
+var saGVR = schema.GroupVersionResource{Version: "v1", Resource: "serviceaccounts"}
+
+const serviceAccount = "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: %s\n"
+
+// limitedEnv is a test as the least-privilege user, in the one namespace
+// it may use (configmaps, secrets, pods, deployments, jobs; no
+// serviceaccounts, and no namespace reads), with names unique to the
+// test; whatever it leaves is deleted by the admin afterwards.
+type limitedEnv struct {
+	*env
+	lim  *steptest.Options
+	ns   string
+	name func(string) string
+	req  func(yaml string) *step.Request
+}
+
+func newLimitedEnv(t *testing.T) *limitedEnv {
+	e := newEnv(t)
+	lim := steptest.Clients(t, e.c.LimitedRESTConfig(t))
+	le := &limitedEnv{env: e, ns: e.c.LimitedNamespace}
+	le.name = func(s string) string { return s + "-" + e.ns }
+	le.req = func(yaml string) *step.Request { return steptest.Request(t, lim, yaml, steptest.Options{}) }
+	return le
+}
+
+// cleanup deletes the named objects of the limited namespace after the
+// test, as the admin.
+func (le *limitedEnv) cleanup(gvr schema.GroupVersionResource, names ...string) {
+	le.t.Cleanup(func() {
+		for _, n := range names {
+			_ = le.res(gvr, le.ns).Delete(context.Background(), n, metav1.DeleteOptions{})
+		}
+	})
+}
+
+// TestPlanLeastPrivilege: a user who may not read namespaces still gets a
+// plan of what it may read: create and configure, not unknown; an object
+// it may not read is unknown, alone, with the server's reason.
+func TestPlanLeastPrivilege(t *testing.T) {
+	le := newLimitedEnv(t)
+	a, b, sa := le.name("lp-plan-a"), le.name("lp-plan-b"), le.name("lp-plan-sa")
+	steptest.Create(t, le.clients, le.ns, configMap(b, nil))
+	le.cleanup(cmGVR, b)
+
+	pred := steptest.Plan(t, apply.New(apply.Options{}), le.req(stepYAML("cms", "namespace: "+le.ns, inline(configMap(a, nil)), inline(configMap(b, nil)))))
+	if pred.Action != "configure" || pred.Reason != "1 of 2 objects exist" {
+		t.Errorf("plan = %+v, want configure (1 of 2 objects exist)", pred)
+	}
+	want := []string{"ConfigMap/" + a + " in " + le.ns + ": create", "ConfigMap/" + b + " in " + le.ns + ": configure (exists)"}
+	if strings.Join(pred.Details, "|") != strings.Join(want, "|") {
+		t.Errorf("details %q, want %q", pred.Details, want)
+	}
+
+	pred = steptest.Plan(t, apply.New(apply.Options{}), le.req(stepYAML("mixed", "namespace: "+le.ns+"\ncreateNamespace: true", inline(configMap(a, nil)), inline(fmt.Sprintf(serviceAccount, sa)))))
+	if pred.Action != "unknown" || pred.Reason != "may not read serviceaccounts in "+le.ns {
+		t.Errorf("plan = %+v, want unknown: may not read serviceaccounts", pred)
+	}
+	if len(pred.Details) != 2 || pred.Details[0] != "ConfigMap/"+a+" in "+le.ns+": create" ||
+		!strings.Contains(pred.Details[1], `cannot get resource "serviceaccounts"`) {
+		t.Errorf("details %q", pred.Details)
+	}
+}
+
+// TestApplyPartialSaysWhatWasApplied: a step that stops at a forbidden
+// object says, in its error, how many objects it applied before it.
+func TestApplyPartialSaysWhatWasApplied(t *testing.T) {
+	le := newLimitedEnv(t)
+	a, b, sa, c := le.name("lp-a"), le.name("lp-b"), le.name("lp-sa"), le.name("lp-c")
+	le.cleanup(cmGVR, a, b, c)
+	for _, serverSide := range []bool{false, true} {
+		err := runErr(t, le.req(stepYAML("partial", fmt.Sprintf("namespace: %s\nserverSide: %v", le.ns, serverSide),
+			inline(configMap(a, nil)), inline(configMap(b, nil)), inline(fmt.Sprintf(serviceAccount, sa)), inline(configMap(c, nil)))))
+		prefix := "applied 2 of 4 objects before ServiceAccount/" + sa + " failed: serviceaccounts"
+		if !strings.HasPrefix(err.Error(), prefix) || !strings.Contains(err.Error(), `is forbidden: User "khook-limited" cannot`) {
+			t.Errorf("serverSide=%v: error %q, want it to start %q", serverSide, err, prefix)
+		}
+		if !apierrors.IsForbidden(err) {
+			t.Errorf("the error chain lost the API status: %v", err)
+		}
+		if le.absent(cmGVR, le.ns, a) || le.absent(cmGVR, le.ns, b) || !le.absent(cmGVR, le.ns, c) {
+			t.Errorf("serverSide=%v: want %s and %s applied, %s not", serverSide, a, b, c)
+		}
+	}
+}
+
+// TestDestroyDeletesWhatItMay: destroy deletes every object it may, and
+// names the one it could not delete, with why.
+func TestDestroyDeletesWhatItMay(t *testing.T) {
+	le := newLimitedEnv(t)
+	a, sa, b := le.name("lp-d-a"), le.name("lp-d-sa"), le.name("lp-d-b")
+	steptest.Create(t, le.clients, le.ns, configMap(a, nil))
+	steptest.Create(t, le.clients, le.ns, fmt.Sprintf(serviceAccount, sa))
+	steptest.Create(t, le.clients, le.ns, configMap(b, nil))
+	le.cleanup(cmGVR, a, b)
+	le.cleanup(saGVR, sa)
+	req := le.req(stepYAML("undo", "namespace: "+le.ns, inline(configMap(a, nil)), inline(fmt.Sprintf(serviceAccount, sa)), inline(configMap(b, nil))))
+	ctx, cancel := context.WithTimeout(t.Context(), req.Timeout)
+	defer cancel()
+	_, err := apply.New(apply.Options{}).Destroy(ctx, req)
+	if err == nil {
+		t.Fatal("destroy succeeded, but the ServiceAccount may not be deleted")
+	}
+	want := "could not delete 1 of 3 objects: ServiceAccount/" + sa + " in " + le.ns + ": serviceaccounts \"" + sa + "\" is forbidden"
+	if !strings.HasPrefix(err.Error(), want) || !strings.HasSuffix(err.Error(), "(deleted 2 objects)") {
+		t.Errorf("error %q, want it to start %q and end (deleted 2 objects)", err, want)
+	}
+	if !apierrors.IsForbidden(err) {
+		t.Errorf("the error chain lost the API status: %v", err)
+	}
+	if !le.absent(cmGVR, le.ns, a) || !le.absent(cmGVR, le.ns, b) || le.absent(saGVR, le.ns, sa) {
+		t.Error("both ConfigMaps must be gone (the first one comes after the refused object), the ServiceAccount left")
+	}
+}
