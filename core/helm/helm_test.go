@@ -564,3 +564,126 @@ func TestFlatten(t *testing.T) {
 		t.Errorf("oneLine(multi) = %q", multi)
 	}
 }
+
+// TestParseIndexAsHelm reads indexes as khook does and as Helm's own loader
+// does from a file (what `helm repo add` / `helm install --repo` read), and
+// wants the same chart versions from both: entries Helm tolerates are kept
+// (a dependency listed twice under one name, as repositories that strip
+// aliases write it), entries it drops are dropped, and what it refuses
+// whole is refused.
+func TestParseIndexAsHelm(t *testing.T) {
+	const dupDeps = `apiVersion: v1
+entries:
+  kps:
+    - name: kps
+      version: 1.0.0
+      apiVersion: v2
+      urls: [kps-1.0.0.tgz]
+      dependencies:
+        - name: common
+          version: 1.x
+        - name: common
+          version: 1.x
+    - name: kps
+      version: 0.9.0
+      apiVersion: v2
+      urls: [kps-0.9.0.tgz]
+`
+	for _, tc := range []struct {
+		name, index string
+		want        map[string][]string // chart -> versions, newest first; nil: refused
+	}{
+		{"dependency listed twice under one name", dupDeps, map[string][]string{"kps": {"1.0.0", "0.9.0"}}},
+		{"same as JSON", mustJSON(t, dupDeps), map[string][]string{"kps": {"1.0.0", "0.9.0"}}},
+		{"invalid version dropped, empty entry dropped", `apiVersion: v1
+entries:
+  demo:
+    - name: demo
+      version: 0.1.0
+      urls: [demo-0.1.0.tgz]
+    -
+    - name: demo
+      version: not-semver!
+      urls: [demo-x.tgz]
+`, map[string][]string{"demo": {"0.1.0"}}},
+		{"invalid chart name dropped", `apiVersion: v1
+entries:
+  bad:
+    - name: "bad/name"
+      version: 1.0.0
+      urls: [bad-1.0.0.tgz]
+`, map[string][]string{"bad": nil}},
+		{"an entry without name or version dropped", `apiVersion: v1
+entries:
+  x:
+    - urls: [x.tgz]
+`, map[string][]string{"x": nil}},
+		{"unknown field refused, as helm's strict YAML does", `apiVersion: v1
+entries: {}
+extra: 1
+`, nil},
+		{"no apiVersion refused", "entries: {}\n", nil},
+		{"empty refused", "", nil},
+		{"not YAML refused", "{{{", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "index.yaml")
+			if err := os.WriteFile(path, []byte(tc.index), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			helmIdx, helmErr := repo.LoadIndexFile(path)
+			idx, err := parseIndex([]byte(tc.index))
+			if (err != nil) != (helmErr != nil) {
+				t.Fatalf("khook error %v, helm error %v: they must agree", err, helmErr)
+			}
+			if tc.want == nil {
+				if err == nil {
+					t.Fatal("want the index refused")
+				}
+				if strings.Contains(err.Error(), os.TempDir()) {
+					t.Errorf("error names the temporary file: %v", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			versions := func(idx *repo.IndexFile) map[string][]string {
+				out := map[string][]string{}
+				for name, cvs := range idx.Entries {
+					out[name] = nil
+					for _, cv := range cvs {
+						out[name] = append(out[name], cv.Version)
+					}
+				}
+				return out
+			}
+			if got, helm := versions(idx), versions(helmIdx); !reflect.DeepEqual(got, helm) {
+				t.Errorf("khook read %v, helm %v", got, helm)
+			}
+			if got := versions(idx); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("versions = %v, want %v", got, tc.want)
+			}
+		})
+	}
+
+	// what the step resolves: the newest version, whose dependencies repeat
+	// a name, is found
+	idx, err := parseIndex([]byte(dupDeps))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cv, err := resolveVersion(idx, "kps", "")
+	if err != nil || cv.Version != "1.0.0" {
+		t.Errorf("resolve latest kps: %v, %v; want 1.0.0", cv, err)
+	}
+}
+
+func mustJSON(t *testing.T, y string) string {
+	t.Helper()
+	b, err := yaml.YAMLToJSON([]byte(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}

@@ -1,63 +1,52 @@
 package helm
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
 
 	"github.com/Masterminds/semver/v3"
-	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/repo"
-	"sigs.k8s.io/yaml"
 )
 
 // nearestCount is how many versions a "version not found" error lists.
 const nearestCount = 5
 
-// parseIndex reads a repository's index.yaml (or its JSON form) in memory,
-// the way Helm's repo.LoadIndexFile does from a file: entries that are
-// empty or invalid are dropped, and each chart's versions are sorted newest
-// first.
+// parseIndex reads a repository's index.yaml (or its JSON form) with
+// Helm's own loader, repo.LoadIndexFile, so an index means to khook exactly
+// what it means to `helm install --repo`: YAML read strictly, entries that
+// are empty or fail chart validation dropped, except for the validation
+// errors Helm tolerates in indexes (two dependencies of one name, as
+// repositories that strip dependency aliases write them), and each chart's
+// versions sorted newest first. Helm's loader reads only files, so the
+// downloaded index passes through a temporary file, as it does through
+// Helm's repository cache.
 func parseIndex(data []byte) (*repo.IndexFile, error) {
-	if len(data) == 0 {
-		return nil, errors.New("index.yaml is empty")
-	}
-	idx := &repo.IndexFile{}
-	var err error
-	if json.Valid(data) {
-		err = json.Unmarshal(data, idx)
-	} else {
-		err = yaml.Unmarshal(data, idx)
-	}
+	dir, err := os.MkdirTemp("", "khook-index-")
 	if err != nil {
-		return nil, fmt.Errorf("index.yaml is not a chart repository index: %w", err)
+		return nil, fmt.Errorf("read index.yaml: %w", err)
 	}
-	if idx.APIVersion == "" {
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "index.yaml")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		return nil, fmt.Errorf("read index.yaml: %w", err)
+	}
+	idx, err := repo.LoadIndexFile(path)
+	switch {
+	case errors.Is(err, repo.ErrEmptyIndexYaml):
+		return nil, errors.New("index.yaml is empty")
+	case errors.Is(err, repo.ErrNoAPIVersion):
 		return nil, errors.New("index.yaml is not a chart repository index: no apiVersion")
+	case err != nil:
+		// Helm names the file it read: the temporary one means nothing to
+		// the user, whose message names the index URL instead
+		msg := strings.TrimPrefix(err.Error(), "error loading "+path+": ")
+		return nil, fmt.Errorf("index.yaml is not a chart repository index: %s", msg)
 	}
-	for name, cvs := range idx.Entries {
-		kept := cvs[:0]
-		for _, cv := range cvs {
-			if cv == nil {
-				continue
-			}
-			if cv.Metadata == nil {
-				cv.Metadata = &chart.Metadata{}
-			}
-			if cv.APIVersion == "" {
-				cv.APIVersion = chart.APIVersionV1
-			}
-			if cv.Validate() != nil {
-				continue
-			}
-			kept = append(kept, cv)
-		}
-		idx.Entries[name] = kept
-	}
-	idx.SortEntries()
 	return idx, nil
 }
 
