@@ -186,16 +186,6 @@ func (s *splitter) yaml(from int) error {
 		if errors.Is(err, io.EOF) {
 			return nil
 		}
-		if err != nil {
-			n, text := lines.badSeparator(first)
-			if n == 0 {
-				return fmt.Errorf("%w: %w", errAlign, err)
-			}
-			return &DocumentError{Err: &LineError{
-				What: "invalid document separator", Line: base + n,
-				Msg: fmt.Sprintf("%q: only white space or a comment may follow \"---\" on its line (kubectl reads every line starting with \"---\" as a separator)", text),
-			}}
-		}
 		opened := false // a "---" opened the chunk's document
 		if !first {
 			// the "---" that ended the previous chunk
@@ -206,33 +196,54 @@ func (s *splitter) yaml(from int) error {
 			opened = true
 		}
 		start := lines.n + 1
+		if err != nil {
+			// the reader stopped at an invalid "---" line; the lines
+			// before it are checked too, to report every problem
+			pending, n, text := lines.badSeparator()
+			if n == 0 {
+				return fmt.Errorf("%w: %w", errAlign, err)
+			}
+			if len(pending) > 0 {
+				s.add(pending, base+start, opened)
+			}
+			return &DocumentError{Err: &LineError{
+				What: "invalid document separator", Line: base + n,
+				Msg: fmt.Sprintf("%q: only white space or a comment may follow \"---\" on its line (kubectl reads every line starting with \"---\" as a separator)", text),
+			}}
+		}
 		if !lines.match(chunk) {
 			return fmt.Errorf("%w at line %d", errAlign, base+start)
 		}
-		body, skipped := chunk, 0
-		if bytes.HasPrefix(chunk, []byte("---")) {
-			s.index++
-			opened = true
-			body, skipped = chunk[bytes.IndexByte(chunk, '\n')+1:], 1
-		}
-		content := firstContentLine(body)
-		index := s.index
-		switch {
-		case opened:
-		case content > 0:
-			s.index++ // content before the first "---" is a document
-			index = s.index
-		default:
-			// comments before the first "---" are not a document; kubectl
-			// still decodes them (to null)
-			index = s.index + 1
-		}
-		line := base + start
-		if content > 0 {
-			line += skipped + content - 1
-		}
-		s.docs = append(s.docs, Document{Index: index, Line: line, Start: base + start, Data: chunk})
+		s.add(chunk, base+start, opened)
 	}
+}
+
+// add appends the document of chunk, which starts at line start (opened:
+// after a "---" that ended the previous chunk).
+func (s *splitter) add(chunk []byte, start int, opened bool) {
+	body, skipped := chunk, 0
+	if bytes.HasPrefix(chunk, []byte("---")) {
+		s.index++
+		opened = true
+		body, skipped = chunk[bytes.IndexByte(chunk, '\n')+1:], 1
+	}
+	content := firstContentLine(body)
+	index := s.index
+	switch {
+	case opened:
+	case content > 0:
+		s.index++ // content before the first "---" is a document
+		index = s.index
+	default:
+		// comments before the first "---" are not a document; kubectl
+		// still decodes them (to null)
+		index = s.index + 1
+	}
+	line := start
+	if content > 0 {
+		line += skipped + content - 1
+	}
+	s.docs = append(s.docs, Document{Index: index, Line: line, Start: start, Data: chunk})
 }
 
 // errAlign means Split lost track of where YAMLReader's chunks sit: a bug.
@@ -289,23 +300,20 @@ func (c *lineCursor) match(chunk []byte) bool {
 }
 
 // badSeparator finds the line YAMLReader refused: the first one from the
-// cursor on (past the "---" that ended the previous chunk, unless first)
-// that starts with "---" and has more than a comment after it. It returns
-// its 1-based number in the stream (0 if none) and its text.
-func (c *lineCursor) badSeparator(first bool) (int, string) {
-	cur := *c
-	if !first {
-		cur.separator()
-	}
+// cursor on that starts with "---" and has more than a comment after it.
+// It returns the lines before it as the reader buffered them, its 1-based
+// number in the stream (0 if none) and its text.
+func (c *lineCursor) badSeparator() (pending []byte, n int, text string) {
 	for {
-		line, size, ok := cur.peek()
+		line, size, ok := c.peek()
 		if !ok {
-			return 0, ""
+			return nil, 0, ""
 		}
+		c.rest, c.n = c.rest[size:], c.n+1
 		if t := strings.TrimSpace(string(line[min(3, len(line)):])); bytes.HasPrefix(line, []byte("---")) && t != "" && t[0] != '#' {
-			return cur.n + 1, string(line)
+			return pending, c.n, string(line)
 		}
-		cur.rest, cur.n = cur.rest[size:], cur.n+1
+		pending = append(append(pending, line...), '\n')
 	}
 }
 
