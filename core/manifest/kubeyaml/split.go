@@ -64,12 +64,13 @@ type Document struct {
 // a JSON stream from a YAML one (yaml.NewYAMLOrJSONDecoder(r, 4096)).
 const jsonPeek = 4096
 
-// Split cuts data into documents exactly where kubectl does. Documents
-// kubectl skips without decoding (nothing but blank lines and comments
-// before the first "---") are left out. The error, a *DocumentError, is
-// one that stops kubectl's reader (an invalid "---" line, a JSON stream
-// that breaks after two values); the documents before it are returned
-// with it.
+// Split cuts data into documents exactly where kubectl does, every chunk
+// kubectl decodes (one of only comments before the first "---" included:
+// it has the number the next document gets). The error, a
+// *DocumentError, is one that stops kubectl's reader (an invalid "---"
+// line, a JSON stream that breaks after two values); the documents
+// before it are returned with it, and for an invalid "---" line also the
+// lines between the last document and it, which kubectl drops unread.
 func Split(data []byte) ([]Document, error) {
 	s := &splitter{data: data}
 	from := 0
