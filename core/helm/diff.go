@@ -13,6 +13,7 @@ import (
 
 	"khook.io/core/kube"
 	"khook.io/core/manifest"
+	"khook.io/core/manifest/kubeyaml"
 )
 
 // ManifestObject is one object of a release, in the manifest of its latest
@@ -252,7 +253,7 @@ func (c *Client) decode(ctx context.Context, text, namespace string) ([]*unstruc
 	if strings.TrimSpace(text) == "" {
 		return nil, nil
 	}
-	objs, err := manifest.Decode([]byte(text))
+	objs, err := decodeManifest(text)
 	if err != nil {
 		return nil, err
 	}
@@ -274,6 +275,40 @@ func (c *Client) decode(ctx context.Context, text, namespace string) ([]*unstruc
 		}
 	}
 	return objs, nil
+}
+
+// decodeManifest splits a release manifest as apply splits every source
+// (package kubeyaml, as kubectl and helm's own client read it); each
+// problem names the chart template it comes from (helm's "# Source:"
+// comment).
+func decodeManifest(text string) ([]*unstructured.Unstructured, error) {
+	objs, err := manifest.Decode([]byte(text))
+	var list kubeyaml.Errors
+	if err == nil || !errors.As(err, &list) {
+		return objs, err
+	}
+	errs := make([]error, len(list))
+	for i, de := range list {
+		errs[i] = de
+		if src := templateAt(text, de.ProblemLine()); src != "" {
+			errs[i] = fmt.Errorf("%s: %w", src, de)
+		}
+	}
+	return nil, errors.Join(errs...)
+}
+
+// templateAt returns the template named by the last "# Source: " line at
+// or before line (1-based) of a release manifest.
+func templateAt(text string, line int) string {
+	src := ""
+	for n := 1; n <= line && text != ""; n++ {
+		var l string
+		l, text, _ = strings.Cut(text, "\n")
+		if t, ok := strings.CutPrefix(l, "# Source: "); ok {
+			src = strings.TrimSpace(t)
+		}
+	}
+	return src
 }
 
 func (c *Client) decodeHooks(ctx context.Context, hooks []*release.Hook, namespace string) ([]*unstructured.Unstructured, error) {

@@ -59,3 +59,19 @@ func present(o *unstructured.Unstructured) string {
 	}
 	return o.GetAPIVersion()
 }
+
+// A release manifest is split as every manifest source is; a problem
+// names the template it comes from.
+func TestDecodeManifest(t *testing.T) {
+	text := "---\n# Source: c/templates/a.yaml\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n--- # a comment\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: b}\n"
+	objs, err := decodeManifest(text)
+	if err != nil || len(objs) != 2 || objs[1].GetName() != "b" {
+		t.Fatalf("objects %v, error %v; want a and b", objs, err)
+	}
+	text += "---\n# Source: c/templates/b.yaml\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n...\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: d}\n"
+	_, err = decodeManifest(text)
+	want := `c/templates/b.yaml: document 3: content after the document end marker "..." at line 15: kubectl would read only the document before it and silently drop the rest; separate documents with "---"`
+	if err == nil || err.Error() != want {
+		t.Fatalf("error\n got %v\nwant %s", err, want)
+	}
+}

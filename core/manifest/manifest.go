@@ -3,20 +3,21 @@
 // kustomizations built in-process. It only builds objects; sending them is
 // the business of the steps.
 //
-// Every source may hold several YAML (or JSON) documents separated by
-// "---". Documents are decoded the way kubectl decodes them (YAML converted
-// to JSON by sigs.k8s.io/yaml, so YAML 1.1 scalars such as yes/no are
-// booleans, and numbers become int64 or float64). Empty documents (only
-// whitespace or comments) are skipped, documents of a *List kind holding
-// items are expanded into their items, and every object must have
-// apiVersion, kind and metadata.name (or metadata.generateName). Errors say
-// which source and which document:
+// Every source may hold several YAML (or JSON) documents. They are split
+// and decoded exactly as kubectl splits and decodes them, by package
+// kubeyaml, the one splitter every command uses: YAML converted to JSON by
+// sigs.k8s.io/yaml, so YAML 1.1 scalars such as yes/no are booleans, and
+// numbers become int64 or float64. Empty documents (only whitespace or
+// comments) are skipped, documents of a *List kind holding items are
+// expanded into their items, and every object must have apiVersion, kind
+// and metadata.name (or metadata.generateName). A local file is read as
+// kubectl reads one (a byte order mark dropped, UTF-16 converted). Errors
+// say which source and which document:
 //
-//	manifests[1] (file ./crds.yaml), document 2: missing metadata.name
+//	manifests[1] (file ./crds.yaml), document 2 (line 17): missing metadata.name
 package manifest
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -26,10 +27,9 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	utiljson "k8s.io/apimachinery/pkg/util/json"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
 	"khook.io/core/fetch"
+	"khook.io/core/manifest/kubeyaml"
 	"khook.io/core/redact"
 	"khook.io/core/spec"
 )
@@ -66,7 +66,7 @@ func LoadSource(ctx context.Context, i int, src spec.ManifestSource, baseDir str
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", where, pathError(err))
 		}
-		data = b
+		data = kubeyaml.FileText(b)
 	case src.URL != "":
 		b, err := fetch.Get(ctx, client, src.URL)
 		if err != nil {
@@ -85,9 +85,23 @@ func LoadSource(ctx context.Context, i int, src spec.ManifestSource, baseDir str
 	}
 	objs, err := Decode(data)
 	if err != nil {
-		return nil, fmt.Errorf("%s, %w", where, err)
+		return nil, sourceError(where, err)
 	}
 	return objs, nil
+}
+
+// sourceError names the source in front of each of its documents'
+// problems.
+func sourceError(where string, err error) error {
+	var list kubeyaml.Errors
+	if !errors.As(err, &list) {
+		return fmt.Errorf("%s, %w", where, err)
+	}
+	errs := make([]error, len(list))
+	for i, de := range list {
+		errs[i] = fmt.Errorf("%s, %w", where, de)
+	}
+	return errors.Join(errs...)
 }
 
 // Describe names source i of a manifests list for messages:
@@ -107,218 +121,17 @@ func Describe(i int, src spec.ManifestSource) string {
 	return fmt.Sprintf("manifests[%d]", i)
 }
 
-// DocumentError is a problem with one document of a source.
-type DocumentError struct {
-	// Document is 1-based, counting every document of the source (empty
-	// ones included), like an editor shows them; Item is the 1-based index
-	// in a List's items, 0 for a plain document.
-	Document int
-	Item     int
-	// Line is the 1-based line where the document's content starts.
-	Line int
-	Err  error
-}
+// DocumentError is a problem with one document of a source (see
+// kubeyaml.DocumentError).
+type DocumentError = kubeyaml.DocumentError
 
-func (e *DocumentError) Error() string {
-	where := fmt.Sprintf("document %d", e.Document)
-	if e.Line > 0 {
-		where += fmt.Sprintf(" (line %d)", e.Line)
-	}
-	if e.Item > 0 {
-		where += fmt.Sprintf(", item %d", e.Item)
-	}
-	return where + ": " + e.Err.Error()
-}
-
-func (e *DocumentError) Unwrap() error { return e.Err }
-
-// Decode splits data into YAML (or JSON) documents and decodes each like
-// kubectl does, skipping empty documents and expanding Lists. Every object
-// is checked for apiVersion, kind and metadata.name or generateName.
+// Decode splits data into YAML (or JSON) documents and decodes each
+// exactly as kubectl does (see package kubeyaml), skipping empty
+// documents and expanding Lists. Every object is checked for apiVersion,
+// kind and metadata.name or generateName. The error lists every problem
+// (a kubeyaml.Errors).
 func Decode(data []byte) ([]*unstructured.Unstructured, error) {
-	var out []*unstructured.Unstructured
-	for _, d := range splitDocuments(data) {
-		objs, err := decodeDocument(d.data)
-		if err != nil {
-			var de *DocumentError
-			if !errors.As(err, &de) {
-				de = &DocumentError{Err: err}
-			}
-			de.Document, de.Line = d.index, d.line
-			return nil, de
-		}
-		out = append(out, objs...)
-	}
-	return out, nil
-}
-
-type document struct {
-	index int // 1-based
-	line  int // 1-based line of its first content line
-	data  []byte
-}
-
-// splitDocuments splits a YAML stream on "---" lines the way kubectl's
-// YAML reader does (a line that is "---" plus optional trailing
-// whitespace), numbering documents like a YAML parser: an explicit "---"
-// starts a document even when it is empty, and text before the first
-// "---" is a document only when it holds more than comments.
-func splitDocuments(data []byte) []document {
-	var (
-		docs     []document
-		cur      []byte
-		start    = 1     // line where cur starts
-		explicit = false // cur was opened by a ---
-		lineNo   = 0
-	)
-	emit := func() {
-		first := firstContentLine(cur)
-		if !explicit && first == 0 {
-			return // blank lines and comments before the first ---
-		}
-		line := start
-		if first > 0 {
-			line = start + first - 1
-		}
-		docs = append(docs, document{index: len(docs) + 1, line: line, data: cur})
-	}
-	for rest := data; len(rest) > 0; {
-		var line []byte
-		if i := bytes.IndexByte(rest, '\n'); i >= 0 {
-			line, rest = rest[:i+1], rest[i+1:]
-		} else {
-			line, rest = rest, nil
-		}
-		lineNo++
-		if isSeparator(line) {
-			emit()
-			cur, explicit, start = nil, true, lineNo+1
-			continue
-		}
-		cur = append(cur, line...)
-	}
-	emit()
-	return docs
-}
-
-func isSeparator(line []byte) bool {
-	return bytes.HasPrefix(line, []byte("---")) && len(bytes.TrimSpace(line[3:])) == 0
-}
-
-// firstContentLine returns the 1-based line of b's first line that is
-// neither blank nor a comment, or 0.
-func firstContentLine(b []byte) int {
-	for n := 1; len(b) > 0; n++ {
-		var line []byte
-		if i := bytes.IndexByte(b, '\n'); i >= 0 {
-			line, b = b[:i], b[i+1:]
-		} else {
-			line, b = b, nil
-		}
-		t := bytes.TrimSpace(line)
-		if len(t) > 0 && t[0] != '#' {
-			return n
-		}
-	}
-	return 0
-}
-
-func decodeDocument(raw []byte) ([]*unstructured.Unstructured, error) {
-	if len(bytes.TrimSpace(raw)) == 0 {
-		return nil, nil
-	}
-	js, err := utilyaml.ToJSON(raw)
-	if err != nil {
-		return nil, fmt.Errorf("invalid YAML: %s", strings.TrimPrefix(err.Error(), "error converting YAML to JSON: "))
-	}
-	var v any
-	if err := utiljson.Unmarshal(js, &v); err != nil {
-		return nil, fmt.Errorf("invalid YAML: %w", err)
-	}
-	if v == nil {
-		return nil, nil // only comments, or an explicit null
-	}
-	m, ok := v.(map[string]any)
-	if !ok {
-		return nil, fmt.Errorf("a manifest must be a mapping, not %s", typeName(v))
-	}
-	if kind, _ := m["kind"].(string); strings.HasSuffix(kind, "List") {
-		if items, isList := m["items"]; isList {
-			return expandList(items)
-		}
-	}
-	if err := checkObject(m); err != nil {
-		return nil, err
-	}
-	return []*unstructured.Unstructured{{Object: m}}, nil
-}
-
-func expandList(items any) ([]*unstructured.Unstructured, error) {
-	if items == nil {
-		return nil, nil
-	}
-	list, ok := items.([]any)
-	if !ok {
-		return nil, fmt.Errorf("items must be a list, not %s", typeName(items))
-	}
-	out := make([]*unstructured.Unstructured, 0, len(list))
-	for i, it := range list {
-		m, ok := it.(map[string]any)
-		if !ok {
-			return nil, &DocumentError{Item: i + 1, Err: fmt.Errorf("a manifest must be a mapping, not %s", typeName(it))}
-		}
-		if err := checkObject(m); err != nil {
-			return nil, &DocumentError{Item: i + 1, Err: err}
-		}
-		out = append(out, &unstructured.Unstructured{Object: m})
-	}
-	return out, nil
-}
-
-// checkObject requires apiVersion, kind and metadata.name or generateName.
-func checkObject(m map[string]any) error {
-	var missing []string
-	apiVersion, _ := m["apiVersion"].(string)
-	if apiVersion == "" {
-		missing = append(missing, "apiVersion")
-	}
-	if kind, _ := m["kind"].(string); kind == "" {
-		missing = append(missing, "kind")
-	}
-	md, _ := m["metadata"].(map[string]any)
-	name, _ := md["name"].(string)
-	gen, _ := md["generateName"].(string)
-	if name == "" && gen == "" {
-		missing = append(missing, "metadata.name")
-	}
-	if len(missing) > 0 {
-		return fmt.Errorf("missing %s", strings.Join(missing, ", "))
-	}
-	if _, err := schema.ParseGroupVersion(apiVersion); err != nil {
-		return fmt.Errorf("invalid apiVersion %q: want version or group/version", apiVersion)
-	}
-	if ns, ok := md["namespace"]; ok && ns != nil {
-		if _, isString := ns.(string); !isString {
-			return fmt.Errorf("metadata.namespace must be a string, not %s", typeName(ns))
-		}
-	}
-	return nil
-}
-
-func typeName(v any) string {
-	switch v.(type) {
-	case []any:
-		return "a list"
-	case string:
-		return "a string"
-	case bool:
-		return "a boolean"
-	case int64, float64:
-		return "a number"
-	case map[string]any:
-		return "a mapping"
-	}
-	return fmt.Sprintf("%T", v)
+	return kubeyaml.Decode(data)
 }
 
 // SetNamespace fills obj's namespace the way kubectl apply -n does: a

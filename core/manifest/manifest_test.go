@@ -75,7 +75,7 @@ metadata: {name: last}
 		{"list item missing name", "apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: ConfigMap}\n", "", "document 1 (line 1), item 1: missing metadata.name"},
 		{"not a mapping", "- a\n- b\n", "", "document 1 (line 1): a manifest must be a mapping, not a list"},
 		{"scalar", "---\nhello\n", "", "document 1 (line 2): a manifest must be a mapping, not a string"},
-		{"invalid yaml", "apiVersion: v1\nkind: [\n", "", "document 1 (line 1): invalid YAML: yaml: line 2"},
+		{"invalid yaml", "apiVersion: v1\nkind: [\n", "", "document 1: invalid YAML at line 2: did not find expected node content"},
 		{"bad apiVersion", "apiVersion: a/b/c\nkind: X\nmetadata: {name: a}\n", "", `document 1 (line 1): invalid apiVersion "a/b/c"`},
 		{"namespace not a string", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: [x]}\n", "", "metadata.namespace must be a string, not a list"},
 		{"empty input", "", "", ""},
@@ -362,5 +362,57 @@ func TestSetNamespace(t *testing.T) {
 		if got := o.GetNamespace(); got != tc.want {
 			t.Errorf("%s: namespace %q, want %q", tc.name, got, tc.want)
 		}
+	}
+}
+
+// Every source splits its documents as kubectl does: "--- # comment"
+// separates documents (before, it did not, and all but the first object
+// of each source were silently dropped).
+func TestLoadCommentedSeparatorsEverySource(t *testing.T) {
+	two := func(p string) string {
+		return "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: " + p + "1}\n--- # the second\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: " + p + "2}\n"
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "two.yaml"), []byte(two("f")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// a file written on Windows: UTF-8 byte order mark, CRLF line ends
+	if err := os.WriteFile(filepath.Join(dir, "bom.yaml"), []byte("\ufeff"+strings.ReplaceAll(two("b"), "\n", "\r\n")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	wd, _ := os.Getwd()
+	if err := os.CopyFS(filepath.Join(dir, "kust"), os.DirFS(filepath.Join(wd, "testdata", "separators"))); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, two("u"))
+	}))
+	defer srv.Close()
+	objs, err := Load(context.Background(), []spec.ManifestSource{
+		{Inline: two("i")},
+		{File: "./two.yaml"},
+		{File: "./bom.yaml"},
+		{URL: srv.URL + "/two.yaml"},
+		{Kustomize: "./kust"},
+	}, dir, srv.Client())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "ConfigMap/i1 ConfigMap/i2 ConfigMap/f1 ConfigMap/f2 ConfigMap/b1 ConfigMap/b2 ConfigMap/u1 ConfigMap/u2 ConfigMap/k1 ConfigMap/k2 ConfigMap/k3"
+	if got := refs(objs); got != want {
+		t.Fatalf("got  %q\nwant %q", got, want)
+	}
+}
+
+// What kubectl would silently drop is an error naming the source, the
+// document and the line; every problem of a source is reported.
+func TestLoadReportsWhatKubectlWouldDrop(t *testing.T) {
+	in := "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n...\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: b}\n---\nkind: ConfigMap\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n--- !tag\n"
+	_, err := Load(context.Background(), []spec.ManifestSource{{Inline: "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ok}\n"}, {Inline: in}}, t.TempDir(), nil)
+	want := `manifests[1] (inline), document 1: content after the document end marker "..." at line 4: kubectl would read only the document before it and silently drop the rest; separate documents with "---"
+manifests[1] (inline), document 2 (line 9): missing apiVersion, metadata.name
+manifests[1] (inline), invalid document separator at line 14: "--- !tag": only white space or a comment may follow "---" on its line (kubectl reads every line starting with "---" as a separator)`
+	if err == nil || err.Error() != want {
+		t.Fatalf("error\n got %v\nwant %s", err, want)
 	}
 }

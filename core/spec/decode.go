@@ -27,6 +27,7 @@ type Positions struct {
 	file   string
 	paths  map[string]Pos
 	failed map[string]bool
+	blocks *blockIndex // literal block scalars: see InBlock
 }
 
 // At returns the position of path, or of its nearest recorded parent.
@@ -96,7 +97,7 @@ func Decode(text []byte, file string, mapPos PosMapper) (*Spec, *Positions, Erro
 	d := &decoder{
 		file:   file,
 		mapPos: mapPos,
-		pos:    &Positions{file: file, paths: make(map[string]Pos, 64), failed: map[string]bool{}},
+		pos:    &Positions{file: file, paths: make(map[string]Pos, 64), failed: map[string]bool{}, blocks: newBlockIndex(text, mapPos)},
 	}
 	s := &Spec{File: file}
 	var root yaml.Node
@@ -260,6 +261,7 @@ func (d *decoder) decodeValue(n *yaml.Node, v reflect.Value, path string) {
 			d.errorf(n, path, "must be a string, not %s", kindName(n))
 			return
 		}
+		d.pos.blocks.note(n, path)
 		v.SetString(n.Value)
 	case reflect.Bool:
 		if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!bool" {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"khook.io/core/manifest/kubeyaml"
 )
 
 // Summary describes what the step's action does, in one line, from the
@@ -128,11 +130,15 @@ func sortedKeys(m map[string]any) []string {
 func (m ManifestSource) Describe() string {
 	switch {
 	case m.Inline != "":
-		n := strings.Count(strings.TrimSpace(m.Inline), "\n---") + 1
-		if n == 1 {
-			return "inline (1 document)"
+		// the objects apply reads, counted by the same splitter
+		objs, err := kubeyaml.Decode([]byte(m.Inline))
+		switch {
+		case err != nil:
+			return "inline"
+		case len(objs) == 1:
+			return "inline (1 object)"
 		}
-		return fmt.Sprintf("inline (%d documents)", n)
+		return fmt.Sprintf("inline (%d objects)", len(objs))
 	case m.File != "":
 		return "file " + m.File
 	case m.URL != "":

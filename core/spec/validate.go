@@ -1,10 +1,8 @@
 package spec
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"net/url"
 	"os"
@@ -15,6 +13,8 @@ import (
 	"strings"
 
 	yaml "go.yaml.in/yaml/v3"
+
+	"khook.io/core/manifest/kubeyaml"
 )
 
 // ValidateOptions tunes the checks that look at the local file system.
@@ -433,7 +433,7 @@ func (v *validator) manifests(p string, list []ManifestSource) {
 			}
 		case "file":
 			if data, ok := v.localFile(mp+".file", m.File, "manifest file"); ok {
-				v.manifestDocs(mp+".file", data, m.File)
+				v.manifestDocs(mp+".file", kubeyaml.FileText(data), m.File)
 			}
 		case "url":
 			v.httpURL(mp+".url", m.URL)
@@ -447,71 +447,33 @@ func (v *validator) manifests(p string, list []ManifestSource) {
 	}
 }
 
-// manifestDocs checks that data is YAML whose documents are Kubernetes
-// objects (apiVersion, kind and metadata.name). name names a file source.
+// manifestDocs checks that data is a stream of Kubernetes objects, read
+// exactly as apply reads it (package kubeyaml, kubectl's splitting and
+// decoding): every document parses, holds apiVersion, kind and
+// metadata.name, and nothing is left that kubectl would silently drop.
+// name names a file source; for an inline manifest written as a literal
+// block (inline: |) each problem is placed at its own line of the spec.
 func (v *validator) manifestDocs(path string, data []byte, name string) {
+	_, err := kubeyaml.Decode(data)
+	if err == nil || v.pos.Failed(path) {
+		return
+	}
 	where := "inline manifest"
 	if name != "" {
 		where = name
 	}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	for doc := 1; ; doc++ {
-		var n yaml.Node
-		err := dec.Decode(&n)
-		if errors.Is(err, io.EOF) {
-			return
-		}
-		if err != nil {
-			v.errf(path, "%s, document %d: invalid YAML: %s", where, doc, strings.TrimPrefix(err.Error(), "yaml: "))
-			return
-		}
-		if len(n.Content) == 0 || isNull(n.Content[0]) {
+	var list kubeyaml.Errors
+	if !errors.As(err, &list) {
+		v.errf(path, "%s: %v", where, err)
+		return
+	}
+	for _, de := range list {
+		if pos, ok := v.pos.InBlock(path, de.ProblemLine()); ok && name == "" {
+			v.errs = append(v.errs, &FieldError{Pos: pos, Path: path, Msg: where + ", " + de.Error()})
 			continue
 		}
-		obj := n.Content[0]
-		if obj.Kind != yaml.MappingNode {
-			v.errf(path, "%s, document %d (line %d): a manifest must be a mapping, not %s", where, doc, obj.Line, kindName(obj))
-			continue
-		}
-		var missing []string
-		if s := scalarAt(obj, "apiVersion"); s == "" {
-			missing = append(missing, "apiVersion")
-		}
-		kind := scalarAt(obj, "kind")
-		if kind == "" {
-			missing = append(missing, "kind")
-		}
-		if kind == "List" || strings.HasSuffix(kind, "List") {
-			continue
-		}
-		meta := nodeAt(obj, "metadata")
-		if meta == nil || (scalarAt(meta, "name") == "" && scalarAt(meta, "generateName") == "") {
-			missing = append(missing, "metadata.name")
-		}
-		if len(missing) > 0 {
-			v.errf(path, "%s, document %d (line %d): missing %s", where, doc, obj.Line, strings.Join(missing, ", "))
-		}
+		v.errf(path, "%s, %s", where, de)
 	}
-}
-
-func nodeAt(m *yaml.Node, key string) *yaml.Node {
-	if m == nil || m.Kind != yaml.MappingNode {
-		return nil
-	}
-	for i := 0; i+1 < len(m.Content); i += 2 {
-		if m.Content[i].Value == key {
-			return m.Content[i+1]
-		}
-	}
-	return nil
-}
-
-func scalarAt(m *yaml.Node, key string) string {
-	n := nodeAt(m, key)
-	if n == nil || n.Kind != yaml.ScalarNode {
-		return ""
-	}
-	return n.Value
 }
 
 // Resolve returns a local path relative to base (absolute paths stay).
