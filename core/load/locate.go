@@ -119,7 +119,7 @@ func walkNodes(n *yaml.Node, path string, note func(text, path string, comment b
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, v := n.Content[i], n.Content[i+1]
 			kp := path
-			if k.Kind == yaml.ScalarNode {
+			if k.Kind == yaml.ScalarNode && k.Value != "<<" { // a merge key's keys are its mapping's
 				kp = joinPath(path, k.Value)
 			}
 			walkNodes(k, kp, note)

@@ -158,10 +158,11 @@ func (d *decoder) document(text []byte) (*yaml.Node, bool) {
 }
 
 type decoder struct {
-	file   string
-	mapPos PosMapper
-	pos    *Positions
-	errs   ErrorList
+	file    string
+	mapPos  PosMapper
+	pos     *Positions
+	errs    ErrorList
+	merging map[*yaml.Node]bool // mappings being merged (<<), against cycles
 }
 
 func (d *decoder) at(n *yaml.Node) Pos {
@@ -335,19 +336,9 @@ func (d *decoder) decodeMap(n *yaml.Node, v reflect.Value, path string) {
 	}
 	t := v.Type()
 	m := reflect.MakeMapWithSize(t, len(n.Content)/2)
-	seen := make(map[string]bool, len(n.Content)/2)
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, val := n.Content[i], n.Content[i+1]
-		if k.Kind != yaml.ScalarNode {
-			d.errorf(k, path, "keys must be strings, not %s", kindName(k))
-			continue
-		}
+	for _, e := range d.entries(n, path) {
+		k, val := e.key, e.val
 		kp := path + "." + k.Value
-		if seen[k.Value] {
-			d.errorf(k, kp, "duplicate key %q", k.Value)
-			continue
-		}
-		seen[k.Value] = true
 		ev := reflect.New(t.Elem()).Elem()
 		if t.Elem().Kind() == reflect.String {
 			// map[string]string (job env): any scalar, taken as written
@@ -374,19 +365,9 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) {
 		d.errorf(n, path, "must be a mapping, not %s", kindName(n))
 		return
 	}
-	seen := make(map[string]bool, len(n.Content)/2)
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, val := n.Content[i], n.Content[i+1]
-		if k.Kind != yaml.ScalarNode {
-			d.errorf(k, path, "keys must be strings, not %s", kindName(k))
-			continue
-		}
+	for _, e := range d.entries(n, path) {
+		k, val := e.key, e.val
 		kp := joinPath(path, k.Value)
-		if seen[k.Value] {
-			d.errorf(k, kp, "duplicate key %q", k.Value)
-			continue
-		}
-		seen[k.Value] = true
 		f, ok := info.byName[k.Value]
 		if !ok {
 			d.errorf(k, kp, "%s", unknownFieldMessage(info, k.Value))

@@ -127,3 +127,48 @@ func TestAliasCycle(t *testing.T) {
 		t.Fatalf("got %v", errs)
 	}
 }
+
+// TestMergeKeys: << merges as yaml.v3 reads it into structs: keys written
+// in the mapping win, then the first merged mapping.
+func TestMergeKeys(t *testing.T) {
+	text := `apiVersion: khook.io/v1
+kind: Khook
+metadata: {name: x}
+steps:
+  - name: a
+    <<: &common {timeout: 10m, retries: 2, onError: continue}
+    retries: 5
+    wait: &w {for: delete, on: pods/x}
+  - <<: [*common, {timeout: 1m, name: b}]
+    wait: *w
+  - name: c
+    wait:
+      <<: *w
+      on: pods/y
+    job:
+      <<: {image: x}
+  - name: d
+    <<: [*common, 3]
+    wait: {<<: *w}
+  - name: e
+    wait: &self {<<: *self}
+`
+	s, pos, errs := Decode([]byte(text), "f.yaml", nil)
+	errs = append(errs, Validate(s, pos, ValidateOptions{})...)
+	want := "f.yaml:16:7: steps[2].job: a step has exactly one action key, but this one has wait and job\n" +
+		"f.yaml:18:19: steps[3].<<: a merge key (<<) takes a mapping or a list of mappings, not a list holding a number\n" +
+		"f.yaml:21:22: steps[4].wait.<<: a merge key (<<) cannot merge a mapping into itself"
+	if got := errs.Sort().Error(); got != want {
+		t.Fatalf("got\n%s\nwant\n%s", got, want)
+	}
+	a, b, c := s.Steps[0], s.Steps[1], s.Steps[2]
+	if a.Timeout.Raw != "10m" || *a.Retries != 5 || a.OnError != "continue" {
+		t.Errorf("a: %+v", a)
+	}
+	if b.Name != "b" || b.Timeout.Raw != "10m" || *b.Retries != 2 || b.Wait.On != "pods/x" {
+		t.Errorf("b: %+v", b)
+	}
+	if c.Wait.On != "pods/y" || c.Wait.For != "delete" {
+		t.Errorf("c: %+v", c.Wait)
+	}
+}
