@@ -262,7 +262,7 @@ func (l *Loader) parse(src []byte, file, baseDir string, set *vars.Set, red *red
 
 	if len(problems) > 0 {
 		for _, p := range problems {
-			if i := spec.StepIndex(p.Path); i >= 0 && i < len(s.Steps) {
+			if i := spec.StepIndex(p.Path); i >= 0 && i < len(s.Steps) && !pos.Failed("steps["+strconv.Itoa(i)+"].name") {
 				p.Step = s.Steps[i].Name
 			}
 			p.Msg, p.Path, p.Step = red.String(p.Msg), red.String(p.Path), red.String(p.Step)

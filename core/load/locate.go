@@ -77,7 +77,7 @@ func (l *locator) locate() map[int]where {
 	}
 	var doc yaml.Node
 	text, _ := l.sub.Insert(at)
-	if err := yaml.Unmarshal(text, &doc); err != nil {
+	if err := yaml.Unmarshal(spec.YAML12(text), &doc); err != nil {
 		return nil
 	}
 	re := regexp.MustCompile(regexp.QuoteMeta(prefix) + `[0-9]+z`)

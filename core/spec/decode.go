@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -123,6 +124,7 @@ func Decode(text []byte, file string, mapPos PosMapper) (*Spec, *Positions, Erro
 // syntax error, an empty text, a second document and an alias bomb, and
 // returns false when there is nothing to decode.
 func (d *decoder) document(text []byte) (*yaml.Node, bool) {
+	text = YAML12(text)
 	dec := yaml.NewDecoder(bytes.NewReader(text))
 	var root *yaml.Node
 	for {
@@ -155,6 +157,20 @@ func (d *decoder) document(text []byte) (*yaml.Node, bool) {
 		return nil, false
 	}
 	return root, true
+}
+
+var yaml12Re = regexp.MustCompile(`(?m)^%YAML[ \t]+1\.2([ \t]|\r?$)`)
+
+// YAML12 returns text with a "%YAML 1.2" directive read as "%YAML 1.1":
+// khook reads YAML 1.2 (decision 1), while yaml.v3 refuses any version but
+// 1.1 as an incompatible document. Positions do not change.
+func YAML12(text []byte) []byte {
+	if !bytes.Contains(text, []byte("%YAML")) {
+		return text
+	}
+	return yaml12Re.ReplaceAllFunc(text, func(m []byte) []byte {
+		return bytes.Replace(m, []byte("1.2"), []byte("1.1"), 1)
+	})
 }
 
 type decoder struct {

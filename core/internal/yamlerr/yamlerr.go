@@ -173,6 +173,8 @@ func explain(text []byte, le *yaml4.LoadError, mapPos Mapper) *Error {
 		problem = "found a tab character that cannot start any token: YAML indents with spaces"
 	case strings.Contains(problem, "tab character"):
 		problem += ": YAML indents with spaces"
+	case problem == "found incompatible YAML document":
+		problem += ": the %YAML directive names a version other than 1.1 or 1.2"
 	}
 	if cl == 0 || (cl == pl && cc == pc) {
 		return &Error{Line: pl, Col: pc, Msg: problem}
