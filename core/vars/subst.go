@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"unicode/utf8"
 
@@ -356,7 +357,8 @@ func excerpt(src []byte, i, stop int) string {
 }
 
 // braceFollows reports whether a "}" follows src[i:] on its line: a
-// pipeline that fails to compile was likely cut at a "}" it meant to hold.
+// pipeline left with an unterminated string or an unclosed parenthesis was
+// likely cut at a "}" it meant to hold.
 func braceFollows(src []byte, i int) bool {
 	for ; i < len(src) && !isEOL(src[i]); i++ {
 		if src[i] == '}' {
@@ -395,7 +397,7 @@ func (s *substituter) emit(i int, r *ref) {
 	p := getPipeline(src[r.pipeStart:r.pipeEnd])
 	if p.problem != "" {
 		msg := p.problem
-		if braceFollows(src, r.end) {
+		if (strings.Contains(msg, "unterminated") || strings.Contains(msg, "unclosed")) && braceFollows(src, r.end) {
 			msg += `: a pipeline cannot contain "}" (the reference ends at the first one); for a literal "}" write printf "%c" 125`
 		}
 		s.problem(i, msg)

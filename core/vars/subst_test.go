@@ -144,6 +144,9 @@ func TestProblems(t *testing.T) {
 		// A "}" inside a pipeline ends the reference early: the rule is named.
 		{`${V|replace "}" ")"}`, `" ")"}`, []string{`1:1: invalid pipeline "replace \"": unterminated quoted string: a pipeline cannot contain "}" (the reference ends at the first one); for a literal "}" write printf "%c" 125`}},
 		{`x: "${V|trimSuffix "}"}"`, `x: ""}"`, []string{`a pipeline cannot contain "}"`}},
+		{`{a: ${V|replace (printf "%c" 125) "x"}, b: ${V|lower (}}`, `{a: val, b: }`, []string{`1:44: invalid pipeline "lower (": unclosed left paren: a pipeline cannot contain "}"`}},
+		// The "}" after it closes the flow mapping: no word of the rule.
+		{`{a: ${V|nosuch}}`, `{a: }`, []string{`1:5: unknown function "nosuch" in pipeline "nosuch"` + "\x00"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
@@ -153,7 +156,7 @@ func TestProblems(t *testing.T) {
 			}
 			var all []string
 			for _, p := range res.Problems {
-				all = append(all, p.String())
+				all = append(all, p.String()+"\x00") // a want ending in \x00 is the whole message
 			}
 			joined := strings.Join(all, "\n")
 			if len(tt.msgs) == 0 && len(all) > 0 {
