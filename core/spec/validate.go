@@ -15,6 +15,8 @@ import (
 	"strings"
 
 	yaml "go.yaml.in/yaml/v3"
+
+	"khook.io/core/internal/yamlerr"
 )
 
 // ValidateOptions tunes the checks that look at the local file system.
@@ -582,7 +584,8 @@ func (v *validator) valuesFile(path, p string) {
 	}
 	var n yaml.Node
 	if err := yaml.Unmarshal(data, &n); err != nil {
-		v.errf(path, "values file %q: invalid YAML: %s", p, strings.TrimPrefix(err.Error(), "yaml: "))
+		e := yamlerr.Locate(data, err, nil)
+		v.errf(path, "values file %q, line %d, column %d: invalid YAML: %s", p, e.Line, e.Col, e.Msg)
 		return
 	}
 	if len(n.Content) > 0 && n.Content[0].Kind != yaml.MappingNode && !isNull(n.Content[0]) {

@@ -148,6 +148,7 @@ func parseV4(text []byte) *yaml4.LoadError {
 
 // sameProblem reports whether v4 found the problem v3 reported.
 func sameProblem(le *yaml4.LoadError, v3msg string) bool {
+	v3msg = strings.ReplaceAll(v3msg, "hexdecimal", "hexadecimal") // a typo v4 fixed
 	return le.Message == v3msg || strings.HasPrefix(le.Message, v3msg+" ")
 }
 
@@ -200,7 +201,11 @@ func explain(text []byte, le *yaml4.LoadError, mapPos Mapper) *Error {
 		return &Error{Line: pl, Col: pc, Msg: fmt.Sprintf("%s: this line is indented differently from the keys of the mapping that starts at %s", problem, at(cl, cc))}
 	}
 	ctx := strings.TrimPrefix(strings.TrimPrefix(le.ContextMsg, "while parsing "), "while scanning ")
-	return &Error{Line: pl, Col: pc, Msg: fmt.Sprintf("%s (in %s that starts at %s)", problem, ctx, at(cl, cc))}
+	msg := fmt.Sprintf("%s (in %s that starts at %s)", problem, ctx, at(cl, cc))
+	if q := charBefore(text, le.Mark); problem == "did not find expected key" && (q == '\'' || q == '"') {
+		msg += fmt.Sprintf(": text after a closing %c; inside '...' write '' for a ', inside \"...\" write \\\" for a \"", q)
+	}
+	return &Error{Line: pl, Col: pc, Msg: msg}
 }
 
 // charAt returns the character at m, or -1.
@@ -218,6 +223,26 @@ func charAt(text []byte, m yaml4.Mark) rune {
 			col++
 		}
 		i += w
+	}
+	return -1
+}
+
+// charBefore returns the last character before m on its line that is not
+// a space or a tab, or -1.
+func charBefore(text []byte, m yaml4.Mark) rune {
+	text = bytes.TrimPrefix(text, []byte("\uFEFF"))
+	for l := 1; l < m.Line; l++ {
+		i := bytes.IndexByte(text, '\n')
+		if i < 0 {
+			return -1
+		}
+		text = text[i+1:]
+	}
+	line := []rune(string(text[:max(bytes.IndexByte(text, '\n'), 0)]))
+	for i := min(m.Column-1, len(line)) - 1; i >= 0; i-- {
+		if line[i] != ' ' && line[i] != '\t' {
+			return line[i]
+		}
 	}
 	return -1
 }
