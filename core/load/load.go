@@ -214,7 +214,7 @@ func (l *Loader) parse(src []byte, file, baseDir string, set *vars.Set, red *red
 		problems = append(problems, &spec.FieldError{Pos: at, Path: path, Msg: p.Msg})
 		pos.MarkFailed(path)
 	}
-	problems = append(problems, secretIdentifiers(sub, loc, file)...)
+	problems = append(problems, secretIdentifiers(s, sub, loc, file)...)
 	problems = append(problems, spec.Validate(s, pos, spec.ValidateOptions{BaseDir: baseDir})...)
 	if placeheld {
 		problems = slices.DeleteFunc(problems, func(p *spec.FieldError) bool {

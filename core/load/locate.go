@@ -240,11 +240,29 @@ var identifiers = []struct {
 }
 
 // secretIdentifiers reports every secret variable written into an
-// identifier field.
-func secretIdentifiers(sub *vars.Result, loc *locator, file string) spec.ErrorList {
+// identifier field. Only when an identifier's value holds what a secret
+// reference became is the spec parsed again to know for sure.
+func secretIdentifiers(s *spec.Spec, sub *vars.Result, loc *locator, file string) spec.ErrorList {
+	ids := []string{s.Metadata.Name}
+	if s.State != nil {
+		ids = append(ids, s.State.Name, s.State.Namespace)
+	}
+	for _, st := range s.Steps {
+		ids = append(ids, st.Name)
+		if st.Helm != nil {
+			ids = append(ids, st.Helm.Release)
+		}
+		if st.Delete != nil {
+			ids = append(ids, st.Delete.Release)
+		}
+	}
+	suspect := func(r vars.Ref) bool {
+		out := sub.Output(r)
+		return r.Secret && len(out) > 0 && slices.ContainsFunc(ids, func(id string) bool { return strings.Contains(id, string(out)) })
+	}
 	var out spec.ErrorList
 	for _, r := range sub.Refs {
-		if !r.Secret {
+		if !suspect(r) {
 			continue
 		}
 		w := loc.at(r.Offset)

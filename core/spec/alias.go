@@ -40,6 +40,9 @@ type bomb struct {
 // counted without expanding anything (each node's expanded size once), so
 // a bomb costs no more than its text to detect.
 func aliasBomb(root *yaml.Node) *bomb {
+	if !hasAlias(root) {
+		return nil
+	}
 	c := aliasCounter{size: map[*yaml.Node]float64{}, aliased: map[*yaml.Node]float64{}}
 	total, aliased := c.count(root)
 	if aliased <= 100 || total <= 1000 || aliased/total <= allowedAliasRatio(total) {
@@ -90,4 +93,16 @@ func countString(f float64) string {
 		return strconv.FormatFloat(f, 'f', 0, 64)
 	}
 	return "more than 10^" + strconv.Itoa(int(math.Floor(math.Log10(f))))
+}
+
+func hasAlias(n *yaml.Node) bool {
+	if n.Kind == yaml.AliasNode {
+		return true
+	}
+	for _, c := range n.Content {
+		if hasAlias(c) {
+			return true
+		}
+	}
+	return false
 }

@@ -29,7 +29,12 @@ type Ref struct {
 	Secret bool
 	// Offset is the byte offset of its "${" in the source.
 	Offset int
+
+	out, outEnd int // what it became: Text[out:outEnd]
 }
+
+// Output returns the text ref was replaced with (see Ref).
+func (r *Result) Output(ref Ref) []byte { return r.Text[ref.out:ref.outEnd] }
 
 // String returns "line:col: msg".
 func (p Problem) String() string {
@@ -215,6 +220,7 @@ func (s *substituter) run(first int) {
 			s.out = append(s.out, src[last:i]...)
 			start := len(s.out)
 			s.emit(i, &r)
+			s.refs[len(s.refs)-1].out, s.refs[len(s.refs)-1].outEnd = start, len(s.out)
 			s.spans = append(s.spans, span{start, len(s.out), i, r.end})
 			last, next = r.end, r.end
 		}

@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"fmt"
 	"net/url"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -308,8 +307,14 @@ func TestRefsAndInsert(t *testing.T) {
 	src := "a: ${A}\nb: ${LONG} ${S|upper} $${X}\nc: ${MISSING} ${BAD#}\n"
 	res := Substitute([]byte(src), set, red)
 	want := []Ref{{Name: "A", Offset: 3}, {Name: "LONG", Offset: 11}, {Name: "S", Secret: true, Offset: 19}, {Name: "MISSING", Offset: 39}}
-	if !slices.Equal(res.Refs, want) {
+	outputs := []string{"alpha", "x\ny", "S3CRET", ""}
+	if len(res.Refs) != len(want) {
 		t.Fatalf("Refs = %+v, want %+v", res.Refs, want)
+	}
+	for i, r := range res.Refs {
+		if r.Name != want[i].Name || r.Secret != want[i].Secret || r.Offset != want[i].Offset || string(res.Output(r)) != outputs[i] {
+			t.Errorf("Refs[%d] = %+v (output %q), want %+v (output %q)", i, r, res.Output(r), want[i], outputs[i])
+		}
 	}
 	if len(res.Problems) != 2 || res.Problems[0].Offset != 39 || res.Problems[1].Offset != 50 {
 		t.Fatalf("Problems = %+v", res.Problems)
