@@ -211,7 +211,11 @@ func (l *Loader) parse(src []byte, file, baseDir string, set *vars.Set, red *red
 		if !w.found {
 			path = pathAt(pos, at)
 		}
-		problems = append(problems, &spec.FieldError{Pos: at, Path: path, Msg: p.Msg})
+		msg := p.Msg
+		if i := slices.IndexFunc(sub.Refs, func(r vars.Ref) bool { return r.Offset == p.Offset }); i >= 0 && whenRe.MatchString(path) {
+			msg += "; " + writeVars([]string{sub.Refs[i].Name})
+		}
+		problems = append(problems, &spec.FieldError{Pos: at, Path: path, Msg: msg})
 		pos.MarkFailed(path)
 	}
 	problems = append(problems, secretIdentifiers(s, sub, loc, file)...)

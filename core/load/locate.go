@@ -154,6 +154,9 @@ func commentHint(msg string) string {
 	return msg + "; references in comments are substituted too: write $${ for a literal ${"
 }
 
+// whenRe matches the path of a when: condition.
+var whenRe = regexp.MustCompile(`^steps\[\d+\]\.when$`)
+
 // refHint explains references written in a when: condition whose
 // evaluation failed.
 func refHint(names []string) string {
