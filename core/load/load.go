@@ -222,7 +222,7 @@ func (l *Loader) parse(src []byte, file, baseDir string, set *vars.Set, red *red
 	problems = append(problems, spec.Validate(s, pos, spec.ValidateOptions{BaseDir: baseDir})...)
 	if placeheld {
 		problems = slices.DeleteFunc(problems, func(p *spec.FieldError) bool {
-			return strings.Contains(p.Msg, markerPrefix(src))
+			return strings.Contains(p.Msg, markerPrefix(sub.Text))
 		})
 	}
 

@@ -47,11 +47,11 @@ func (l *locator) run() {
 	}
 }
 
-// markerRe matches the markers locate inserts; the prefix is chosen so that
-// it does not occur in the source.
-func markerPrefix(src []byte) string {
+// markerPrefix starts every marker inserted into text; it does not occur
+// in text.
+func markerPrefix(text []byte) string {
 	p := "khookref"
-	for bytes.Contains(src, []byte(p)) {
+	for bytes.Contains(text, []byte(p)) {
 		p += "q"
 	}
 	return p
@@ -68,7 +68,7 @@ func (l *locator) locate() map[int]where {
 	if len(offs) == 0 {
 		return nil
 	}
-	prefix := markerPrefix(l.sub.Source())
+	prefix := markerPrefix(l.sub.Text)
 	at := make(map[int]string, len(offs))
 	byMarker := make(map[string]int, len(offs))
 	for off := range offs {
@@ -292,7 +292,7 @@ func secretIdentifiers(s *spec.Spec, sub *vars.Result, loc *locator, file string
 // placeholder are dropped. ok is false when this text does not parse
 // either.
 func decodePlaceholders(sub *vars.Result, file string) (*spec.Spec, *spec.Positions, spec.ErrorList, bool) {
-	prefix := markerPrefix(sub.Source()) + "p"
+	prefix := markerPrefix(sub.Text) + "p"
 	at := make(map[int]string, len(sub.Problems))
 	for i, p := range sub.Problems {
 		at[p.Offset] = prefix + strconv.Itoa(i) + "z"
