@@ -67,12 +67,33 @@ func Locate(text []byte, err error, mapPos Mapper) *Error {
 	if e.Line == 0 {
 		e.Line = 1
 	}
-	if v3msg == "could not find expected ':'" {
-		e.Msg += " after the key that starts here"
-	}
 	e.Col = firstColumn(text, e.Line)
+	switch v3msg {
+	case "could not find expected ':'":
+		e.Msg += " after the key that starts here"
+	case "found a tab character that violates indentation":
+		e.Line, e.Col = indentTab(text, e.Line)
+		e.Msg += ": YAML indents with spaces"
+	}
 	e.Line, e.Col = mapPos(e.Line, e.Col)
 	return e
+}
+
+// indentTab returns the position of the first tab in the indentation of
+// a line from line on (line and its first column when there is none).
+func indentTab(text []byte, line int) (int, int) {
+	lines := bytes.Split(bytes.TrimPrefix(text, []byte("\uFEFF")), []byte("\n"))
+	for l := line; l <= len(lines); l++ {
+		for i, c := range lines[l-1] {
+			if c == '\t' {
+				return l, i + 1
+			}
+			if c != ' ' {
+				break
+			}
+		}
+	}
+	return line, firstColumn(text, line)
 }
 
 // firstColumn returns the column of the first character of line that is

@@ -30,6 +30,7 @@ func TestLocate(t *testing.T) {
 		{"missing colon", "a: 1\nb\nc: 2\n", "2:1: could not find expected ':' after the key that starts here (stopped at line 3, column 1)"},
 		{"missing colon, read differently by v4", "a:\n  - name: x\n    wait\n      for: delete\n", "3:5: could not find expected ':' after the key that starts here"},
 		{"bad hexadecimal escape", "a:\n  image: \"a\\xZZ\"\n", "2:14: did not find expected hexadecimal number (in a quoted scalar that starts at line 2, column 10)"},
+		{"tab in a blank line, read differently by v4", "a:\n  b: 1\n  \t\n  c: 2\n", "3:3: found a tab character that violates indentation: YAML indents with spaces"},
 		{"unknown alias", "a: 1\nb: *x\n", "2:4: unknown anchor 'x' referenced"},
 		{"columns count characters", "a: \"😀é\" x\n", "1:9: did not find expected key (in a block mapping that starts at line 1, column 1): text after a closing \"; inside '...' write '' for a ', inside \"...\" write \\\" for a \""},
 		{"byte order mark", "\uFEFFa: 1\nb: [1\n", "2:4: '[' is not closed: did not find expected ',' or ']' at line 3, column 1"},
