@@ -9,6 +9,7 @@ require (
 	github.com/spf13/cobra v1.10.2
 	github.com/spf13/pflag v1.0.10
 	go.yaml.in/yaml/v3 v3.0.5
+	go.yaml.in/yaml/v4 v4.0.0
 	helm.sh/helm/v3 v3.22.0
 	k8s.io/cli-runtime v0.37.0
 	k8s.io/client-go v0.37.0

@@ -14,6 +14,7 @@ package cel
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -143,7 +144,7 @@ func (e *Env) compileText(text string, n int) compiled {
 	}
 	ast, iss := env.Compile(text)
 	if iss != nil && iss.Err() != nil {
-		return compiled{err: errors.New(oneLine(iss.Err().Error()))}
+		return compiled{err: compileError(iss.Err().Error(), text)}
 	}
 	if ast.OutputType() != gocel.BoolType {
 		return compiled{err: fmt.Errorf("must evaluate to a bool, not %s (compare strings: vars.ENV == \"prod\")", ast.OutputType())}
@@ -175,18 +176,141 @@ func (e *Env) paramEnv(n int) (*gocel.Env, error) {
 	return env, nil
 }
 
-// oneLine folds cel-go's multi-line error (message, source, caret) into a
-// single line: the caret picture is noise once the error is positioned.
-func oneLine(s string) string {
+// Error is a condition that does not compile: what is wrong, in words a
+// user acts on, and where in the expression (1-based; Line is 0 when
+// unknown).
+type Error struct {
+	Msg string
+	// Cause is the compiler's own message, without khook's hints.
+	Cause     string
+	Line, Col int
+}
+
+func (e *Error) Error() string {
+	switch e.Line {
+	case 0:
+		return e.Msg
+	case 1:
+		return fmt.Sprintf("%s (at column %d)", e.Msg, e.Col)
+	}
+	return fmt.Sprintf("%s (at line %d, column %d)", e.Msg, e.Line, e.Col)
+}
+
+// compileError turns cel-go's issues about expr (one error per line, each
+// with its source line and a caret picture) into an *Error about the first
+// one.
+func compileError(s, expr string) *Error {
 	s = strings.TrimPrefix(s, "ERROR: <input>:")
 	first, _, _ := strings.Cut(s, "\n")
-	// "1:12: Syntax error: ..." -> "Syntax error: ... (at column 12)"
+	e := &Error{Msg: strings.TrimSpace(first)}
+	// "1:12: Syntax error: ..."
 	if loc, msg, ok := strings.Cut(first, ": "); ok {
-		if line, col, ok := strings.Cut(loc, ":"); ok && line == "1" && isDigits(col) {
-			return strings.TrimSpace(msg) + " (at column " + col + ")"
+		if line, col, ok := strings.Cut(loc, ":"); ok && isDigits(line) && isDigits(col) {
+			e.Line, _ = strconv.Atoi(line)
+			e.Col, _ = strconv.Atoi(col)
+			e.Msg = strings.TrimSpace(msg)
 		}
 	}
-	return strings.TrimSpace(first)
+	e.Msg = strings.TrimSuffix(e.Msg, " (in container '')")
+	e.Cause = e.Msg
+	if m := expectingRe.FindStringSubmatch(e.Cause); m != nil {
+		e.Cause = e.Cause[:len(e.Cause)-len(m[0])]
+	}
+	e.Msg = explainIssue(e.Msg, charAt(expr, e.Line, e.Col))
+	return e
+}
+
+// charAt returns the character at the 1-based line and column of expr, or
+// 0.
+func charAt(expr string, line, col int) rune {
+	lines := strings.Split(expr, "\n")
+	if line < 1 || line > len(lines) {
+		return 0
+	}
+	r := []rune(lines[line-1])
+	if col < 1 || col > len(r) {
+		return 0
+	}
+	return r[col-1]
+}
+
+var (
+	// expectingRe matches the parser's list of the tokens it would have
+	// accepted.
+	expectingRe  = regexp.MustCompile(` expecting (\{.*\}|\S+)$`)
+	overloadRe   = regexp.MustCompile(`'(!?_?[^']*?_?)'`)
+	undeclaredRe = regexp.MustCompile(`^undeclared reference to '([^']*)'`)
+	comparisonRe = regexp.MustCompile(`^found no matching overload for '(==|!=|<|<=|>|>=)' applied to '\((string, \w+|\w+, string)\)'`)
+)
+
+// explainIssue rewrites one cel-go message: no token lists, operators as
+// written, and a hint for the usual mistakes. at is the character the
+// message points at.
+func explainIssue(msg string, at rune) string {
+	if m := expectingRe.FindStringSubmatch(msg); m != nil {
+		msg = msg[:len(msg)-len(m[0])]
+		if want := smallSet(m[1]); want != "" {
+			msg += " (expected " + want + ")"
+		}
+	}
+	rest, syntax := strings.CutPrefix(msg, "Syntax error: ")
+	switch {
+	case syntax && strings.HasPrefix(rest, "mismatched input '<EOF>'"):
+		msg += ": the condition ends before it is complete"
+	case syntax && strings.HasPrefix(rest, "token recognition error at: '="):
+		msg += ": compare with ==, not ="
+	case syntax && (strings.HasPrefix(rest, "token recognition error at: ''") || strings.HasPrefix(rest, `token recognition error at: '"`)):
+		msg += ": a string is not closed"
+	case strings.HasPrefix(msg, "found no matching overload for "):
+		msg = overloadRe.ReplaceAllStringFunc(msg, func(op string) string {
+			if o, ok := operators[strings.Trim(op, "'")]; ok {
+				return "'" + o + "'"
+			}
+			return op
+		})
+		if comparisonRe.MatchString(msg) {
+			msg += ": every variable is a string, so compare with a string (vars.N == \"3\", vars.FLAG == \"true\")"
+		}
+	}
+	if m := undeclaredRe.FindStringSubmatch(msg); m != nil && m[1] != "vars" {
+		if at == '(' {
+			msg = fmt.Sprintf("unknown function '%s'", m[1])
+		} else {
+			msg += fmt.Sprintf(": variables are read as vars.NAME, and a string needs quotes (\"%s\")", m[1])
+		}
+	}
+	return msg
+}
+
+// operators names CEL's operator functions as they are written.
+var operators = map[string]string{
+	"_==_": "==", "_!=_": "!=", "_<_": "<", "_<=_": "<=", "_>_": ">", "_>=_": ">=",
+	"_&&_": "&&", "_||_": "||", "!_": "!", "-_": "-", "_+_": "+", "_-_": "-",
+	"_*_": "*", "_/_": "/", "_%_": "%", "@in": "in", "_?_:_": "?:", "_[_]": "[]",
+}
+
+// smallSet words a token set of at most three punctuation tokens
+// ({']', ','} -> ']' or ','); it returns "" for larger or other sets.
+func smallSet(set string) string {
+	if !strings.HasPrefix(set, "{") {
+		if strings.HasPrefix(set, "'") {
+			return set
+		}
+		return ""
+	}
+	items := strings.Split(strings.Trim(set, "{}"), ", ")
+	if len(items) > 3 {
+		return ""
+	}
+	for _, it := range items {
+		if len(it) < 3 || it[0] != '\'' || it[len(it)-1] != '\'' {
+			return ""
+		}
+	}
+	if len(items) == 1 {
+		return items[0]
+	}
+	return strings.Join(items[:len(items)-1], ", ") + " or " + items[len(items)-1]
 }
 
 func isDigits(s string) bool {

@@ -1,6 +1,7 @@
 package cel
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -150,5 +151,37 @@ func BenchmarkNewEnv(b *testing.B) {
 		if _, err := env.Compile(`true`); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestCompileErrorMessages: the exact message of each usual mistake, with
+// the column in the expression and no token list from the parser.
+func TestCompileErrorMessages(t *testing.T) {
+	tests := []struct{ expr, want string }{
+		{`vars.ENV ==`, `Syntax error: mismatched input '<EOF>': the condition ends before it is complete (at column 12)`},
+		{`{`, `Syntax error: mismatched input '<EOF>': the condition ends before it is complete (at column 2)`},
+		{`vars.ENV in ["a", "b"`, `Syntax error: mismatched input '<EOF>' (expected ']' or ','): the condition ends before it is complete (at column 22)`},
+		{`vars.ENV = "prod"`, `Syntax error: token recognition error at: '= ': compare with ==, not = (at column 10)`},
+		{`vars.ENV == 'prod`, `Syntax error: token recognition error at: ''prod': a string is not closed (at column 13)`},
+		{`vars.ENV == "a")`, `Syntax error: extraneous input ')' (at column 16)`},
+		{`(vars.ENV == "a"`, `Syntax error: missing ')' at '<EOF>' (at column 17)`},
+		{`prod == "prod"`, `undeclared reference to 'prod': variables are read as vars.NAME, and a string needs quotes ("prod") (at column 1)`},
+		{`lower(vars.ENV) == "a"`, `unknown function 'lower' (at column 6)`},
+		{`vars.N == 3`, `found no matching overload for '==' applied to '(string, int)': every variable is a string, so compare with a string (vars.N == "3", vars.FLAG == "true") (at column 8)`},
+		{`vars.N > 3`, `found no matching overload for '>' applied to '(string, int)': every variable is a string, so compare with a string (vars.N == "3", vars.FLAG == "true") (at column 8)`},
+		{"vars.A == \"x\" &&\n  vars.B ==", `Syntax error: mismatched input '<EOF>': the condition ends before it is complete (at line 2, column 12)`},
+	}
+	var env Env
+	for _, tt := range tests {
+		t.Run(tt.expr, func(t *testing.T) {
+			_, err := env.Compile(tt.expr)
+			if err == nil || err.Error() != tt.want {
+				t.Fatalf("got  %v\nwant %s", err, tt.want)
+			}
+			var ce *Error
+			if !errors.As(err, &ce) || strings.Contains(ce.Cause, "expecting") || ce.Cause == "" {
+				t.Fatalf("want an *Error with the compiler's cause without a token list, got %#v", err)
+			}
+		})
 	}
 }

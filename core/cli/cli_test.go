@@ -113,7 +113,7 @@ func TestExitCodes(t *testing.T) {
 		inErr string
 	}{
 		{"valid", "", []string{"validate", "-f", "testdata/golden-spec.yaml"}, 0, ""},
-		{"invalid spec", bad, []string{"validate", "-f", "-"}, 2, "<stdin>:4:9: steps[0]: a step needs exactly one action key"},
+		{"invalid spec", bad, []string{"validate", "-f", "-"}, 2, "<stdin>:4:9: steps[0] (a): a step needs exactly one action key"},
 		{"invalid spec json", bad, []string{"validate", "-f", "-", "-o", "json"}, 2, ""},
 		{"no file flag", "", []string{"plan"}, 2, "no spec given"},
 		{"missing file", "", []string{"plan", "-f", "testdata/nope.yaml"}, 1, "read spec"},
@@ -165,11 +165,11 @@ steps:
 		t.Fatalf("exit %d, want 2", code)
 	}
 	want := []string{
-		`<stdin>:7:13: steps[0].needs[0]: no step named "remove-aws-node"`,
-		`<stdin>:9:7: steps[0].helm: repo is required for the bare chart name "cilium"`,
-		`<stdin>:10:7: steps[0].helm.namespce: unknown field "namespce" (did you mean "namespace"?)`,
-		`<stdin>:12:14: steps[1].timeout: invalid duration "soon"`,
-		`<stdin>:14:12: steps[1].wait.for: "ready": want condition=<Name>[=<value>], jsonpath=<expr>[=<value>] or delete`,
+		`<stdin>:7:13: steps[0] (cilium).needs[0]: no step named "remove-aws-node"`,
+		`<stdin>:9:7: steps[0] (cilium).helm: repo is required for the bare chart name "cilium"`,
+		`<stdin>:10:7: steps[0] (cilium).helm.namespce: unknown field "namespce" (did you mean "namespace"?)`,
+		`<stdin>:12:14: steps[1] (wait).timeout: invalid duration "soon"`,
+		`<stdin>:14:12: steps[1] (wait).wait.for: "ready": want condition=<Name>[=<value>], jsonpath=<expr>[=<value>] or delete`,
 	}
 	for _, w := range want {
 		if !strings.Contains(errOut, w) {
@@ -237,6 +237,34 @@ steps:
 			if strings.Contains(out, f) || strings.Contains(errOut, f) {
 				t.Errorf("%v leaked %q:\nstdout:\n%s\nstderr:\n%s", r.args, f, out, errOut)
 			}
+		}
+	}
+}
+
+// TestValidateJSONNamesTheStep: -o json keeps the field path as it is and
+// gives the step's name beside it.
+func TestValidateJSONNamesTheStep(t *testing.T) {
+	spec := "apiVersion: khook.io/v1\nkind: Khook\nmetadata: {name: x}\nsteps:\n  - name: cilium\n    helm: {chart: cilium}\n  - wait: {for: delete, on: pods/x}\n"
+	out, _, code := runCLI(t, nil, spec, "validate", "-f", "-", "-o", "json")
+	if code != 2 {
+		t.Fatalf("exit %d, want 2", code)
+	}
+	var res struct {
+		Problems []problemEntry `json:"problems"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatal(err)
+	}
+	want := []problemEntry{
+		{File: "-", Line: 6, Column: 11, Path: "steps[0].helm", Step: "cilium", Message: `repo is required for the bare chart name "cilium" (or write a local path ./cilium, or an oci:// reference)`},
+		{File: "-", Line: 7, Column: 5, Path: "steps[1]", Message: "name is required"},
+	}
+	if len(res.Problems) != len(want) {
+		t.Fatalf("problems: %+v", res.Problems)
+	}
+	for i := range want {
+		if res.Problems[i] != want[i] {
+			t.Errorf("problem %d:\n got %+v\nwant %+v", i, res.Problems[i], want[i])
 		}
 	}
 }

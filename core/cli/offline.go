@@ -81,6 +81,7 @@ type problemEntry struct {
 	Line    int    `json:"line"`
 	Column  int    `json:"column"`
 	Path    string `json:"path,omitempty"`
+	Step    string `json:"step,omitempty"` // the name of the step Path is in
 	Message string `json:"message"`
 }
 
@@ -95,7 +96,7 @@ func (o *ValidateOptions) Run(_ context.Context) error {
 			res.Name, res.Steps, res.Levels = doc.Spec.Metadata.Name, len(doc.Spec.Steps), len(doc.Graph.Levels())
 		case errors.As(err, &inv):
 			for _, p := range inv.Problems {
-				res.Problems = append(res.Problems, problemEntry{File: p.Pos.File, Line: p.Pos.Line, Column: p.Pos.Col, Path: p.Path, Message: p.Msg})
+				res.Problems = append(res.Problems, problemEntry{File: p.Pos.File, Line: p.Pos.Line, Column: p.Pos.Col, Path: p.Path, Step: p.Step, Message: p.Msg})
 			}
 		default:
 			return err

@@ -2,6 +2,7 @@ package load
 
 import (
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"khook.io/core/internal/specgen"
@@ -40,6 +41,12 @@ func benchLoad(b *testing.B, src string) {
 // BenchmarkValidatePlan500 is validate+plan of a 500-step spec in-process
 // (target: under 20 ms).
 func BenchmarkValidatePlan500(b *testing.B) { benchLoad(b, specgen.Spec(500, false)) }
+
+// BenchmarkValidatePlan500Secrets is the same with a secret variable in
+// every step: checking that no identifier holds one costs no second parse.
+func BenchmarkValidatePlan500Secrets(b *testing.B) {
+	benchLoad(b, strings.ReplaceAll(specgen.Spec(500, false), "${TAG:-1.0}", "${TOKEN}"))
+}
 
 // BenchmarkValidatePlan500When is the same with a distinct when: on every
 // step (target: under 30 ms). The loader compiles each expression once and

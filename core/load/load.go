@@ -12,7 +12,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 
 	"khook.io/core/cel"
 	"khook.io/core/plan"
@@ -103,10 +105,41 @@ func (l *Loader) Load(opts Options) (*Document, error) {
 		return nil, err
 	}
 	set, err := vars.Resolve(opts.Vars, red)
-	if err != nil {
-		return nil, &InvalidError{Problems: spec.ErrorList{{Pos: spec.Pos{File: file}, Msg: red.String(err.Error())}}}
+	if err == nil {
+		return l.parse(src, file, baseDir, set, red)
 	}
-	return l.parse(src, file, baseDir, set, red)
+	problems := varProblems(err, file, red)
+	if errors.Is(err, vars.ErrShortSecret) {
+		// The short secret is not registered for masking, and masking it
+		// would garble every message: nothing the spec holds is printed.
+		return nil, &InvalidError{Problems: problems.Sort()}
+	}
+	// Report the spec's problems too, all at once.
+	_, perr := l.parse(src, file, baseDir, set, red)
+	var inv *InvalidError
+	if errors.As(perr, &inv) {
+		problems = append(problems, inv.Problems...)
+	}
+	return nil, &InvalidError{Problems: problems.Sort()}
+}
+
+// varProblems lists the problems of the variable sources: a var file's
+// at their positions in it, the others under the spec's name.
+func varProblems(err error, file string, red *redact.Redactor) spec.ErrorList {
+	errs := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	}
+	out := make(spec.ErrorList, 0, len(errs))
+	for _, e := range errs {
+		var fe *vars.FileError
+		if errors.As(e, &fe) {
+			out = append(out, &spec.FieldError{Pos: spec.Pos{File: fe.File, Line: fe.Line, Col: fe.Col}, Msg: red.String(fe.Msg)})
+			continue
+		}
+		out = append(out, &spec.FieldError{Pos: spec.Pos{File: file}, Msg: red.String(e.Error())})
+	}
+	return out
 }
 
 func readSpec(opts Options) ([]byte, string, error) {
@@ -154,13 +187,44 @@ func (l *Loader) Parse(src []byte, file, baseDir string, set *vars.Set, red *red
 func (l *Loader) parse(src []byte, file, baseDir string, set *vars.Set, red *redact.Redactor) (*Document, error) {
 	sub := vars.Substitute(src, set, red)
 	s, pos, problems := spec.Decode(sub.Text, file, sub.SourcePos)
+	placeheld := false
+	if len(sub.Problems) > 0 && pos.Failed("") && slices.ContainsFunc(problems, func(p *spec.FieldError) bool { return p.Syntax }) {
+		if s2, pos2, problems2, ok := decodePlaceholders(sub, file); ok {
+			s, pos, problems, placeheld = s2, pos2, problems2, true
+		} else {
+			// A syntax error on the line of a reference that could not be
+			// read is what the rest of that reference's line became.
+			problems = slices.DeleteFunc(problems, func(p *spec.FieldError) bool {
+				return p.Syntax && slices.ContainsFunc(sub.Problems, func(q vars.Problem) bool { return q.Line == p.Pos.Line })
+			})
+		}
+	}
+	loc := &locator{sub: sub}
 	for _, p := range sub.Problems {
 		at := spec.Pos{File: file, Line: p.Line, Col: p.Col}
-		path := pathAt(pos, at)
-		problems = append(problems, &spec.FieldError{Pos: at, Path: path, Msg: p.Msg})
+		w := loc.at(p.Offset)
+		if w.comment {
+			problems = append(problems, &spec.FieldError{Pos: at, Msg: "in a comment: " + commentHint(p.Msg)})
+			continue
+		}
+		path := w.path
+		if !w.found {
+			path = pathAt(pos, at)
+		}
+		msg := p.Msg
+		if i := slices.IndexFunc(sub.Refs, func(r vars.Ref) bool { return r.Offset == p.Offset }); i >= 0 && whenRe.MatchString(path) {
+			msg += "; " + writeVars([]string{sub.Refs[i].Name})
+		}
+		problems = append(problems, &spec.FieldError{Pos: at, Path: path, Msg: msg})
 		pos.MarkFailed(path)
 	}
+	problems = append(problems, secretIdentifiers(s, sub, loc, file)...)
 	problems = append(problems, spec.Validate(s, pos, spec.ValidateOptions{BaseDir: baseDir})...)
+	if placeheld {
+		problems = slices.DeleteFunc(problems, func(p *spec.FieldError) bool {
+			return strings.Contains(p.Msg, markerPrefix(sub.Text))
+		})
+	}
 
 	doc := &Document{Spec: s, Positions: pos, Vars: set, Redactor: red, BaseDir: baseDir}
 	doc.Conditions = make([]plan.Condition, len(s.Steps))
@@ -172,14 +236,17 @@ func (l *Loader) parse(src []byte, file, baseDir string, set *vars.Set, red *red
 			continue
 		}
 		wp := "steps[" + strconv.Itoa(i) + "].when"
+		if pos.Failed(wp) {
+			continue
+		}
 		prg, err := l.cel.Compile(st.When)
 		if err != nil {
-			problems = append(problems, &spec.FieldError{Pos: pos.At(wp), Path: wp, Msg: "invalid condition: " + err.Error()})
+			problems = append(problems, conditionProblem(sub, loc, pos, wp, st.When, err))
 			continue
 		}
 		ok, err := prg.Eval(varMap)
 		if err != nil {
-			problems = append(problems, &spec.FieldError{Pos: pos.At(wp), Path: wp, Msg: err.Error()})
+			problems = append(problems, &spec.FieldError{Pos: pos.At(wp), Path: wp, Msg: err.Error() + refHint(loc.refNames(wp))})
 			continue
 		}
 		doc.Conditions[i].Included = ok
@@ -199,7 +266,10 @@ func (l *Loader) parse(src []byte, file, baseDir string, set *vars.Set, red *red
 
 	if len(problems) > 0 {
 		for _, p := range problems {
-			p.Msg = red.String(p.Msg)
+			if i := spec.StepIndex(p.Path); i >= 0 && i < len(s.Steps) && !pos.Failed("steps["+strconv.Itoa(i)+"].name") {
+				p.Step = s.Steps[i].Name
+			}
+			p.Msg, p.Path, p.Step = red.String(p.Msg), red.String(p.Path), red.String(p.Step)
 		}
 		return nil, &InvalidError{Problems: problems.Sort()}
 	}

@@ -271,6 +271,9 @@ func TestValidationRules(t *testing.T) {
         - file: ./values/missing.yaml
         - file: ./values/list.yaml
         - url: ftp://example.com/v.yaml`, []string{"steps[0].helm.valuesFrom[2]: a valuesFrom entry needs one of file or url", "steps[0].helm.valuesFrom[3]: a valuesFrom entry has exactly one of file or url", `steps[0].helm.valuesFrom[4].file: values file "./values/missing.yaml": no such file or directory`, `steps[0].helm.valuesFrom[5].file: values file "./values/list.yaml" must hold a mapping, not a list`, `steps[0].helm.valuesFrom[6].url: "ftp://example.com/v.yaml" is not an http:// or https:// URL`}},
+		{"values file syntax error at its line and column", `
+  - name: a
+    helm: {chart: ./charts/app, valuesFrom: [{file: ./values/broken.yaml}]}`, []string{`steps[0].helm.valuesFrom[0].file: values file "./values/broken.yaml", line 2, column 8: invalid YAML: '[' is not closed: did not find expected ',' or ']' at line 3, column 1`}},
 		{"values must be a mapping", `
   - name: a
     helm: {chart: ./charts/app, values: [1, 2]}`, []string{"steps[0].helm.values: must be a mapping, not a list"}},

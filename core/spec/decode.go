@@ -1,14 +1,20 @@
 package spec
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
+	"io"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	yaml "go.yaml.in/yaml/v3"
+
+	"khook.io/core/internal/yamlerr"
 )
 
 // Duration is a Go duration written as a string (90s, 10m, 1h30m).
@@ -93,6 +99,11 @@ func parentPath(path string) string {
 // the input allows), where each field sits, and every problem found. file
 // names the source in errors; mapPos maps positions in text back to the
 // file as written (text may be the result of variable substitution).
+//
+// The text holds one YAML document: empty documents (only comments, or
+// null) are skipped, a second document is an error. A syntax error, a
+// character YAML does not allow and an alias bomb are each the only problem
+// reported: the document cannot be read any further.
 func Decode(text []byte, file string, mapPos PosMapper) (*Spec, *Positions, ErrorList) {
 	d := &decoder{
 		file:   file,
@@ -100,27 +111,75 @@ func Decode(text []byte, file string, mapPos PosMapper) (*Spec, *Positions, Erro
 		pos:    &Positions{file: file, paths: make(map[string]Pos, 64), failed: map[string]bool{}, blocks: newBlockIndex(text, mapPos)},
 	}
 	s := &Spec{File: file}
-	var root yaml.Node
-	if err := yaml.Unmarshal(text, &root); err != nil {
-		d.errs = append(d.errs, d.syntaxError(err))
+	root, ok := d.document(text)
+	if !ok {
 		d.pos.failed[""] = true
 		return s, d.pos, d.errs
 	}
-	if root.Kind == 0 || len(root.Content) == 0 {
-		d.errs = append(d.errs, &FieldError{Pos: Pos{File: file, Line: 1, Col: 1}, Msg: "the spec is empty"})
-		d.pos.failed[""] = true
-		return s, d.pos, d.errs
-	}
-	doc := root.Content[0]
-	d.decodeValue(doc, reflect.ValueOf(s).Elem(), "")
+	d.pos.paths[""] = d.at(root)
+	d.decodeValue(root, reflect.ValueOf(s).Elem(), "")
 	return s, d.pos, d.errs
 }
 
+// document returns the root node of text's one document. It reports a
+// syntax error, an empty text, a second document and an alias bomb, and
+// returns false when there is nothing to decode.
+func (d *decoder) document(text []byte) (*yaml.Node, bool) {
+	text = YAML12(text)
+	dec := yaml.NewDecoder(bytes.NewReader(text))
+	var root *yaml.Node
+	for {
+		doc := new(yaml.Node)
+		err := dec.Decode(doc)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			d.errs = append(d.errs, d.syntaxError(text, err))
+			return nil, false
+		}
+		if len(doc.Content) == 0 || isNull(doc.Content[0]) {
+			continue // only comments, or an explicit null: nothing, as kubectl skips it
+		}
+		if root != nil {
+			d.errs = append(d.errs, &FieldError{Pos: d.at(doc), Msg: "a second YAML document starts here: a spec file holds exactly one document (put each spec in its own file)"})
+			break
+		}
+		root = doc.Content[0]
+	}
+	if root == nil {
+		d.errs = append(d.errs, &FieldError{Pos: Pos{File: d.file, Line: 1, Col: 1}, Msg: "the spec is empty"})
+		return nil, false
+	}
+	if bomb := aliasBomb(root); bomb != nil {
+		d.errs = append(d.errs, &FieldError{Pos: d.at(bomb.alias), Msg: fmt.Sprintf(
+			"excessive aliasing: the alias *%s expands to %s nodes, %s in the whole document (an alias bomb, which YAML parsers refuse)",
+			bomb.alias.Value, countString(bomb.size), countString(bomb.total))})
+		return nil, false
+	}
+	return root, true
+}
+
+var yaml12Re = regexp.MustCompile(`(?m)^%YAML[ \t]+1\.2([ \t]|\r?$)`)
+
+// YAML12 returns text with a "%YAML 1.2" directive read as "%YAML 1.1":
+// khook reads YAML 1.2 (decision 1), while yaml.v3 refuses any version but
+// 1.1 as an incompatible document. Positions do not change.
+func YAML12(text []byte) []byte {
+	if !bytes.Contains(text, []byte("%YAML")) {
+		return text
+	}
+	return yaml12Re.ReplaceAllFunc(text, func(m []byte) []byte {
+		return bytes.Replace(m, []byte("1.2"), []byte("1.1"), 1)
+	})
+}
+
 type decoder struct {
-	file   string
-	mapPos PosMapper
-	pos    *Positions
-	errs   ErrorList
+	file    string
+	mapPos  PosMapper
+	pos     *Positions
+	errs    ErrorList
+	merging map[*yaml.Node]bool // mappings being merged (<<), against cycles
 }
 
 func (d *decoder) at(n *yaml.Node) Pos {
@@ -136,26 +195,11 @@ func (d *decoder) errorf(n *yaml.Node, path, format string, args ...any) {
 	d.errs = append(d.errs, &FieldError{Pos: d.at(n), Path: path, Msg: fmt.Sprintf(format, args...)})
 }
 
-// syntaxError turns a yaml.v3 parse error ("yaml: line 7: ...") into a
-// positioned FieldError, mapping the line back to the file as written.
-func (d *decoder) syntaxError(err error) *FieldError {
-	msg := err.Error()
-	msg = strings.TrimPrefix(msg, "yaml: ")
-	line := 0
-	if strings.HasPrefix(msg, "line ") {
-		rest := msg[len("line "):]
-		if i := strings.IndexByte(rest, ':'); i > 0 {
-			if n, convErr := strconv.Atoi(rest[:i]); convErr == nil {
-				line = n
-				msg = strings.TrimSpace(rest[i+1:])
-			}
-		}
-	}
-	pos := Pos{File: d.file, Line: line, Col: 1}
-	if line > 0 && d.mapPos != nil {
-		pos.Line, pos.Col = d.mapPos(line, 1)
-	}
-	return &FieldError{Pos: pos, Msg: "invalid YAML: " + msg}
+// syntaxError locates a yaml.v3 error about text (see yamlerr), in the
+// file as written.
+func (d *decoder) syntaxError(text []byte, err error) *FieldError {
+	e := yamlerr.Locate(text, err, yamlerr.Mapper(d.mapPos))
+	return &FieldError{Pos: Pos{File: d.file, Line: e.Line, Col: e.Col}, Msg: "invalid YAML: " + e.Msg, Syntax: true}
 }
 
 var (
@@ -192,7 +236,10 @@ func isNull(n *yaml.Node) bool {
 // decodeValue decodes node into v (addressable), recording path's position.
 func (d *decoder) decodeValue(n *yaml.Node, v reflect.Value, path string) {
 	if n.Kind == yaml.AliasNode && n.Alias != nil {
-		n = n.Alias
+		// The anchored value, positioned where the alias uses it.
+		t := *n.Alias
+		t.Line, t.Column = n.Line, n.Column
+		n = &t
 	}
 	if path != "" {
 		d.pos.paths[path] = d.at(n)
@@ -217,7 +264,7 @@ func (d *decoder) decodeValue(n *yaml.Node, v reflect.Value, path string) {
 		}
 		var x any
 		if err := n.Decode(&x); err != nil {
-			d.errorf(n, path, "%v", err)
+			d.errorf(n, path, "%s", strings.TrimPrefix(err.Error(), "yaml: "))
 			return
 		}
 		v.Set(reflect.ValueOf(&x).Elem())
@@ -307,19 +354,9 @@ func (d *decoder) decodeMap(n *yaml.Node, v reflect.Value, path string) {
 	}
 	t := v.Type()
 	m := reflect.MakeMapWithSize(t, len(n.Content)/2)
-	seen := make(map[string]bool, len(n.Content)/2)
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, val := n.Content[i], n.Content[i+1]
-		if k.Kind != yaml.ScalarNode {
-			d.errorf(k, path, "keys must be strings, not %s", kindName(k))
-			continue
-		}
+	for _, e := range d.entries(n, path) {
+		k, val := e.key, e.val
 		kp := path + "." + k.Value
-		if seen[k.Value] {
-			d.errorf(k, kp, "duplicate key %q", k.Value)
-			continue
-		}
-		seen[k.Value] = true
 		ev := reflect.New(t.Elem()).Elem()
 		if t.Elem().Kind() == reflect.String {
 			// map[string]string (job env): any scalar, taken as written
@@ -346,19 +383,9 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) {
 		d.errorf(n, path, "must be a mapping, not %s", kindName(n))
 		return
 	}
-	seen := make(map[string]bool, len(n.Content)/2)
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, val := n.Content[i], n.Content[i+1]
-		if k.Kind != yaml.ScalarNode {
-			d.errorf(k, path, "keys must be strings, not %s", kindName(k))
-			continue
-		}
+	for _, e := range d.entries(n, path) {
+		k, val := e.key, e.val
 		kp := joinPath(path, k.Value)
-		if seen[k.Value] {
-			d.errorf(k, kp, "duplicate key %q", k.Value)
-			continue
-		}
-		seen[k.Value] = true
 		f, ok := info.byName[k.Value]
 		if !ok {
 			d.errorf(k, kp, "%s", unknownFieldMessage(info, k.Value))
@@ -470,6 +497,14 @@ var skipIfHints = map[reflect.Type]string{
 
 func unknownFieldMessage(info *StructInfo, key string) string {
 	msg := fmt.Sprintf("unknown field %q", key)
+	if note := nonASCIINote(key); note != "" {
+		msg = "unknown field: " + note
+		if folded := foldLookalikes(key); folded != key {
+			if _, ok := info.byName[folded]; ok {
+				return msg + fmt.Sprintf(" (did you mean %q?)", folded)
+			}
+		}
+	}
 	if key == "skipIf" {
 		if h, ok := skipIfHints[info.Type]; ok {
 			return msg + ": " + h
@@ -499,6 +534,7 @@ func unknownFieldMessage(info *StructInfo, key string) string {
 // a likely typo: equal ignoring case, or within an edit distance that grows
 // with the length.
 func closest(s string, candidates []string) string {
+	s = foldLookalikes(s)
 	best, bestDist := "", 1<<30
 	for _, c := range candidates {
 		if strings.EqualFold(s, c) {

@@ -3,6 +3,7 @@ package spec
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -30,13 +31,53 @@ type FieldError struct {
 	Pos  Pos
 	Path string // e.g. steps[3].helm.chart; "" for document-level problems
 	Msg  string
+	// Step is the name of the step Path is in, when it has one: with forty
+	// steps nobody counts to the index.
+	Step string
+	// Syntax marks a problem that kept the document from being read.
+	Syntax bool
 }
 
 func (e *FieldError) Error() string {
-	if e.Path == "" {
+	path := e.DisplayPath()
+	if path == "" {
 		return e.Pos.String() + ": " + e.Msg
 	}
-	return e.Pos.String() + ": " + e.Path + ": " + e.Msg
+	return e.Pos.String() + ": " + path + ": " + e.Msg
+}
+
+// DisplayPath is Path with the step's name after its index:
+// steps[3] (cilium).helm.repo.
+func (e *FieldError) DisplayPath() string {
+	if e.Step == "" || !strings.HasPrefix(e.Path, "steps[") {
+		return e.Path
+	}
+	i := strings.IndexByte(e.Path, ']')
+	if i < 0 {
+		return e.Path
+	}
+	name := e.Step
+	if q := strconv.Quote(name); q[1:len(q)-1] != name || strings.ContainsAny(name, " ()") {
+		name = q
+	}
+	return e.Path[:i+1] + " (" + name + ")" + e.Path[i+1:]
+}
+
+// StepIndex returns the index of the step a field path is in, or -1.
+func StepIndex(path string) int {
+	rest, ok := strings.CutPrefix(path, "steps[")
+	if !ok {
+		return -1
+	}
+	n, _, ok := strings.Cut(rest, "]")
+	if !ok {
+		return -1
+	}
+	i, err := strconv.Atoi(n)
+	if err != nil || i < 0 {
+		return -1
+	}
+	return i
 }
 
 // ErrorList is every problem found in a spec. It is an error when non-empty;

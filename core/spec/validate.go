@@ -14,6 +14,7 @@ import (
 
 	yaml "go.yaml.in/yaml/v3"
 
+	"khook.io/core/internal/yamlerr"
 	"khook.io/core/manifest/kubeyaml"
 )
 
@@ -126,13 +127,13 @@ func (v *validator) spec(s *Spec) {
 	}
 	if st := s.State; st != nil {
 		if st.Namespace != "" && !IsDNSLabel(st.Namespace) {
-			v.errf("state.namespace", "%q is not a valid namespace (RFC 1123 label: lowercase letters, digits and '-', at most 63)", st.Namespace)
+			v.errf("state.namespace", "%s", withNote(fmt.Sprintf("%q is not a valid namespace (RFC 1123 label: lowercase letters, digits and '-', at most 63)", st.Namespace), st.Namespace))
 		}
 		if st.Name != "" && !IsDNSSubdomain(st.Name) {
-			v.errf("state.name", "%q is not a valid Secret name (RFC 1123 subdomain: lowercase letters, digits, '-' and '.')", st.Name)
+			v.errf("state.name", "%s", withNote(fmt.Sprintf("%q is not a valid Secret name (RFC 1123 subdomain: lowercase letters, digits, '-' and '.')", st.Name), st.Name))
 		}
 		if st.IsEnabled() && st.Name == "" && s.Metadata.Name != "" && !IsDNSSubdomain(s.StateSecretName()) {
-			v.errf("metadata.name", "the state record would be named %q, which is not a valid Secret name: use a lowercase DNS name here or set state.name", s.StateSecretName())
+			v.errf("metadata.name", "%s", withNote(fmt.Sprintf("the state record would be named %q, which is not a valid Secret name: use a lowercase DNS name here or set state.name", s.StateSecretName()), s.Metadata.Name))
 		}
 	}
 	if v.present("steps") && len(s.Steps) == 0 {
@@ -158,7 +159,7 @@ func (v *validator) spec(s *Spec) {
 func (v *validator) step(st *Step, p string, names map[string]int) {
 	v.required(p, st)
 	if st.Name != "" && !IsDNSLabel(st.Name) {
-		v.errf(p+".name", "%q is not a valid step name: lowercase letters, digits and '-', starting and ending with a letter or digit, at most 63 characters", st.Name)
+		v.errf(p+".name", "%s", withNote(fmt.Sprintf("%q is not a valid step name: lowercase letters, digits and '-', starting and ending with a letter or digit, at most 63 characters", st.Name), st.Name))
 	}
 	seen := map[string]bool{}
 	for j, n := range st.Needs {
@@ -169,7 +170,11 @@ func (v *validator) step(st *Step, p string, names map[string]int) {
 		case n == st.Name:
 			v.errf(np, "a step cannot need itself")
 		case !ok:
-			v.errf(np, "no step named %q%s", n, didYouMean(n, names))
+			if note := nonASCIINote(n); note != "" {
+				v.errf(np, "no step named %q: %s%s", n, note, didYouMean(n, names))
+			} else {
+				v.errf(np, "no step named %q%s", n, didYouMean(n, names))
+			}
 		case seen[n]:
 			v.errf(np, "%q is listed twice", n)
 		}
@@ -188,7 +193,9 @@ func (v *validator) step(st *Step, p string, names map[string]int) {
 	}
 	switch len(actions) {
 	case 0:
-		v.errf(p, "a step needs exactly one action key: helm, apply, delete, patch, wait, rollout or job")
+		if !v.misspelledAction(p) {
+			v.errf(p, "a step needs exactly one action key: helm, apply, delete, patch, wait, rollout or job")
+		}
 		return
 	case 1:
 	default:
@@ -212,6 +219,18 @@ func (v *validator) step(st *Step, p string, names map[string]int) {
 	case TypeJob:
 		v.job(st.Job, ap)
 	}
+}
+
+// misspelledAction reports whether the step at p has an unknown field that
+// is a misspelled action key: its problem already says which one was meant.
+func (v *validator) misspelledAction(p string) bool {
+	for path := range v.pos.failed {
+		key, ok := strings.CutPrefix(path, p+".")
+		if ok && !strings.ContainsAny(key, ".[") && !v.present(path) && closest(key, StepTypes) != "" {
+			return true
+		}
+	}
+	return false
 }
 
 func didYouMean(s string, names map[string]int) string {
@@ -255,7 +274,7 @@ func (v *validator) enum(path, val string, allowed ...string) {
 			return
 		}
 	}
-	v.errf(path, "must be one of %s, not %q", quoteList(allowed), val)
+	v.errf(path, "%s", withNote(fmt.Sprintf("must be one of %s, not %q", quoteList(allowed), val), val))
 }
 
 func quoteList(items []string) string {
@@ -279,7 +298,7 @@ func (v *validator) skipIf(path, val, allowed, typ string) {
 
 func (v *validator) namespace(path, ns string) {
 	if ns != "" && !IsDNSLabel(ns) {
-		v.errf(path, "%q is not a valid namespace (RFC 1123 label: lowercase letters, digits and '-', at most 63)", ns)
+		v.errf(path, "%s", withNote(fmt.Sprintf("%q is not a valid namespace (RFC 1123 label: lowercase letters, digits and '-', at most 63)", ns), ns))
 	}
 }
 
@@ -326,9 +345,9 @@ func (v *validator) helm(st *Step, p string) {
 	}
 	if release != "" && (len(release) > 53 || !dnsSubdomainRe.MatchString(release)) {
 		if h.Release == "" {
-			v.errf(releasePath, "the step name is the release name by default, and %q is not a valid Helm release name (lowercase DNS name, at most 53 characters): set helm.release", release)
+			v.errf(releasePath, "%s", withNote(fmt.Sprintf("the step name is the release name by default, and %q is not a valid Helm release name (lowercase DNS name, at most 53 characters): set helm.release", release), release))
 		} else {
-			v.errf(releasePath, "%q is not a valid Helm release name (lowercase DNS name, at most 53 characters)", release)
+			v.errf(releasePath, "%s", withNote(fmt.Sprintf("%q is not a valid Helm release name (lowercase DNS name, at most 53 characters)", release), release))
 		}
 	}
 	if h.Auth != nil {
@@ -526,7 +545,8 @@ func (v *validator) valuesFile(path, p string) {
 	}
 	var n yaml.Node
 	if err := yaml.Unmarshal(data, &n); err != nil {
-		v.errf(path, "values file %q: invalid YAML: %s", p, strings.TrimPrefix(err.Error(), "yaml: "))
+		e := yamlerr.Locate(data, err, nil)
+		v.errf(path, "values file %q, line %d, column %d: invalid YAML: %s", p, e.Line, e.Col, e.Msg)
 		return
 	}
 	if len(n.Content) > 0 && n.Content[0].Kind != yaml.MappingNode && !isNull(n.Content[0]) {
@@ -636,7 +656,7 @@ func (v *validator) delete(d *Delete, p string) {
 	case DeleteByRelease:
 		notFor("release", "allNamespaces", "selector", "fieldSelector")
 		if d.Release != "" && (len(d.Release) > 53 || !dnsSubdomainRe.MatchString(d.Release)) {
-			v.errf(p+".release", "%q is not a valid Helm release name (lowercase DNS name, at most 53 characters)", d.Release)
+			v.errf(p+".release", "%s", withNote(fmt.Sprintf("%q is not a valid Helm release name (lowercase DNS name, at most 53 characters)", d.Release), d.Release))
 		}
 		if d.Release == "" {
 			v.errf(p+".release", "must not be empty")
@@ -817,11 +837,11 @@ func (v *validator) job(j *Job, p string) {
 		v.errf(p+".image", "%q is not a valid image reference", j.Image)
 	}
 	if j.ServiceAccount != "" && !IsDNSSubdomain(j.ServiceAccount) {
-		v.errf(p+".serviceAccount", "%q is not a valid ServiceAccount name", j.ServiceAccount)
+		v.errf(p+".serviceAccount", "%s", withNote(fmt.Sprintf("%q is not a valid ServiceAccount name", j.ServiceAccount), j.ServiceAccount))
 	}
 	for name := range j.Env {
 		if !envNameRe.MatchString(name) {
-			v.errf(p+".env."+name, "%q is not a valid environment variable name", name)
+			v.errf(p+".env."+name, "%s", withNote(fmt.Sprintf("%q is not a valid environment variable name", name), name))
 		}
 	}
 }

@@ -68,4 +68,9 @@
 // <SecretPrefix> environment variable), the text substituted for the
 // reference, after its pipeline, is registered with the redactor, so
 // ${TOKEN|b64enc} is masked like ${TOKEN}.
+//
+// A secret value shorter than MinSecretLen characters (white space around
+// it not counted) cannot be masked without masking ordinary text
+// everywhere: Resolve refuses it (ErrShortSecret), naming the environment
+// variable but neither the value nor its length, and does not register it.
 package vars

@@ -8,10 +8,13 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 
+	"khook.io/core/internal/yamlerr"
 	"khook.io/core/redact"
 )
 
@@ -181,6 +184,14 @@ func Resolve(opts Options, red *redact.Redactor) (*Set, error) {
 		isSecret := strings.HasPrefix(k, sp)
 		isVar := strings.HasPrefix(k, vp)
 		if isSecret {
+			plain := ""
+			if !isVar {
+				plain = vp + k[len(sp):]
+			}
+			if err := checkSecretLength(k, v, plain); err != nil {
+				envErrs = append(envErrs, err)
+				continue
+			}
 			red.Add(v)
 		}
 		var name string
@@ -235,6 +246,41 @@ func Resolve(opts Options, red *redact.Redactor) (*Set, error) {
 	return set, errors.Join(slices.Concat(setErrs, fileErrs, envErrs)...)
 }
 
+// MinSecretLen is the length, in characters, a secret value must have at
+// least (not counting white space around it): every occurrence of a
+// secret's text is masked in all khook prints, so a shorter one would
+// mask ordinary text everywhere ("Pl***n").
+const MinSecretLen = 3
+
+// ErrShortSecret is matched (errors.Is) by the error Resolve returns for a
+// secret shorter than MinSecretLen. Such a value is not registered with the
+// redactor: the caller must not go on to print anything the value could be
+// part of.
+var ErrShortSecret = errors.New("secret too short to be masked")
+
+type shortSecretError struct{ env, plain string }
+
+func (e *shortSecretError) Error() string {
+	msg := fmt.Sprintf("environment variable %s: a secret must be at least %d characters long (white space around it not counted): "+
+		"khook masks every occurrence of a secret's text in everything it prints, so a shorter one would mask ordinary text everywhere", e.env, MinSecretLen)
+	if e.plain != "" {
+		msg += "; a value that is not secret can be passed as " + e.plain
+	}
+	return msg
+}
+
+func (e *shortSecretError) Is(target error) bool { return target == ErrShortSecret }
+
+// checkSecretLength refuses a non-empty secret value that is too short to
+// be masked; env names it, plain is the variable's non-secret spelling.
+// The error never contains the value, nor its length.
+func checkSecretLength(env, value, plain string) error {
+	if value == "" || utf8.RuneCountInString(strings.TrimSpace(value)) >= MinSecretLen {
+		return nil
+	}
+	return &shortSecretError{env: env, plain: plain}
+}
+
 type nameValue struct{ name, value string }
 
 // parseVarFile reads a flat NAME: value map. A scalar's text is taken as
@@ -244,7 +290,7 @@ type nameValue struct{ name, value string }
 func parseVarFile(path string, data []byte) ([]nameValue, []error) {
 	var errs []error
 	errAt := func(n *yaml.Node, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s:%d:%d: %s", path, n.Line, n.Column, fmt.Sprintf(format, args...)))
+		errs = append(errs, &FileError{File: path, Line: n.Line, Col: n.Column, Msg: fmt.Sprintf(format, args...)})
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
@@ -252,13 +298,22 @@ func parseVarFile(path string, data []byte) ([]nameValue, []error) {
 		if errors.Is(err, io.EOF) {
 			return nil, nil // empty file: no variables
 		}
-		return nil, []error{yamlError(path, err)}
+		return nil, []error{yamlError(path, data, err)}
 	}
-	var extra yaml.Node
-	if err := dec.Decode(&extra); err == nil {
-		errAt(&extra, "want a single YAML document, found another")
-	} else if !errors.Is(err, io.EOF) {
-		errs = append(errs, yamlError(path, err))
+	for {
+		var extra yaml.Node
+		err := dec.Decode(&extra)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			errs = append(errs, yamlError(path, data, err))
+			break
+		}
+		if len(extra.Content) > 0 && !(extra.Content[0].Kind == yaml.ScalarNode && extra.Content[0].Tag == "!!null") {
+			errAt(&extra, "want a single YAML document, found another")
+			break
+		}
 	}
 	root := &doc
 	if root.Kind == yaml.DocumentNode {
@@ -304,16 +359,23 @@ func parseVarFile(path string, data []byte) ([]nameValue, []error) {
 	return out, errs
 }
 
-// yamlError turns go.yaml.in/yaml/v3's "yaml: line N: msg" into
-// "path:N: msg".
-func yamlError(path string, err error) error {
-	msg := err.Error()
-	if rest, ok := strings.CutPrefix(msg, "yaml: line "); ok {
-		if i := strings.Index(rest, ": "); i > 0 && strings.Trim(rest[:i], "0123456789") == "" {
-			return fmt.Errorf("%s:%s: %s", path, rest[:i], rest[i+2:])
-		}
-	}
-	return fmt.Errorf("--var-file %s: %w", path, err)
+// FileError is a problem of a var file, at a 1-based line and column (the
+// column counts characters).
+type FileError struct {
+	File      string
+	Line, Col int
+	Msg       string
+}
+
+func (e *FileError) Error() string {
+	return e.File + ":" + strconv.Itoa(e.Line) + ":" + strconv.Itoa(e.Col) + ": " + e.Msg
+}
+
+// yamlError locates go.yaml.in/yaml/v3's error about data, the var file
+// at path.
+func yamlError(path string, data []byte, err error) error {
+	e := yamlerr.Locate(data, err, nil)
+	return &FileError{File: path, Line: e.Line, Col: e.Col, Msg: "invalid YAML: " + e.Msg}
 }
 
 func kindName(n *yaml.Node) string {

@@ -141,7 +141,7 @@ func TestOverlappingPrefixes(t *testing.T) {
 	// The secret prefix extends the plain one: KHOOK_SECRET_X is secret X,
 	// not plain SECRET_X.
 	set, err := Resolve(Options{
-		Environ:   []string{"KHOOK_SECRET_X=s1", "KHOOK_Y=p"},
+		Environ:   []string{"KHOOK_SECRET_X=sec1", "KHOOK_Y=p"},
 		VarPrefix: "KHOOK_",
 	}, red)
 	if err != nil {
@@ -157,7 +157,7 @@ func TestOverlappingPrefixes(t *testing.T) {
 	// its value is still registered as a secret.
 	red = redact.New()
 	set, err = Resolve(Options{
-		Environ:      []string{"KHOOK_VAR_X=v", "KHOOK_Z=s2"},
+		Environ:      []string{"KHOOK_VAR_X=val", "KHOOK_Z=sec2"},
 		SecretPrefix: "KHOOK_",
 	}, red)
 	if err != nil {
@@ -223,7 +223,7 @@ func TestResolveErrors(t *testing.T) {
 		"nested.yaml:7:1: duplicate variable D (first at line 6)",
 		"nested.yaml:8:3: want a variable name as key, got a sequence",
 		"multi.yaml:2:1: want a single YAML document, found another",
-		"broken.yaml:1: did not find expected ',' or ']'",
+		"broken.yaml:1:4: invalid YAML: '[' is not closed: did not find expected ',' or ']' at line 2, column 1",
 		"scalar.yaml:1:1: want a flat map of NAME: value, got a scalar",
 		`environment variable KHOOK_VAR_: invalid variable name ""`,
 		`environment variable KHOOK_VAR_a-b: invalid variable name "a-b"`,
@@ -296,5 +296,62 @@ func TestValidName(t *testing.T) {
 		if ValidName(name) != want {
 			t.Errorf("ValidName(%q) != %v", name, want)
 		}
+	}
+}
+
+// TestShortSecretsRefused: a secret too short to be masked is refused,
+// named by its environment variable, without its value or its length,
+// and not registered for masking; an empty one is nothing to mask.
+func TestShortSecretsRefused(t *testing.T) {
+	red := redact.New()
+	_, err := Resolve(Options{Environ: []string{
+		"KHOOK_SECRET_PIN=42", "KHOOK_SECRET_ONE=é", "KHOOK_SECRET_PADDED=  x ", "KHOOK_SECRET_BLANK=   ",
+		"KHOOK_SECRET_EMPTY=", "KHOOK_SECRET_OK=abc", "KHOOK_SECRET_WIDE=日本語",
+	}}, red)
+	if !errors.Is(err, ErrShortSecret) {
+		t.Fatalf("want ErrShortSecret, got %v", err)
+	}
+	msg := err.Error()
+	for _, name := range []string{"KHOOK_SECRET_PIN", "KHOOK_SECRET_ONE", "KHOOK_SECRET_PADDED", "KHOOK_SECRET_BLANK"} {
+		want := "environment variable " + name + ": a secret must be at least 3 characters long (white space around it not counted): " +
+			"khook masks every occurrence of a secret's text in everything it prints, so a shorter one would mask ordinary text everywhere; " +
+			"a value that is not secret can be passed as KHOOK_VAR_" + strings.TrimPrefix(name, "KHOOK_SECRET_")
+		if !strings.Contains(msg, want) {
+			t.Errorf("missing %q in:\n%s", want, msg)
+		}
+	}
+	for _, name := range []string{"EMPTY", "OK", "WIDE"} {
+		if strings.Contains(msg, "KHOOK_SECRET_"+name+":") {
+			t.Errorf("%s refused:\n%s", name, msg)
+		}
+	}
+	for _, leak := range []string{"42", "é", " x ", "1 character", "2 characters"} {
+		if strings.Contains(msg, leak) {
+			t.Errorf("the error shows %q:\n%s", leak, msg)
+		}
+	}
+	if got := red.String("Plain text 42 x é"); got != "Plain text 42 x é" {
+		t.Fatalf("a refused secret was registered: %q", got)
+	}
+	if got := red.String("abc 日本語"); got != "*** ***" {
+		t.Fatalf("accepted secrets not masked: %q", got)
+	}
+}
+
+// TestVarFileEmptyDocuments: empty documents around a var file's map are
+// nothing; a second map is a problem where it starts.
+func TestVarFileEmptyDocuments(t *testing.T) {
+	files := map[string]string{
+		"ok.yaml":  "---\nA: 1\n---\n# end\n",
+		"two.yaml": "A: 1\n---\nB: 2\n",
+	}
+	read := func(p string) ([]byte, error) { return []byte(files[p]), nil }
+	set, err := Resolve(Options{VarFiles: []string{"ok.yaml"}, ReadFile: read}, nil)
+	if err != nil || set.Len() != 1 {
+		t.Fatalf("ok.yaml: %v, %d variables", err, set.Len())
+	}
+	_, err = Resolve(Options{VarFiles: []string{"two.yaml"}, ReadFile: read}, nil)
+	if err == nil || err.Error() != "two.yaml:2:1: want a single YAML document, found another" {
+		t.Fatalf("two.yaml: %v", err)
 	}
 }

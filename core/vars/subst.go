@@ -3,7 +3,9 @@ package vars
 import (
 	"bytes"
 	"fmt"
+	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"unicode/utf8"
 
@@ -14,7 +16,25 @@ import (
 type Problem struct {
 	Line, Col int // 1-based; Col counts runes, in the source as written
 	Msg       string
+	// Offset is the byte offset in the source of the "${" the problem is
+	// about.
+	Offset int
 }
+
+// Ref is a variable reference that was substituted (with or without a
+// problem; "$${" escapes are not references).
+type Ref struct {
+	Name string
+	// Secret reports that the value came from a secret variable.
+	Secret bool
+	// Offset is the byte offset of its "${" in the source.
+	Offset int
+
+	out, outEnd int // what it became: Text[out:outEnd]
+}
+
+// Output returns the text ref was replaced with (see Ref).
+func (r *Result) Output(ref Ref) []byte { return r.Text[ref.out:ref.outEnd] }
 
 // String returns "line:col: msg".
 func (p Problem) String() string {
@@ -31,6 +51,8 @@ type Result struct {
 	// substitutes "", a malformed one is kept verbatim), so the caller can
 	// parse it and report other problems as well.
 	Problems []Problem
+	// Refs are the references substituted, in source order.
+	Refs []Ref
 
 	src   []byte
 	spans []span // replacements, in order
@@ -71,15 +93,90 @@ func Substitute(src []byte, set *Set, red *redact.Redactor) *Result {
 	s.run(first)
 	res.Text = s.out
 	res.spans = s.spans
+	res.Refs = s.refs
 	if len(s.problems) > 0 {
 		res.buildIndex()
 		res.Problems = make([]Problem, len(s.problems))
 		for i, p := range s.problems {
 			line, col := res.srcLineCol(p.off)
-			res.Problems[i] = Problem{Line: line, Col: col, Msg: p.msg}
+			res.Problems[i] = Problem{Line: line, Col: col, Msg: p.msg, Offset: p.off}
 		}
 	}
 	return res
+}
+
+// Position returns the 1-based line and rune column of byte offset off of
+// the source.
+func (r *Result) Position(off int) (int, int) {
+	r.buildIndex()
+	return r.srcLineCol(min(max(off, 0), len(r.src)))
+}
+
+// Source returns the source text as written.
+func (r *Result) Source() []byte { return r.src }
+
+// Insert returns Text with at[off] inserted where source byte offset off
+// lands: before the text substituted for a reference whose "${" is at off,
+// or before the source byte at off when it was copied unchanged. Text is
+// left as it is. The returned mapper is SourcePos for the new text: a
+// position inside an inserted string maps to the source offset it was
+// inserted at.
+func (r *Result) Insert(at map[int]string) ([]byte, func(line, col int) (int, int)) {
+	offs := make([]int, 0, len(at))
+	for off := range at {
+		offs = append(offs, off)
+	}
+	sort.Ints(offs)
+	out := make([]byte, 0, len(r.Text)+16*len(at))
+	type ins struct{ start, end, text int } // in out; offset in Text
+	inserted := make([]ins, 0, len(offs))
+	last := 0 // r.Text[last:] is not copied yet
+	for _, off := range offs {
+		o := r.outputOffset(off)
+		out = append(out, r.Text[last:o]...)
+		start := len(out)
+		out = append(out, at[off]...)
+		inserted = append(inserted, ins{start, len(out), o})
+		last = o
+	}
+	out = append(out, r.Text[last:]...)
+	var lines []int
+	mapper := func(line, col int) (int, int) {
+		r.idxOnce.Do(r.buildIndexes)
+		if lines == nil {
+			lines = lineStarts(out)
+		}
+		off := offsetOf(out, lines, line, col)
+		// The first insertion that ends after off.
+		i := sort.Search(len(inserted), func(i int) bool { return inserted[i].end > off })
+		var textOff int
+		switch {
+		case i < len(inserted) && inserted[i].start <= off:
+			textOff = inserted[i].text
+		case i == 0:
+			textOff = off
+		default:
+			p := inserted[i-1]
+			textOff = p.text + (off - p.end)
+		}
+		return r.srcLineCol(r.sourceOffset(min(textOff, len(r.Text))))
+	}
+	return out, mapper
+}
+
+// outputOffset maps a byte offset of the source to one of Text: the start
+// of the replacement of the span holding it, or the same byte copied.
+func (r *Result) outputOffset(off int) int {
+	sp := r.spans
+	i := sort.Search(len(sp), func(i int) bool { return sp[i].srcEnd > off })
+	if i < len(sp) && sp[i].src <= off {
+		return sp[i].out
+	}
+	if i == 0 {
+		return min(off, len(r.Text))
+	}
+	p := sp[i-1]
+	return min(p.outEnd+(off-p.srcEnd), len(r.Text))
 }
 
 type substituter struct {
@@ -89,6 +186,7 @@ type substituter struct {
 	out      []byte
 	spans    []span
 	problems []problemAt
+	refs     []Ref
 	scratch  bytes.Buffer
 	memo     map[memoKey][]byte // pipeline outputs of this call
 }
@@ -122,6 +220,7 @@ func (s *substituter) run(first int) {
 			s.out = append(s.out, src[last:i]...)
 			start := len(s.out)
 			s.emit(i, &r)
+			s.refs[len(s.refs)-1].out, s.refs[len(s.refs)-1].outEnd = start, len(s.out)
 			s.spans = append(s.spans, span{start, len(s.out), i, r.end})
 			last, next = r.end, r.end
 		}
@@ -263,6 +362,18 @@ func excerpt(src []byte, i, stop int) string {
 	return string(src[i:end])
 }
 
+// braceFollows reports whether a "}" follows src[i:] on its line: a
+// pipeline left with an unterminated string or an unclosed parenthesis was
+// likely cut at a "}" it meant to hold.
+func braceFollows(src []byte, i int) bool {
+	for ; i < len(src) && !isEOL(src[i]); i++ {
+		if src[i] == '}' {
+			return true
+		}
+	}
+	return false
+}
+
 func (s *substituter) problem(off int, msg string) {
 	s.problems = append(s.problems, problemAt{off, msg})
 }
@@ -272,6 +383,7 @@ func (s *substituter) emit(i int, r *ref) {
 	src := s.src
 	name := src[r.nameStart:r.nameEnd]
 	v, set := s.set.Lookup(string(name))
+	s.refs = append(s.refs, Ref{Name: string(name), Secret: set && v.Secret, Offset: i})
 	if !set && !r.hasDefault {
 		s.problem(i, fmt.Sprintf("variable %s is not set (no --set, --var-file, %s%s or %s%s, and no :-default)",
 			name, s.set.VarPrefix(), name, s.set.SecretPrefix(), name))
@@ -290,7 +402,11 @@ func (s *substituter) emit(i int, r *ref) {
 	}
 	p := getPipeline(src[r.pipeStart:r.pipeEnd])
 	if p.problem != "" {
-		s.problem(i, p.problem)
+		msg := p.problem
+		if (strings.Contains(msg, "unterminated") || strings.Contains(msg, "unclosed")) && braceFollows(src, r.end) {
+			msg += `: a pipeline cannot contain "}" (the reference ends at the first one); for a literal "}" write printf "%c" 125`
+		}
+		s.problem(i, msg)
 		return
 	}
 	if !set && !r.hasDefault {

@@ -140,6 +140,12 @@ func TestProblems(t *testing.T) {
 		{`${V|fail "boom"}`, "", []string{`pipeline "fail \"boom\"" failed for ${V}: wrong number of args for fail: want 1 got 2`}},
 		{`${V|lower )}`, "", []string{`invalid pipeline "lower )"`}},
 		{`${MISSING|now}`, "", []string{"variable MISSING is not set", `function "now" is not available`}},
+		// A "}" inside a pipeline ends the reference early: the rule is named.
+		{`${V|replace "}" ")"}`, `" ")"}`, []string{`1:1: invalid pipeline "replace \"": unterminated quoted string: a pipeline cannot contain "}" (the reference ends at the first one); for a literal "}" write printf "%c" 125`}},
+		{`x: "${V|trimSuffix "}"}"`, `x: ""}"`, []string{`a pipeline cannot contain "}"`}},
+		{`{a: ${V|replace (printf "%c" 125) "x"}, b: ${V|lower (}}`, `{a: val, b: }`, []string{`1:44: invalid pipeline "lower (": unclosed left paren: a pipeline cannot contain "}"`}},
+		// The "}" after it closes the flow mapping: no word of the rule.
+		{`{a: ${V|nosuch}}`, `{a: }`, []string{`1:5: unknown function "nosuch" in pipeline "nosuch"` + "\x00"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
@@ -149,7 +155,7 @@ func TestProblems(t *testing.T) {
 			}
 			var all []string
 			for _, p := range res.Problems {
-				all = append(all, p.String())
+				all = append(all, p.String()+"\x00") // a want ending in \x00 is the whole message
 			}
 			joined := strings.Join(all, "\n")
 			if len(tt.msgs) == 0 && len(all) > 0 {
@@ -288,4 +294,52 @@ func TestPipelineCacheConcurrent(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// TestRefsAndInsert: every reference is listed with its offset and whether
+// its value is secret, and Insert marks where each one went in the text.
+func TestRefsAndInsert(t *testing.T) {
+	red := redact.New()
+	set, err := Resolve(Options{Environ: []string{"KHOOK_VAR_A=alpha", "KHOOK_SECRET_S=s3cret", "KHOOK_VAR_LONG=" + "x\ny"}}, red)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := "a: ${A}\nb: ${LONG} ${S|upper} $${X}\nc: ${MISSING} ${BAD#}\n"
+	res := Substitute([]byte(src), set, red)
+	want := []Ref{{Name: "A", Offset: 3}, {Name: "LONG", Offset: 11}, {Name: "S", Secret: true, Offset: 19}, {Name: "MISSING", Offset: 39}}
+	outputs := []string{"alpha", "x\ny", "S3CRET", ""}
+	if len(res.Refs) != len(want) {
+		t.Fatalf("Refs = %+v, want %+v", res.Refs, want)
+	}
+	for i, r := range res.Refs {
+		if r.Name != want[i].Name || r.Secret != want[i].Secret || r.Offset != want[i].Offset || string(res.Output(r)) != outputs[i] {
+			t.Errorf("Refs[%d] = %+v (output %q), want %+v (output %q)", i, r, res.Output(r), want[i], outputs[i])
+		}
+	}
+	if len(res.Problems) != 2 || res.Problems[0].Offset != 39 || res.Problems[1].Offset != 50 {
+		t.Fatalf("Problems = %+v", res.Problems)
+	}
+	at := map[int]string{3: "<A>", 19: "<S>", 39: "<M>", 50: "<B>", 0: "<0>"}
+	text, mapPos := res.Insert(at)
+	wantText := "<0>a: <A>alpha\nb: x\ny <S>S3CRET ${X}\nc: <M> <B>${BAD#}\n"
+	if string(text) != wantText {
+		t.Fatalf("Insert:\n got %q\nwant %q", text, wantText)
+	}
+	// Positions of the new text map to the source: inside an inserted
+	// string to where it was inserted, elsewhere to the text as written.
+	for _, tt := range []struct{ line, col, wantLine, wantCol int }{
+		{1, 1, 1, 1},   // inside "<0>"
+		{1, 4, 1, 1},   // "a", after "<0>"
+		{1, 8, 1, 4},   // inside "<A>": the "${" of ${A}
+		{1, 11, 1, 4},  // inside "alpha"
+		{3, 3, 2, 12},  // "<S>" after the value spanning two lines
+		{3, 13, 2, 23}, // the "${" written "$${"
+		{3, 15, 2, 26}, // the "X" after it
+		{4, 12, 3, 16}, // "${BAD#}" after "<B>"
+	} {
+		l, c := mapPos(tt.line, tt.col)
+		if l != tt.wantLine || c != tt.wantCol {
+			t.Errorf("mapPos(%d, %d) = %d:%d, want %d:%d", tt.line, tt.col, l, c, tt.wantLine, tt.wantCol)
+		}
+	}
 }

@@ -154,3 +154,39 @@ func writeSpecB(b *testing.B, body string) string {
 	}
 	return p
 }
+
+// TestValidateReportsEveryProblem runs the invalid specs of
+// core/load/testdata/problems through both built binaries: exit code 2 and,
+// on standard error, exactly the report of the golden file, every problem
+// at its file:line:col.
+func TestValidateReportsEveryProblem(t *testing.T) {
+	dir := filepath.Join(root(t), "core", "load", "testdata", "problems")
+	specs, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil || len(specs) == 0 {
+		t.Fatalf("no cases: %v", err)
+	}
+	for _, spec := range specs {
+		name := strings.TrimSuffix(filepath.Base(spec), ".yaml")
+		t.Run(name, func(t *testing.T) {
+			golden, err := os.ReadFile(filepath.Join(dir, name+".golden"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var env []string
+			if data, err := os.ReadFile(filepath.Join(dir, name+".env")); err == nil {
+				env = strings.Split(strings.TrimRight(string(data), "\n"), "\n") // KEY=VALUE lines
+			}
+			for _, bin := range []string{bins.Kubectl, bins.Helm} {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				res, err := Run(ctx, dir, bin, env, "", "validate", "-f", name+".yaml")
+				cancel()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if res.Code != 2 || res.Stderr != "Error: "+string(golden) || res.Stdout != "" {
+					t.Errorf("%s: exit %d, stdout %q, stderr:\n%s\nwant exit 2 and:\nError: %s", filepath.Base(bin), res.Code, res.Stdout, res.Stderr, golden)
+				}
+			}
+		})
+	}
+}

@@ -224,7 +224,7 @@ func TestStateResumesPerStep(t *testing.T) {
 	if _, err := typed(t).CoreV1().Secrets(s.ns).Get(context.Background(), "khook-state-"+s.name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("a successful destroy must delete the record: %v", err)
 	}
-	res = run(t, bins.Kubectl, kubeEnv(t, "KHOOK_SECRET_TOKEN=x"), "", "status", "-f", s.path)
+	res = run(t, bins.Kubectl, kubeEnv(t, "KHOOK_SECRET_TOKEN=unused-token"), "", "status", "-f", s.path)
 	if res.Code != 0 || !strings.Contains(res.Stdout, "not applied yet") {
 		t.Fatalf("status without a record: exit %d\n%s", res.Code, res.Stdout)
 	}
@@ -239,7 +239,7 @@ func TestStateRefusesANonOwnedSecret(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := run(t, bins.Kubectl, kubeEnv(t, "KHOOK_SECRET_TOKEN=x"), "", "apply", "-f", s.path)
+	res := run(t, bins.Kubectl, kubeEnv(t, "KHOOK_SECRET_TOKEN=unused-token"), "", "apply", "-f", s.path)
 	if res.Code != 1 || !strings.Contains(res.Stderr, "not managed by khook") || strings.Contains(res.Stdout, "STEP") {
 		t.Fatalf("exit %d; nothing may run:\n%s\n%s", res.Code, res.Stdout, res.Stderr)
 	}
