@@ -84,7 +84,7 @@ func hashCannotSee(w io.Writer, steps []state.StepStatus) error {
 	for _, s := range steps {
 		for _, r := range s.HashCannotSee {
 			if !header {
-				fmt.Fprintln(tw, "\nRemote content the input hashes cannot see (a change there alone re-runs no step: pin it, or delete the record):")
+				fmt.Fprintln(tw, "\nRemote content the input hashes cannot see (a change there re-runs nothing; pin it, or delete the record):")
 				header = true
 			}
 			fmt.Fprintf(tw, "  %s\t%s\n", s.Name, r)
