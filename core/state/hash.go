@@ -123,12 +123,31 @@ func (h *Hasher) Inputs(ctx context.Context, st *spec.Step) (*Inputs, error) {
 	r := &inputReader{h: h, ctx: ctx}
 	files, err := r.step(st)
 	in := &Inputs{Reads: r.reads, HashCannotSee: r.remote}
+	if h.holdsSecret(in.Reads) {
+		in.Reads = nil // the record never holds secret material; the next run builds
+	}
 	if err != nil {
 		in.Err = fmt.Errorf("step %s: %w", st.Name, err)
 		return in, nil
 	}
 	in.Hash = sum(files)
 	return in, nil
+}
+
+// holdsSecret reports whether a path of reads holds a secret value (a
+// kustomize: path written with a secret variable, say).
+func (h *Hasher) holdsSecret(reads map[string][]string) bool {
+	for src, calls := range reads {
+		if len(h.Redactor.Occurrences(src)) > 0 {
+			return true
+		}
+		for _, c := range calls {
+			if len(h.Redactor.Occurrences(c)) > 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (h *Hasher) previous(name string) *StepRecord {

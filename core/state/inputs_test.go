@@ -16,10 +16,10 @@ import (
 
 // inputsOf loads a one-step spec from dir and computes its step's inputs,
 // compared with prev (nil: no record).
-func inputsOf(t *testing.T, dir, stepYAML string, prev *Record) *Inputs {
+func inputsOf(t *testing.T, dir, stepYAML string, prev *Record, env ...string) *Inputs {
 	t.Helper()
-	st := loadStep(t, dir, stepYAML)
-	h := &Hasher{BaseDir: dir, Redactor: redact.New(), Salt: []byte("0123456789abcdef"), Previous: prev}
+	st, red := loadStep(t, dir, stepYAML, env...)
+	h := &Hasher{BaseDir: dir, Redactor: red, Salt: []byte("0123456789abcdef"), Previous: prev}
 	in, err := h.Inputs(context.Background(), st)
 	if err != nil {
 		t.Fatal(err)
@@ -27,10 +27,10 @@ func inputsOf(t *testing.T, dir, stepYAML string, prev *Record) *Inputs {
 	return in
 }
 
-func loadStep(t *testing.T, dir, stepYAML string) *spec.Step {
+func loadStep(t *testing.T, dir, stepYAML string, env ...string) (*spec.Step, *redact.Redactor) {
 	t.Helper()
 	red := redact.New()
-	set, err := vars.Resolve(vars.Options{}, red)
+	set, err := vars.Resolve(vars.Options{Environ: env}, red)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +39,7 @@ func loadStep(t *testing.T, dir, stepYAML string) *spec.Step {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &doc.Spec.Steps[0]
+	return &doc.Spec.Steps[0], red
 }
 
 func writeTree(t *testing.T, root string, files map[string]string) {
@@ -166,6 +166,19 @@ func TestKustomizeInputsReplayTheRecord(t *testing.T) {
 	forged := &Record{Steps: map[string]*StepRecord{"k": {Status: StepOK, Hash: first.Hash, Reads: map[string][]string{"./overlays/prod": {"read kustomization.yaml"}}}}}
 	if got := inputsOf(t, dir, kustomizeStep, forged); got.Hash != first.Hash || !reflect.DeepEqual(got.Reads, first.Reads) {
 		t.Fatalf("with reads that do not produce the hash: %+v", got)
+	}
+}
+
+func TestSecretPathsAreNotRecorded(t *testing.T) {
+	dir := t.TempDir()
+	writeTree(t, dir, kustomizeLayout)
+	step := "  - name: k\n    apply: {manifests: [{kustomize: \"./overlays/${ENVDIR}\"}]}\n"
+	in := inputsOf(t, dir, step, nil, "KHOOK_SECRET_ENVDIR=prod")
+	if in.Err != nil || in.Hash == "" || in.Reads != nil {
+		t.Fatalf("a kustomize path holding a secret: hash %q, reads %v, err %v", in.Hash, in.Reads, in.Err)
+	}
+	if in := inputsOf(t, dir, step, nil, "KHOOK_VAR_ENVDIR=prod"); len(in.Reads) == 0 {
+		t.Fatal("a plain variable: the reads must be recorded")
 	}
 }
 
@@ -302,7 +315,7 @@ func TestHashCannotSee(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			st := loadStep(t, dir, c.step)
+			st, _ := loadStep(t, dir, c.step)
 			got := HashCannotSee(st, dir)
 			if !reflect.DeepEqual(got, c.want) {
 				t.Fatalf("HashCannotSee = %q, want %q", got, c.want)
