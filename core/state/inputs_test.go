@@ -2,6 +2,7 @@ package state
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -27,7 +28,7 @@ func inputsOf(t *testing.T, dir, stepYAML string, prev *Record, env ...string) *
 	return in
 }
 
-func loadStep(t *testing.T, dir, stepYAML string, env ...string) (*spec.Step, *redact.Redactor) {
+func loadStep(t testing.TB, dir, stepYAML string, env ...string) (*spec.Step, *redact.Redactor) {
 	t.Helper()
 	red := redact.New()
 	set, err := vars.Resolve(vars.Options{Environ: env}, red)
@@ -42,7 +43,7 @@ func loadStep(t *testing.T, dir, stepYAML string, env ...string) (*spec.Step, *r
 	return &doc.Spec.Steps[0], red
 }
 
-func writeTree(t *testing.T, root string, files map[string]string) {
+func writeTree(t testing.TB, root string, files map[string]string) {
 	t.Helper()
 	for name, body := range files {
 		p := filepath.Join(root, name)
@@ -331,4 +332,38 @@ func TestHashCannotSee(t *testing.T) {
 			}
 		})
 	}
+}
+
+// BenchmarkKustomizeInputs: a kustomize step's inputs computed by a build
+// (no record, or a changed tree) and by replaying the record's reads (an
+// unchanged tree: what a no-op re-run does).
+func BenchmarkKustomizeInputs(b *testing.B) {
+	dir := b.TempDir()
+	writeTree(b, dir, kustomizeLayout)
+	st, red := loadStep(b, dir, kustomizeStep)
+	h := &Hasher{BaseDir: dir, Redactor: red, Salt: []byte("salt")}
+	first, err := h.Inputs(context.Background(), st)
+	if err != nil || first.Err != nil {
+		b.Fatal(err, first.Err)
+	}
+	b.Run("build", func(b *testing.B) {
+		for i := 0; b.Loop(); i++ {
+			// a new file kustomize probes for makes every build a new one
+			writeTree(b, dir, map[string]string{"overlays/prod/kustomization.yaml": fmt.Sprintf("resources: [../../base]\ncomponents: [../../components/c]\nnamePrefix: p%d-\n", i)})
+			if in, _ := h.Inputs(context.Background(), st); in.Err != nil {
+				b.Fatal(in.Err)
+			}
+		}
+	})
+	writeTree(b, dir, kustomizeLayout)
+	first, _ = h.Inputs(context.Background(), st)
+	replay := &Hasher{BaseDir: dir, Redactor: red, Salt: []byte("salt"),
+		Previous: &Record{Steps: map[string]*StepRecord{"k": {Status: StepOK, Hash: first.Hash, Reads: first.Reads}}}}
+	b.Run("replay", func(b *testing.B) {
+		for b.Loop() {
+			if in, _ := replay.Inputs(context.Background(), st); in.Hash != first.Hash {
+				b.Fatal("the replay does not give the recorded hash")
+			}
+		}
+	})
 }
