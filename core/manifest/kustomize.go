@@ -96,6 +96,9 @@ type FSRead struct {
 // read again and compared by digest), so hashing a step's inputs and then
 // applying it builds once.
 func BuildKustomization(ctx context.Context, dir string) (*KustomizeBuild, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, err
