@@ -210,7 +210,7 @@ func (s *session) resumedSteps(ctx context.Context) ([]bool, error) {
 	if err != nil || !found {
 		return out, err
 	}
-	hashes, err := s.hashSteps(rec.SaltBytes())
+	hashes, err := s.hashSteps(ctx, rec)
 	if err != nil {
 		return nil, err
 	}

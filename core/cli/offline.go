@@ -206,12 +206,14 @@ func (o *PlanOptions) Run(ctx context.Context) error {
 			// predictions cut short are no plan to pass a check with
 			return fmt.Errorf("plan stopped (%v) before every step was assessed", context.Cause(ctx))
 		}
+		markHashCannotSee(p, s.doc)
 	} else {
 		doc, err := o.app.loader.Load(o.Load)
 		if err != nil {
 			return err
 		}
 		p = doc.OfflinePlan()
+		markHashCannotSee(p, doc)
 	}
 	switch o.Output {
 	case "json":

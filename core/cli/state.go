@@ -20,6 +20,9 @@ import (
 type runState struct {
 	store  *state.Store
 	hashes []string // by step index
+	// reads are, by step index, what the record keeps of each kustomize:
+	// source's build, to check it without building next time
+	reads []map[string][]string
 }
 
 // openState loads the spec's record and hashes every step; nil when the
@@ -34,25 +37,24 @@ func (s *session) openState(ctx context.Context) (*runState, error) {
 	if err != nil {
 		return nil, err
 	}
-	hashes, err := s.hashSteps(store.Salt())
+	ins, err := s.stepInputs(ctx, store.Salt(), store.Previous())
 	if err != nil {
 		return nil, err
 	}
-	return &runState{store: store, hashes: hashes}, nil
+	rs := &runState{store: store, hashes: hashesOf(ins), reads: make([]map[string][]string, len(ins))}
+	for i, in := range ins {
+		rs.reads[i] = in.Reads
+	}
+	return rs, nil
 }
 
-// hashSteps computes every step's input hash with the record's salt.
-func (s *session) hashSteps(salt []byte) ([]string, error) {
-	h := &state.Hasher{BaseDir: s.doc.BaseDir, Redactor: s.app.red, Salt: salt}
-	hashes := make([]string, len(s.doc.Spec.Steps))
-	for i := range s.doc.Spec.Steps {
-		sum, err := h.Step(&s.doc.Spec.Steps[i])
-		if err != nil {
-			return nil, err
-		}
-		hashes[i] = sum
+// hashSteps computes every step's input hash to compare with rec.
+func (s *session) hashSteps(ctx context.Context, rec *state.Record) ([]string, error) {
+	ins, err := s.stepInputs(ctx, rec.SaltBytes(), rec)
+	if err != nil {
+		return nil, err
 	}
-	return hashes, nil
+	return hashesOf(ins), nil
 }
 
 // begin marks the run started in the record, proving it writable.
@@ -77,7 +79,7 @@ func (rs *runState) sink(next event.Sink, s *session, command string) event.Sink
 		if !ok {
 			return
 		}
-		r := state.StepRecord{Type: e.Type, Hash: rs.hashes[i], Attempts: e.Attempt, DurationMs: e.Elapsed.Milliseconds(), FinishedAt: time.Now().UTC()}
+		r := state.StepRecord{Type: e.Type, Hash: rs.hashes[i], Reads: rs.reads[i], Attempts: e.Attempt, DurationMs: e.Elapsed.Milliseconds(), FinishedAt: time.Now().UTC()}
 		switch {
 		case command == "destroy":
 			switch e.Kind {
@@ -175,13 +177,13 @@ func (a *app) status(ctx context.Context, f *SpecFlags, output string) error {
 		return err
 	}
 	s := &session{app: a, doc: doc}
-	hashes, err := s.hashSteps(rec.SaltBytes())
+	ins, err := s.stepInputs(ctx, rec.SaltBytes(), rec)
 	if err != nil {
 		return err
 	}
 	steps := make([]state.SpecStep, len(sp.Steps))
 	for i, st := range sp.Steps {
-		steps[i] = state.SpecStep{Name: st.Name, Type: st.Type(), Hash: hashes[i], Excluded: !doc.Included(i), When: st.When}
+		steps[i] = state.SpecStep{Name: st.Name, Type: st.Type(), Hash: ins[i].Hash, Excluded: !doc.Included(i), When: st.When, HashCannotSee: ins[i].HashCannotSee}
 	}
 	st := state.Compare(loc, rec, steps)
 	if output == "json" {

@@ -301,14 +301,39 @@ func sameHost(a, b string) bool {
 // Helm's repositories.yaml are not supported: khook reads no Helm
 // configuration.
 func (c *Client) resolveDependencies(ctx context.Context, idx indexCache, files *chartFiles, ch *chart.Chart, dir string, depth int) error {
+	missing := missingDependencies(ch)
+	if len(missing) == 0 {
+		return nil
+	}
+	if depth > maxDependencyDepth {
+		return fmt.Errorf("file:// dependencies nest deeper than %d levels", maxDependencyDepth)
+	}
+	for _, m := range missing {
+		dep, err := c.fetchDependency(ctx, idx, m.dep, m.version, dir, depth)
+		if err != nil {
+			return fmt.Errorf("dependency %s: %w", m.dep.Name, err)
+		}
+		files.deps = append(files.deps, dep)
+	}
+	return nil
+}
+
+// missingDependency is a dependency Chart.yaml (or a v1 chart's
+// requirements.yaml) declares that is not vendored in charts/, with the
+// version to fetch: Chart.lock's, else the Chart.yaml constraint.
+type missingDependency struct {
+	dep     *chart.Dependency
+	version string
+}
+
+// missingDependencies lists what resolveDependencies fetches for ch, in
+// Chart.yaml order, each name once.
+func missingDependencies(ch *chart.Chart) []missingDependency {
 	if ch.Metadata == nil || len(ch.Metadata.Dependencies) == 0 {
 		return nil
 	}
 	if err := action.CheckDependencies(ch, ch.Metadata.Dependencies); err == nil {
 		return nil
-	}
-	if depth > maxDependencyDepth {
-		return fmt.Errorf("file:// dependencies nest deeper than %d levels", maxDependencyDepth)
 	}
 	present := map[string]bool{}
 	for _, d := range ch.Dependencies() {
@@ -320,6 +345,7 @@ func (c *Client) resolveDependencies(ctx context.Context, idx indexCache, files 
 			locked[d.Name] = d.Version
 		}
 	}
+	var out []missingDependency
 	for _, d := range ch.Metadata.Dependencies {
 		if present[d.Name] {
 			continue
@@ -328,36 +354,51 @@ func (c *Client) resolveDependencies(ctx context.Context, idx indexCache, files 
 		if v, ok := locked[d.Name]; ok && v != "" {
 			version = v
 		}
-		dep, err := c.fetchDependency(ctx, idx, d, version, dir, depth)
-		if err != nil {
-			return fmt.Errorf("dependency %s: %w", d.Name, err)
-		}
-		files.deps = append(files.deps, dep)
+		out = append(out, missingDependency{dep: d, version: version})
 		present[d.Name] = true
 	}
-	return nil
+	return out
+}
+
+// localDependencyPath is where a file:// dependency lives, as helm's
+// resolver finds it: an absolute path as written, else relative to dir,
+// the folder of the chart that declares it.
+func localDependencyPath(repoURL, dir string) string {
+	p := strings.TrimPrefix(strings.TrimSpace(repoURL), "file://")
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(dir, p)
+	}
+	return p
+}
+
+// loadLocalDependency reads the file:// dependency d: the chart at p, which
+// must be named d.Name.
+func loadLocalDependency(d *chart.Dependency, p string) (*chartFiles, *chart.Chart, string, error) {
+	files, subdir, err := localChart(p)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	sub, err := files.load()
+	if err != nil {
+		return nil, nil, "", fmt.Errorf("%s: %w", p, err)
+	}
+	if sub.Name() != d.Name {
+		return nil, nil, "", fmt.Errorf("%s holds chart %q, not %q", p, sub.Name(), d.Name)
+	}
+	return files, sub, subdir, nil
 }
 
 func (c *Client) fetchDependency(ctx context.Context, idx indexCache, d *chart.Dependency, version, dir string, depth int) (*chartFiles, error) {
 	repoURL := strings.TrimSpace(d.Repository)
+	if err := checkRepository(repoURL); err != nil {
+		return nil, err
+	}
 	switch {
-	case repoURL == "":
-		return nil, errors.New("not vendored in charts/ and Chart.yaml names no repository to fetch it from")
 	case strings.HasPrefix(repoURL, "file://"):
-		p := strings.TrimPrefix(repoURL, "file://")
-		if !filepath.IsAbs(p) {
-			p = filepath.Join(dir, p)
-		}
-		files, subdir, err := localChart(p)
+		p := localDependencyPath(repoURL, dir)
+		files, sub, subdir, err := loadLocalDependency(d, p)
 		if err != nil {
 			return nil, err
-		}
-		sub, err := files.load()
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", p, err)
-		}
-		if sub.Name() != d.Name {
-			return nil, fmt.Errorf("%s holds chart %q, not %q", p, sub.Name(), d.Name)
 		}
 		if err := c.resolveDependencies(ctx, idx, files, sub, subdir, depth+1); err != nil {
 			return nil, fmt.Errorf("%s: %w", p, err)
@@ -371,13 +412,24 @@ func (c *Client) fetchDependency(ctx context.Context, idx indexCache, d *chart.D
 			return nil, fmt.Errorf("%s: %w", o, err)
 		}
 		return &chartFiles{archive: archive}, nil
-	case strings.HasPrefix(repoURL, "https://"), strings.HasPrefix(repoURL, "http://"):
-		base, creds := splitUserinfo(repoURL, c.env.Redactor)
-		archive, err := c.fetchFromRepo(ctx, idx, base, d.Name, version, creds)
-		if err != nil {
-			return nil, fmt.Errorf("%s from %s: %w", nameVersion(d.Name, version), base, err)
-		}
-		return &chartFiles{archive: archive}, nil
 	}
-	return nil, fmt.Errorf("repository %q is not a URL: khook does not read Helm's repositories.yaml, so write the repository's https://, oci:// or file:// URL in Chart.yaml, or vendor the chart in charts/", redact.StripURLUserinfo(repoURL))
+	base, creds := splitUserinfo(repoURL, c.env.Redactor)
+	archive, err := c.fetchFromRepo(ctx, idx, base, d.Name, version, creds)
+	if err != nil {
+		return nil, fmt.Errorf("%s from %s: %w", nameVersion(d.Name, version), base, err)
+	}
+	return &chartFiles{archive: archive}, nil
+}
+
+// checkRepository refuses a dependency's repository khook cannot fetch
+// from: none, or a name from Helm's repositories.yaml.
+func checkRepository(repoURL string) error {
+	switch {
+	case repoURL == "":
+		return errors.New("not vendored in charts/ and Chart.yaml names no repository to fetch it from")
+	case strings.HasPrefix(repoURL, "file://"), strings.HasPrefix(repoURL, "oci://"),
+		strings.HasPrefix(repoURL, "https://"), strings.HasPrefix(repoURL, "http://"):
+		return nil
+	}
+	return fmt.Errorf("repository %q is not a URL: khook does not read Helm's repositories.yaml, so write the repository's https://, oci:// or file:// URL in Chart.yaml, or vendor the chart in charts/", redact.StripURLUserinfo(repoURL))
 }

@@ -2,13 +2,19 @@ package manifest
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 
 	"sigs.k8s.io/kustomize/api/krusty"
 	ktypes "sigs.k8s.io/kustomize/api/types"
@@ -45,8 +51,54 @@ func (e *RemoteError) Error() string {
 // Any remote reference, anywhere in the tree of local bases and
 // components, is refused with a RemoteError before kustomize runs, so git
 // is never tried. Builds are serialized; ctx bounds the wait for a turn.
-// The result is the multi-document YAML kustomize would print.
+// The result is the multi-document YAML kustomize would print; the caller
+// must not modify it (a build is reused while what it read is unchanged:
+// see KustomizeBuild).
 func Kustomize(ctx context.Context, dir string) ([]byte, error) {
+	b, err := BuildKustomization(ctx, dir)
+	if err != nil {
+		return nil, err
+	}
+	return b.YAML, nil
+}
+
+// KustomizeBuild is a kustomization built in-process, with everything the
+// build asked of the file system.
+type KustomizeBuild struct {
+	// Dir is the kustomization's directory: absolute, symbolic links
+	// resolved, as kustomize roots it.
+	Dir string
+	// YAML is kustomize's output.
+	YAML []byte
+	// Reads are the build's file system calls with their results, in the
+	// order first made, each once: every file it read (resources, bases,
+	// components, patches, generator and replacement files, transitively),
+	// every path it probed, resolved or listed. Paths are relative to Dir,
+	// with forward slashes.
+	Reads []FSRead
+	// err is kustomize's error: a build that failed, fails again with the
+	// same reads.
+	err error
+}
+
+// FSRead is one file system call of a build and what it returned, for
+// comparison only: a file's content is a digest, an error its class.
+type FSRead struct {
+	Op     string // read, open, exists, isdir, readdir, glob, abs, walk
+	Path   string
+	Result string
+}
+
+// BuildKustomization builds the kustomization in dir like Kustomize and
+// returns the build with what it read; a kustomize error is returned as
+// the error. A build is kept for the life of the process and reused for as
+// long as every call it made still returns what it returned (each file is
+// read again and compared by digest), so hashing a step's inputs and then
+// applying it builds once.
+func BuildKustomization(ctx context.Context, dir string) (*KustomizeBuild, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, err
@@ -54,26 +106,325 @@ func Kustomize(ctx context.Context, dir string) ([]byte, error) {
 	if err := CheckLocal(abs); err != nil {
 		return nil, err
 	}
+	if b := kustomizeCache.get(abs); b != nil {
+		return b, b.wrapErr()
+	}
 	select {
 	case kustomizeSem <- struct{}{}:
 	case <-ctx.Done():
 		return nil, fmt.Errorf("waiting for another kustomize build: %w", ctx.Err())
 	}
 	defer func() { <-kustomizeSem }()
+	if b := kustomizeCache.get(abs); b != nil { // built while this one waited
+		return b, b.wrapErr()
+	}
+	b := build(abs)
+	kustomizeCache.put(abs, b)
+	return b, b.wrapErr()
+}
 
+func (b *KustomizeBuild) wrapErr() error {
+	if b.err != nil {
+		return fmt.Errorf("kustomize build: %w", b.err)
+	}
+	return nil
+}
+
+// build runs krusty on abs through a recording file system; the caller
+// holds kustomizeSem.
+func build(abs string) *KustomizeBuild {
+	root := resolved(abs)
+	rec := &recordingFS{FileSystem: filesys.MakeFsOnDisk(), root: root, seen: map[fsCall]bool{}}
+	b := &KustomizeBuild{Dir: root}
 	opts := krusty.MakeDefaultOptions()
 	opts.PluginConfig = ktypes.DisabledPluginConfig()
 	opts.LoadRestrictions = ktypes.LoadRestrictionsRootOnly
-	k := krusty.MakeKustomizer(opts)
-	m, err := k.Run(filesys.MakeFsOnDisk(), abs)
-	if err != nil {
-		return nil, fmt.Errorf("kustomize build: %w", err)
+	// rooted at the resolved path, as kustomize roots it anyway, so every
+	// path it reads is under (or relative to) root
+	m, err := krusty.MakeKustomizer(opts).Run(rec, root)
+	if err == nil {
+		b.YAML, err = m.AsYaml()
 	}
-	out, err := m.AsYaml()
+	b.err = err
+	b.Reads = rec.reads()
+	return b
+}
+
+// ReplayKustomizeReads makes the calls of an earlier build of the
+// kustomization in dir again (Op and Path; Path relative to the
+// kustomization, as KustomizeBuild.Reads has it) and returns them with
+// what they return now, without building. A build reads the same as one
+// whose every call returned the same: kustomize decides what to read from
+// what it has read.
+func ReplayKustomizeReads(dir string, calls []FSRead) ([]FSRead, error) {
+	abs, err := filepath.Abs(dir)
 	if err != nil {
-		return nil, fmt.Errorf("kustomize build: %w", err)
+		return nil, err
+	}
+	root, disk := resolved(abs), filesys.MakeFsOnDisk()
+	out := make([]FSRead, len(calls))
+	for i, c := range calls {
+		out[i] = FSRead{Op: c.Op, Path: c.Path, Result: replay(disk, root, c.Op, c.Path)}
 	}
 	return out, nil
+}
+
+// resolved is abs with symbolic links resolved, as kustomize roots a
+// kustomization (abs itself when that fails: kustomize will say why).
+func resolved(abs string) string {
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		return real
+	}
+	return abs
+}
+
+// kustomizeCache holds the builds of this process by directory.
+var kustomizeCache = &buildCache{builds: map[string]*KustomizeBuild{}}
+
+type buildCache struct {
+	mu     sync.Mutex
+	builds map[string]*KustomizeBuild
+}
+
+// get returns the build of abs if every call it made still returns the
+// same, else nil.
+func (c *buildCache) get(abs string) *KustomizeBuild {
+	c.mu.Lock()
+	b := c.builds[abs]
+	c.mu.Unlock()
+	if b == nil || !b.current() {
+		return nil
+	}
+	return b
+}
+
+func (c *buildCache) put(abs string, b *KustomizeBuild) {
+	c.mu.Lock()
+	c.builds[abs] = b
+	c.mu.Unlock()
+}
+
+// current replays the build's reads against the disk.
+func (b *KustomizeBuild) current() bool {
+	disk := filesys.MakeFsOnDisk()
+	for _, r := range b.Reads {
+		if replay(disk, b.Dir, r.Op, r.Path) != r.Result {
+			return false
+		}
+	}
+	return true
+}
+
+// File system operations a build is recorded by.
+const (
+	opRead    = "read"
+	opOpen    = "open"
+	opExists  = "exists"
+	opIsDir   = "isdir"
+	opReadDir = "readdir"
+	opGlob    = "glob"
+	opAbs     = "abs"
+	opWalk    = "walk"
+)
+
+// replay makes the call op on path (relative to root) again and returns
+// its result as the recording file system records it.
+func replay(fsys filesys.FileSystem, root, op, path string) string {
+	full := fromRel(root, path)
+	switch op {
+	case opRead:
+		return contentResult(fsys.ReadFile(full))
+	case opOpen:
+		return contentResult(os.ReadFile(full))
+	case opExists:
+		return strconv.FormatBool(fsys.Exists(full))
+	case opIsDir:
+		return strconv.FormatBool(fsys.IsDir(full))
+	case opReadDir:
+		names, err := fsys.ReadDir(full)
+		return listResult(names, err)
+	case opGlob:
+		matches, err := fsys.Glob(full)
+		return listResult(relAll(root, matches), err)
+	case opAbs:
+		d, f, err := fsys.CleanedAbs(full)
+		return absResult(root, d, f, err)
+	case opWalk:
+		return walkResult(root, fsys, full, nil)
+	}
+	return "unknown op " + op
+}
+
+type fsCall struct{ op, path string }
+
+// recordingFS is the file system a build runs on: the disk, with every
+// call that reads it recorded. Writes pass through unrecorded (a build
+// with plugins disabled makes none).
+type recordingFS struct {
+	filesys.FileSystem
+	root string
+
+	mu    sync.Mutex
+	order []FSRead
+	seen  map[fsCall]bool
+}
+
+func (r *recordingFS) note(op, path, result string) {
+	c := fsCall{op, toRel(r.root, path)}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.seen[c] {
+		return
+	}
+	r.seen[c] = true
+	r.order = append(r.order, FSRead{Op: c.op, Path: c.path, Result: result})
+}
+
+func (r *recordingFS) reads() []FSRead {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.order)
+}
+
+func (r *recordingFS) ReadFile(path string) ([]byte, error) {
+	data, err := r.FileSystem.ReadFile(path)
+	r.note(opRead, path, contentResult(data, err))
+	return data, err
+}
+
+func (r *recordingFS) Open(path string) (filesys.File, error) {
+	f, err := r.FileSystem.Open(path)
+	r.note(opOpen, path, contentResult(os.ReadFile(path)))
+	return f, err
+}
+
+func (r *recordingFS) Exists(path string) bool {
+	ok := r.FileSystem.Exists(path)
+	r.note(opExists, path, strconv.FormatBool(ok))
+	return ok
+}
+
+func (r *recordingFS) IsDir(path string) bool {
+	ok := r.FileSystem.IsDir(path)
+	r.note(opIsDir, path, strconv.FormatBool(ok))
+	return ok
+}
+
+func (r *recordingFS) ReadDir(path string) ([]string, error) {
+	names, err := r.FileSystem.ReadDir(path)
+	r.note(opReadDir, path, listResult(names, err))
+	return names, err
+}
+
+func (r *recordingFS) Glob(pattern string) ([]string, error) {
+	matches, err := r.FileSystem.Glob(pattern)
+	r.note(opGlob, pattern, listResult(relAll(r.root, matches), err))
+	return matches, err
+}
+
+func (r *recordingFS) CleanedAbs(path string) (filesys.ConfirmedDir, string, error) {
+	d, f, err := r.FileSystem.CleanedAbs(path)
+	r.note(opAbs, path, absResult(r.root, d, f, err))
+	return d, f, err
+}
+
+func (r *recordingFS) Walk(path string, walkFn filepath.WalkFunc) error {
+	var visited []string
+	err := r.FileSystem.Walk(path, func(p string, info fs.FileInfo, err error) error {
+		visited = append(visited, walkEntry(r.root, p, info, err))
+		return walkFn(p, info, err)
+	})
+	r.note(opWalk, path, walkResult(r.root, nil, "", visited))
+	return err
+}
+
+// contentResult is a read's result: the content's digest, or the error's
+// class.
+func contentResult(data []byte, err error) string {
+	if err != nil {
+		return errClass(err)
+	}
+	sum := sha256.Sum256(data)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+func listResult(names []string, err error) string {
+	if err != nil {
+		return errClass(err)
+	}
+	return strings.Join(names, "\x00")
+}
+
+func absResult(root string, d filesys.ConfirmedDir, f string, err error) string {
+	if err != nil {
+		return errClass(err)
+	}
+	return toRel(root, string(d)) + "\x00" + f
+}
+
+// walkResult is a walk's result: every path it visited, in order. With
+// fsys set it walks full first (a replay); otherwise visited is the
+// record of the walk the build made.
+func walkResult(root string, fsys filesys.FileSystem, full string, visited []string) string {
+	if fsys != nil {
+		_ = fsys.Walk(full, func(p string, info fs.FileInfo, err error) error {
+			visited = append(visited, walkEntry(root, p, info, err))
+			return nil
+		})
+	}
+	return strings.Join(visited, "\x00")
+}
+
+func walkEntry(root, p string, info fs.FileInfo, err error) string {
+	switch {
+	case err != nil:
+		return toRel(root, p) + " " + errClass(err)
+	case info.IsDir():
+		return toRel(root, p) + "/"
+	}
+	return toRel(root, p)
+}
+
+// errClass reduces an error to what a replay can compare: the system
+// error (no such file, permission denied, ...) when there is one.
+func errClass(err error) string {
+	var errno syscall.Errno
+	switch {
+	case errors.As(err, &errno):
+		return "error: " + errno.Error()
+	case errors.Is(err, fs.ErrNotExist):
+		return "error: not found"
+	}
+	return "error"
+}
+
+// toRel writes path relative to root, with forward slashes, so a record
+// does not depend on where the tree is checked out.
+func toRel(root, path string) string {
+	if !filepath.IsAbs(path) {
+		return filepath.ToSlash(path)
+	}
+	rel, err := filepath.Rel(root, path)
+	if err != nil {
+		return filepath.ToSlash(path)
+	}
+	return filepath.ToSlash(rel)
+}
+
+func fromRel(root, path string) string {
+	p := filepath.FromSlash(path)
+	if filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(root, p)
+}
+
+func relAll(root string, paths []string) []string {
+	out := make([]string, len(paths))
+	for i, p := range paths {
+		out[i] = toRel(root, p)
+	}
+	return out
 }
 
 // CheckLocal walks the kustomization in dir and every local base and

@@ -44,6 +44,10 @@ type Step struct {
 	// WhenResult is the when: outcome; nil when the step has no when:.
 	WhenResult *bool    `json:"whenResult,omitempty"`
 	Settings   Settings `json:"settings"`
+	// HashCannotSee lists, for a spec that enables state, the remote
+	// content the step depends on whose changes its input hash cannot see
+	// (a change there alone does not re-run a step the record resumes).
+	HashCannotSee []string `json:"hashCannotSee,omitempty"`
 }
 
 // Settings are a step's effective scheduling fields (step value, else

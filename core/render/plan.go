@@ -16,8 +16,8 @@ import (
 )
 
 // PlanText writes the plan as a table: one row per step in DAG order, with
-// the reason for a skip (or an unknown) and live details on the following
-// lines.
+// the reason for a skip (or an unknown), live details and the remote
+// content the step's input hash cannot see on the following lines.
 func PlanText(w io.Writer, p *plan.Plan) error {
 	steps := len(p.Steps)
 	fmt.Fprintf(w, "Plan for %s (%s): %s in %s\n\n", p.Name, p.Mode, plural(steps, "step"), plural(p.Levels, "level"))
@@ -34,6 +34,9 @@ func PlanText(w io.Writer, p *plan.Plan) error {
 		}
 		for _, d := range s.Details {
 			fmt.Fprintf(tw, "\t\t\t\t\t↳ %s\n", d)
+		}
+		for _, r := range s.HashCannotSee {
+			fmt.Fprintf(tw, "\t\t\t\t\t↳ the input hash cannot see %s\n", r)
 		}
 	}
 	if err := tw.Flush(); err != nil {

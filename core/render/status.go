@@ -63,6 +63,9 @@ func StatusText(w io.Writer, st *state.Status) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if err := hashCannotSee(w, st.Steps); err != nil {
+		return err
+	}
 	runs := len(st.Steps) - len(st.Resumes)
 	line := fmt.Sprintf("\nNext apply resumes %s", plural(len(st.Resumes), "step"))
 	if len(st.Resumes) > 0 {
@@ -71,4 +74,21 @@ func StatusText(w io.Writer, st *state.Status) error {
 	line += fmt.Sprintf(" and considers %s.\n", plural(runs, "other"))
 	_, err := io.WriteString(w, line)
 	return err
+}
+
+// hashCannotSee lists, per step, the remote content its input hash
+// identifies by reference only; nothing when there is none.
+func hashCannotSee(w io.Writer, steps []state.StepStatus) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	header := false
+	for _, s := range steps {
+		for _, r := range s.HashCannotSee {
+			if !header {
+				fmt.Fprintln(tw, "\nRemote content the input hashes cannot see (a change there re-runs nothing; pin it, or delete the record):")
+				header = true
+			}
+			fmt.Fprintf(tw, "  %s\t%s\n", s.Name, r)
+		}
+	}
+	return tw.Flush()
 }

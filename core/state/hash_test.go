@@ -1,6 +1,7 @@
 package state
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -27,7 +28,7 @@ func hashOf(t *testing.T, dir, stepYAML string, env ...string) string {
 		t.Fatal(err)
 	}
 	h := &Hasher{BaseDir: dir, Redactor: red, Salt: []byte("0123456789abcdef")}
-	sum, err := h.Step(&doc.Spec.Steps[0])
+	sum, err := h.Step(context.Background(), &doc.Spec.Steps[0])
 	if err != nil {
 		t.Fatal(err)
 	}

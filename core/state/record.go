@@ -52,6 +52,11 @@ type StepRecord struct {
 	// redacted and truncated before they are recorded.
 	Error  string `json:"error,omitempty"`
 	Detail string `json:"detail,omitempty"`
+	// Reads are the file system calls ("op path", paths relative to the
+	// kustomization) the build of each kustomize: source made when Hash
+	// was computed, by source; the next run replays them to check the
+	// hash without building. File paths only, never content.
+	Reads map[string][]string `json:"reads,omitempty"`
 }
 
 // Resumes reports whether a step with this input hash may be skipped: it

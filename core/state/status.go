@@ -17,6 +17,9 @@ type SpecStep struct {
 	// Excluded is set when a when: excludes the step now.
 	Excluded bool
 	When     string
+	// HashCannotSee lists the remote content the step's hash identifies by
+	// reference only (Inputs.HashCannotSee).
+	HashCannotSee []string
 }
 
 // StepStatus is one step's record and what the next apply does with it.
@@ -26,6 +29,9 @@ type StepStatus struct {
 	Record *StepRecord `json:"record,omitempty"`
 	Next   string      `json:"next"`
 	Why    string      `json:"why,omitempty"`
+	// HashCannotSee lists the remote content the step depends on whose
+	// changes its input hash cannot see.
+	HashCannotSee []string `json:"hashCannotSee,omitempty"`
 }
 
 // Status compares a record with the current spec.
@@ -46,7 +52,7 @@ func Compare(loc Location, rec *Record, steps []SpecStep) *Status {
 	inSpec := make(map[string]bool, len(steps))
 	for _, s := range steps {
 		inSpec[s.Name] = true
-		ss := StepStatus{Name: s.Name, Type: s.Type, Record: rec.Steps[s.Name]}
+		ss := StepStatus{Name: s.Name, Type: s.Type, Record: rec.Steps[s.Name], HashCannotSee: s.HashCannotSee}
 		r := ss.Record
 		switch {
 		case s.Excluded:

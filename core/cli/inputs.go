@@ -1,0 +1,51 @@
+package cli
+
+import (
+	"context"
+
+	"khook.io/core/load"
+	"khook.io/core/plan"
+	"khook.io/core/state"
+)
+
+// stepInputs computes every step's inputs with the record's salt. prev is
+// the record the hashes are compared with (nil: none): a kustomization
+// whose recorded reads all still return the same is checked without a
+// build. A step whose local inputs cannot be read gets no hash: it never
+// resumes, and reports the problem itself when it runs.
+func (s *session) stepInputs(ctx context.Context, salt []byte, prev *state.Record) ([]*state.Inputs, error) {
+	h := &state.Hasher{BaseDir: s.doc.BaseDir, Redactor: s.app.red, Salt: salt, Previous: prev}
+	out := make([]*state.Inputs, len(s.doc.Spec.Steps))
+	for i := range s.doc.Spec.Steps {
+		in, err := h.Inputs(ctx, &s.doc.Spec.Steps[i])
+		if err != nil {
+			return nil, err
+		}
+		out[i] = in
+	}
+	return out, nil
+}
+
+func hashesOf(ins []*state.Inputs) []string {
+	out := make([]string, len(ins))
+	for i, in := range ins {
+		out[i] = in.Hash
+	}
+	return out
+}
+
+// markHashCannotSee notes, on each planned step of a spec that enables
+// state, the remote content its input hash cannot see.
+func markHashCannotSee(p *plan.Plan, doc *load.Document) {
+	if !doc.Spec.State.IsEnabled() {
+		return
+	}
+	byName := make(map[string]int, len(p.Steps))
+	for k, ps := range p.Steps {
+		byName[ps.Name] = k
+	}
+	for i := range doc.Spec.Steps {
+		st := &doc.Spec.Steps[i]
+		p.Steps[byName[st.Name]].HashCannotSee = state.HashCannotSee(st, doc.BaseDir)
+	}
+}
