@@ -293,9 +293,20 @@ func TestInterrupt(t *testing.T) {
 		{Name: "later", Needs: []int{1}, Attempt: fail("must not run")},
 	}
 	var rec recorder
+	// cancel once "running" runs and "retrying" waits for its next try:
+	// the four roots start in any order
+	waiting := make(chan struct{})
+	var waitingOnce sync.Once
+	sink := event.SinkFunc(func(e event.Event) {
+		rec.Emit(e)
+		if e.Step == "retrying" && e.Kind == event.StepRetrying {
+			waitingOnce.Do(func() { close(waiting) })
+		}
+	})
 	done := make(chan *Result)
-	go func() { done <- Run(ctx, tasks, Options{Events: &rec}) }()
+	go func() { done <- Run(ctx, tasks, Options{Events: sink}) }()
 	<-started
+	<-waiting
 	cancel()
 	res := <-done
 	m := byName(res)
