@@ -107,13 +107,13 @@ func (rs *runState) changing(command string, s *session, tasks []run.Task) (map[
 			_, undoes := exec.(step.Destroyer)
 			switch {
 			case undoes && s.doc.Included(i):
-				out[t.Name] = "destroy began: it may be undone (or being undone)"
+				out[t.Name] = "destroy began: it may be partly or wholly undone"
 			case !undoes:
 				out[t.Name] = "destroy began: what it acted on may be deleted"
 			}
 		default:
 			if t.Skip == "" {
-				out[t.Name] = command + " began running it again (its inputs changed)"
+				out[t.Name] = command + " began running it again with changed inputs"
 			}
 		}
 	}
