@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"strconv"
@@ -254,7 +255,7 @@ func (k *killSpec) checkConverged(t *testing.T, c kubernetes.Interface, v killVa
 // killIterations is how many kill-then-converge rounds
 // TestKillAnywhereConverges makes (KHOOK_KILL_ITERATIONS overrides).
 func killIterations(t *testing.T) int {
-	n := 12
+	n := 10
 	if s := os.Getenv("KHOOK_KILL_ITERATIONS"); s != "" {
 		v, err := strconv.Atoi(s)
 		if err != nil || v < 1 {
@@ -316,12 +317,14 @@ func TestKillAnywhereConverges(t *testing.T) {
 				cmd = "destroy"
 			}
 			v := killVariant{V: pick("a", "b"), F: pick("yes", "yes", "yes", "no"), X: pick("yes", "no")}
-			var delay time.Duration
-			if rng.IntN(4) == 0 {
-				// early: loading, connecting, the record's first write
-				delay = time.Duration(rng.Int64N(int64(400 * time.Millisecond)))
-			} else {
-				delay = time.Duration(rng.Int64N(int64(durations[cmd] * 11 / 10)))
+			// half the kills uniform over a full run, half log-uniform
+			// from 20 ms: early ones (loading, connecting, the record's
+			// first write) and those of re-runs, shorter than a full run
+			full := float64(durations[cmd] * 11 / 10)
+			delay := time.Duration(rng.Float64() * full)
+			if rng.IntN(2) == 0 {
+				lo := float64(20 * time.Millisecond)
+				delay = time.Duration(lo * math.Pow(full/lo, rng.Float64()))
 			}
 			p := startBackground(t, bins.Kubectl, v.env(t), cmd, "-f", k.path)
 			time.Sleep(delay)
