@@ -10,6 +10,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 
 	"khook.io/core/internal/testcluster"
@@ -89,17 +90,27 @@ func countWrites(b *testing.B, ns, name string) (stop func() int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	w, err := c.CoreV1().Secrets(ns).Watch(context.Background(), metav1.ListOptions{FieldSelector: "metadata.name=" + name})
+	// watch from the list's resourceVersion: no synthetic event for the
+	// Secret as it is, only the writes that follow
+	sel := metav1.ListOptions{FieldSelector: "metadata.name=" + name}
+	list, err := c.CoreV1().Secrets(ns).List(context.Background(), sel)
+	if err != nil {
+		b.Fatal(err)
+	}
+	sel.ResourceVersion = list.ResourceVersion
+	w, err := c.CoreV1().Secrets(ns).Watch(context.Background(), sel)
 	if err != nil {
 		b.Fatal(err)
 	}
 	n := make(chan int, 1)
 	go func() {
-		count := 0
-		for range w.ResultChan() {
-			count++
+		seen := map[string]bool{}
+		for e := range w.ResultChan() {
+			if o, ok := e.Object.(metav1.Object); ok && e.Type != watch.Bookmark && e.Type != watch.Error {
+				seen[o.GetResourceVersion()] = true
+			}
 		}
-		n <- count
+		n <- len(seen)
 	}()
 	return func() int {
 		// the last write's event may still be on its way
