@@ -121,11 +121,11 @@ func (o *RunOptions) Run(ctx context.Context) error {
 	progress := s.progress(o.command, order)
 	s.sink = progress
 	if rs != nil {
-		if err := rs.begin(pctx, o.command, s); err != nil {
+		if err := rs.begin(pctx, o.command, s, tasks); err != nil {
 			progress.Close()
 			return err
 		}
-		s.sink = rs.sink(progress, s, o.command)
+		s.sink = rs.sink(progress, s, o.command, tasks)
 	}
 	res := run.Run(ctx, tasks, run.Options{Parallelism: o.flags.Parallelism, Events: s.sink})
 	progress.Close()

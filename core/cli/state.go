@@ -10,8 +10,10 @@ import (
 	"khook.io/core/event"
 	"khook.io/core/load"
 	"khook.io/core/render"
+	"khook.io/core/run"
 	"khook.io/core/spec"
 	"khook.io/core/state"
+	"khook.io/core/step"
 	"khook.io/core/version"
 )
 
@@ -23,6 +25,8 @@ type runState struct {
 	// reads are, by step index, what the record keeps of each kustomize:
 	// source's build, to check it without building next time
 	reads []map[string][]string
+	// changes are the steps the run may change, with why (see changing)
+	changes map[string]string
 }
 
 // openState loads the spec's record and hashes every step; nil when the
@@ -57,17 +61,69 @@ func (s *session) hashSteps(ctx context.Context, rec *state.Record) ([]string, e
 	return hashesOf(ins), nil
 }
 
-// begin marks the run started in the record, proving it writable.
-func (rs *runState) begin(ctx context.Context, command string, s *session) error {
+// begin marks the run started in the record, proving it writable. The
+// same write, acknowledged before any step starts, stops the record
+// claiming success for every step the run may change (changing), so that
+// whenever the process dies the record claims no more than the cluster
+// has.
+func (rs *runState) begin(ctx context.Context, command string, s *session, tasks []run.Task) error {
 	names := make([]string, len(s.doc.Spec.Steps))
 	for i, st := range s.doc.Spec.Steps {
 		names[i] = st.Name
 	}
-	return rs.store.Begin(ctx, command, state.SpecHash(s.doc.Spec.Metadata.Name, rs.hashes), version.Get().Version, names)
+	changing, err := rs.changing(command, s, tasks)
+	if err != nil {
+		return err
+	}
+	rs.changes = changing
+	return rs.store.Begin(ctx, state.Run{
+		Command:      command,
+		SpecHash:     state.SpecHash(s.doc.Spec.Metadata.Name, rs.hashes),
+		KhookVersion: version.Get().Version,
+		Steps:        names,
+		Changing:     changing,
+	})
+}
+
+// changing lists the steps a run may change, with why:
+//   - apply: every step that will run. One recorded ok runs only because
+//     its inputs changed, and re-running it replaces (a Job, a helm
+//     upgrade dropping objects) or rewrites what the record says is there;
+//     killed half-way, the old entry would claim objects as of inputs the
+//     cluster no longer has.
+//   - destroy: every step it undoes, and every step it leaves alone
+//     (delete, patch, wait, rollout) whatever its when: says: what such a
+//     step acted on may be objects destroy deletes, so its success no
+//     longer holds once destroy has run. Only the steps of kinds destroy
+//     undoes that a when: excludes are untouched: destroy leaves their
+//     objects in place.
+func (rs *runState) changing(command string, s *session, tasks []run.Task) (map[string]string, error) {
+	out := map[string]string{}
+	for i, t := range tasks {
+		switch command {
+		case "destroy":
+			exec, err := s.executor(i)
+			if err != nil {
+				return nil, err
+			}
+			_, undoes := exec.(step.Destroyer)
+			switch {
+			case undoes && s.doc.Included(i):
+				out[t.Name] = "destroy began: it may be partly or wholly undone"
+			case !undoes:
+				out[t.Name] = "destroy began: what it acted on may be deleted"
+			}
+		default:
+			if t.Skip == "" {
+				out[t.Name] = command + " began running it again with changed inputs"
+			}
+		}
+	}
+	return out, nil
 }
 
 // sink records every step's outcome as it happens.
-func (rs *runState) sink(next event.Sink, s *session, command string) event.Sink {
+func (rs *runState) sink(next event.Sink, s *session, command string, tasks []run.Task) event.Sink {
 	index := make(map[string]int, len(s.doc.Spec.Steps))
 	for i, st := range s.doc.Spec.Steps {
 		index[st.Name] = i
@@ -82,16 +138,35 @@ func (rs *runState) sink(next event.Sink, s *session, command string) event.Sink
 		r := state.StepRecord{Type: e.Type, Hash: rs.hashes[i], Reads: rs.reads[i], Attempts: e.Attempt, DurationMs: e.Elapsed.Milliseconds(), FinishedAt: time.Now().UTC()}
 		switch {
 		case command == "destroy":
+			r.Hash, r.Reads = "", nil
 			switch e.Kind {
 			case event.StepSucceeded:
 				// undone: the next apply must run it again
-				r.Status, r.Detail, r.Hash = state.StepSkipped, "undone by destroy", ""
+				r.Status, r.Detail = state.StepSkipped, "undone by destroy"
 			case event.StepFailed:
-				r.Status, r.Error, r.Hash = state.StepFailed, red.String("destroy failed: "+e.Message), ""
+				r.Status, r.Error = state.StepFailed, red.String("destroy failed: "+e.Message)
 			case event.StepInterrupted:
-				r.Status, r.Error, r.Hash = state.StepInterrupted, red.String("destroy "+e.Message), ""
+				r.Status, r.Error = state.StepInterrupted, red.String("destroy "+e.Message)
+			case event.StepSkipped:
+				switch {
+				case e.Attempt > 0:
+					// its destroy found nothing to undo
+					r.Status, r.Detail = state.StepSkipped, red.String("undone by destroy: "+e.Message)
+				case e.Message != tasks[i].Skip:
+					// never started (destroy stopped first): nothing of
+					// it was touched, its entry stands as it was
+					rs.store.Restore(e.Step)
+					return
+				case rs.changes[e.Step] != "":
+					// a step destroy leaves alone (a delete, patch, wait
+					// or rollout): it runs again on the next apply, as
+					// what it acted on may be gone
+					r.Status, r.Detail = state.StepSkipped, red.String("destroy left it alone ("+e.Message+"); the next apply runs it again")
+				default:
+					return // excluded by when: destroy left its objects in place
+				}
 			default:
-				return // a step destroy leaves alone keeps its record
+				return
 			}
 		case e.Kind == event.StepSucceeded:
 			r.Status, r.Detail = state.StepOK, red.String(e.Message)

@@ -17,6 +17,12 @@ const (
 	StepFailed      = "failed"
 	StepInterrupted = "interrupted" // Ctrl-C cut it short
 	StepSkipped     = "skipped"
+	// StepRunning: a run is changing the step (re-running it with changed
+	// inputs, or undoing it), or was killed before it recorded an end. The
+	// record stops claiming the step's success before the run touches
+	// anything of it, so a crash can never leave it claiming more than the
+	// cluster has.
+	StepRunning = "running"
 )
 
 // ResumeReason is the skip reason of a step the record lets a run resume.

@@ -68,6 +68,8 @@ func Compare(loc Location, rec *Record, steps []SpecStep) *Status {
 			ss.Next, ss.Why = NextRerun, "failed — will re-run"
 		case r.Status == StepInterrupted:
 			ss.Next, ss.Why = NextRerun, "interrupted — will re-run"
+		case r.Status == StepRunning:
+			ss.Next, ss.Why = NextRerun, "running, or its run was killed — will re-run"
 		default:
 			ss.Next, ss.Why = NextRerun, "skipped — will re-run"
 		}

@@ -26,6 +26,12 @@ const (
 // their own so an interrupted run still records how it ended.
 const writeTimeout = 15 * time.Second
 
+// Pauses before the writer tries a failed write again.
+const (
+	retryMin = 250 * time.Millisecond
+	retryMax = 4 * time.Second
+)
+
 // Location names a record Secret.
 type Location struct{ Namespace, Name string }
 
@@ -73,6 +79,13 @@ func decode(sec *corev1.Secret) (*Record, error) {
 // written by one writer goroutine (so parallel steps never race on the
 // Secret), coalescing updates that arrive while a write is in flight; each
 // write uses the Secret's resourceVersion (optimistic concurrency).
+//
+// The record is crash-consistent: every version of it that reaches the
+// API server claims no more than the cluster has. A step is recorded ok
+// only after it succeeded, and a step the run may change stops being ok
+// in Begin's synchronous write, before the run touches it; the
+// asynchronous writes in between can only lag behind (a step done but not
+// yet recorded re-runs), never run ahead.
 type Store struct {
 	secrets corev1client.SecretInterface
 	loc     Location
@@ -83,8 +96,10 @@ type Store struct {
 	prev    *Record // the record as the run found it
 	rv      string  // resourceVersion of the Secret, "" when absent
 	version uint64  // bumped on every in-memory change
-	written uint64
-	err     error // the last write's error
+	written uint64  // the version the Secret holds
+	// marked are the steps Begin marked running whose end is not recorded
+	// yet
+	marked map[string]bool
 
 	kick chan struct{}
 	stop chan struct{}
@@ -126,14 +141,27 @@ func (s *Store) Previous() *Record { return s.prev }
 // Salt is the record's fingerprint salt.
 func (s *Store) Salt() []byte { return s.rec.SaltBytes() }
 
-// Begin marks the run started and writes the record at once, proving it is
-// writable before the first step. Records of steps no longer in the spec
-// are dropped.
-func (s *Store) Begin(ctx context.Context, command, specHash, khookVersion string, steps []string) error {
+// Run is what Begin records of the run it marks started.
+type Run struct {
+	Command, SpecHash, KhookVersion string
+	// Steps are the spec's steps; records of other steps are dropped.
+	Steps []string
+	// Changing maps each step the run may change (undo, replace, re-run
+	// with other inputs) to the reason. Such a step recorded ok stops being
+	// ok in Begin's write, before the run touches anything of it.
+	Changing map[string]string
+}
+
+// Begin marks the run started and writes the record at once, proving it
+// writable before the first step. In the same write, which the API server
+// has acknowledged when Begin returns, every step of r.Changing recorded
+// ok is marked running: from then on the record never claims a step the
+// run may be changing, whenever the process dies.
+func (s *Store) Begin(ctx context.Context, r Run) error {
 	s.mu.Lock()
 	now := time.Now().UTC()
-	keep := make(map[string]bool, len(steps))
-	for _, n := range steps {
+	keep := make(map[string]bool, len(r.Steps))
+	for _, n := range r.Steps {
 		keep[n] = true
 	}
 	for n := range s.rec.Steps {
@@ -141,8 +169,15 @@ func (s *Store) Begin(ctx context.Context, command, specHash, khookVersion strin
 			delete(s.rec.Steps, n)
 		}
 	}
-	s.rec.Version, s.rec.Spec, s.rec.SpecHash, s.rec.KhookVersion = RecordVersion, s.spec, specHash, khookVersion
-	s.rec.Command, s.rec.RunStatus, s.rec.StartedAt, s.rec.FinishedAt = command, "running", now, nil
+	s.marked = map[string]bool{}
+	for n, why := range r.Changing {
+		if e := s.rec.Steps[n]; e != nil && e.Status == StepOK {
+			s.rec.Steps[n] = &StepRecord{Type: e.Type, Status: StepRunning, FinishedAt: now, Detail: Truncate(why)}
+			s.marked[n] = true
+		}
+	}
+	s.rec.Version, s.rec.Spec, s.rec.SpecHash, s.rec.KhookVersion = RecordVersion, s.spec, r.SpecHash, r.KhookVersion
+	s.rec.Command, s.rec.RunStatus, s.rec.StartedAt, s.rec.FinishedAt = r.Command, "running", now, nil
 	s.version++
 	s.mu.Unlock()
 	if err := s.write(ctx); err != nil {
@@ -153,22 +188,44 @@ func (s *Store) Begin(ctx context.Context, command, specHash, khookVersion strin
 	return nil
 }
 
+// Restore puts back the entry, as the run found it, of a step Begin marked
+// running and the run then never started (it stopped first): nothing of
+// the step was touched. The write follows asynchronously.
+func (s *Store) Restore(name string) {
+	s.mu.Lock()
+	if !s.marked[name] {
+		s.mu.Unlock()
+		return
+	}
+	delete(s.marked, name)
+	e := *s.prev.Steps[name]
+	s.rec.Steps[name] = &e
+	s.version++
+	s.mu.Unlock()
+	s.kickWriter()
+}
+
 // Step records a step's outcome; the write follows asynchronously.
 func (s *Store) Step(name string, r StepRecord) {
 	r.Error, r.Detail = Truncate(r.Error), Truncate(r.Detail)
 	s.mu.Lock()
 	s.rec.Steps[name] = &r
+	delete(s.marked, name)
 	s.version++
 	s.mu.Unlock()
+	s.kickWriter()
+}
+
+func (s *Store) kickWriter() {
 	select {
 	case s.kick <- struct{}{}:
 	default:
 	}
 }
 
-// Finish records how the run ended and writes it; it returns the first
-// write error of the run, if any write failed and was not repaired by a
-// later one.
+// Finish records how the run ended and writes it. Its error is the final
+// write's: earlier writes that failed only delayed the journal (it claimed
+// less than was done), and this write carries everything they would have.
 func (s *Store) Finish(ctx context.Context, runStatus string) error {
 	close(s.stop)
 	<-s.done
@@ -196,15 +253,27 @@ func (s *Store) Delete(ctx context.Context) error {
 	return nil
 }
 
+// writer writes the record after steps end, coalescing the updates that
+// arrive while a write is in flight. A failed write is tried again after a
+// pause (doubling from retryMin to retryMax) without waiting for the next
+// update; Finish writes whatever is still unwritten.
 func (s *Store) writer() {
 	defer close(s.done)
+	var retry <-chan time.Time
+	pause := retryMin
 	for {
 		select {
 		case <-s.stop:
 			return
 		case <-s.kick:
-			_ = s.write(context.Background()) // errors are kept; Finish writes again
+		case <-retry:
 		}
+		if err := s.write(context.Background()); err != nil {
+			retry = time.After(pause)
+			pause = min(2*pause, retryMax)
+			continue
+		}
+		retry, pause = nil, retryMin
 	}
 }
 
@@ -265,17 +334,15 @@ func (s *Store) write(parent context.Context) error {
 		}
 		break
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	if err != nil {
-		s.err = err
 		return err
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.rv = out.ResourceVersion
 	if version > s.written {
 		s.written = version
 	}
-	s.err = nil
 	return nil
 }
 

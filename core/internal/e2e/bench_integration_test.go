@@ -3,9 +3,15 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
 
 	"khook.io/core/internal/testcluster"
 )
@@ -72,6 +78,92 @@ func BenchmarkNoopRerun50(b *testing.B) {
 					b.Fatalf("every step must resume:\n%s", res.Stdout)
 				}
 			}
+		})
+	}
+}
+
+// countWrites counts the writes of the record Secret ns/name while it
+// runs: one watch event per create, update or delete.
+func countWrites(b *testing.B, ns, name string) (stop func() int) {
+	b.Helper()
+	c, err := kubernetes.NewForConfig(testcluster.Get(b).RESTConfig(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	// watch from the list's resourceVersion: no synthetic event for the
+	// Secret as it is, only the writes that follow
+	sel := metav1.ListOptions{FieldSelector: "metadata.name=" + name}
+	list, err := c.CoreV1().Secrets(ns).List(context.Background(), sel)
+	if err != nil {
+		b.Fatal(err)
+	}
+	sel.ResourceVersion = list.ResourceVersion
+	w, err := c.CoreV1().Secrets(ns).Watch(context.Background(), sel)
+	if err != nil {
+		b.Fatal(err)
+	}
+	n := make(chan int, 1)
+	go func() {
+		seen := map[string]bool{}
+		for e := range w.ResultChan() {
+			if o, ok := e.Object.(metav1.Object); ok && e.Type != watch.Bookmark && e.Type != watch.Error {
+				seen[o.GetResourceVersion()] = true
+			}
+		}
+		n <- len(seen)
+	}()
+	return func() int {
+		// the last write's event may still be on its way
+		time.Sleep(200 * time.Millisecond)
+		w.Stop()
+		return <-n
+	}
+}
+
+// BenchmarkStateRecord200Steps: a 200-step spec with state, one ConfigMap
+// per step: the first apply, a no-op re-run (every step resumes) and a
+// destroy, with the number of writes of the record each makes.
+func BenchmarkStateRecord200Steps(b *testing.B) {
+	env := []string{"KUBECONFIG=" + testcluster.Get(b).Kubeconfig}
+	for _, name := range []string{"apply", "noop", "destroy"} {
+		b.Run(name, func(b *testing.B) {
+			ns := testcluster.Get(b).NewNamespace(b, "rec200")
+			spec := writeSpecB(b, manySteps(ns, 200, 1, true))
+			mustRun := func(cmd string) {
+				if res := runB(b, bins.Kubectl, env, cmd, "-f", spec); res.Code != 0 {
+					b.Fatalf("%s: exit %d: %s", cmd, res.Code, res.Stderr)
+				}
+			}
+			cmd := "apply"
+			if name == "destroy" {
+				cmd = "destroy"
+			}
+			if name != "apply" {
+				mustRun("apply")
+			}
+			var ms, writes float64
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				if name == "destroy" && i > 0 {
+					mustRun("apply")
+				}
+				count := countWrites(b, ns, "khook-state-"+ns)
+				b.StartTimer()
+				res := runB(b, bins.Kubectl, env, cmd, "-f", spec)
+				b.StopTimer()
+				if res.Code != 0 {
+					b.Fatalf("exit %d: %s", res.Code, res.Stderr)
+				}
+				ms += float64(res.Elapsed.Milliseconds())
+				writes += float64(count())
+				if name == "apply" {
+					mustRun("destroy")
+				}
+				b.StartTimer()
+			}
+			b.ReportMetric(ms/float64(b.N), "ms/run")
+			b.ReportMetric(writes/float64(b.N), "writes/run")
 		})
 	}
 }
