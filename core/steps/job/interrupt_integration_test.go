@@ -5,6 +5,7 @@ package job_test
 import (
 	"context"
 	"errors"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
 
 	"khook.io/core/internal/steptest"
 	"khook.io/core/internal/testcluster"
@@ -134,3 +136,45 @@ func conditionTrue(j *batchv1.Job, t batchv1.JobConditionType) bool {
 	}
 	return false
 }
+
+// TestInterruptWhileCreatingTheJob: Ctrl-C that lands while the Job's
+// create is in flight (the server has created it, the reply is not read
+// yet) still stops the Job the server created, and says so.
+func TestInterruptWhileCreatingTheJob(t *testing.T) {
+	cl := testcluster.Get(t)
+	admin, ns := steptest.Setup(t, "jobmidcreate")
+	runCtx, interrupt := context.WithCancel(context.Background())
+	defer interrupt()
+	cfg := rest.CopyConfig(cl.RESTConfig(t))
+	cfg.Wrap(func(next http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			resp, err := next.RoundTrip(r)
+			if err == nil && r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/namespaces/"+ns+"/jobs") {
+				// the Job exists now; Ctrl-C before its reply is read
+				resp.Body.Close()
+				interrupt()
+				return nil, runCtx.Err()
+			}
+			return resp, err
+		})
+	})
+	c := steptest.Clients(t, cfg)
+	req := request(t, c, "name: midcreate\njob:\n  image: busybox\n  serviceAccount: missing\n  namespace: "+ns, steptest.Options{Timeout: 2 * time.Minute})
+	ctx, cancel := context.WithTimeout(runCtx, req.Timeout)
+	defer cancel()
+	_, err := job.New().Run(ctx, req)
+	if err == nil || !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want one wrapping context.Canceled", err)
+	}
+	if got, want := note(t, err), "deleted Job "+ns+"/midcreate, which was still running (its pod is deleted with it)"; got != want {
+		t.Errorf("note %q, want %q", got, want)
+	}
+	j, gerr := admin.Typed.BatchV1().Jobs(ns).Get(context.Background(), "midcreate", metav1.GetOptions{})
+	if !apierrors.IsNotFound(gerr) && (gerr != nil || j.DeletionTimestamp == nil) {
+		t.Errorf("the Job the server created is left running: %v", gerr)
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

@@ -192,6 +192,11 @@ func (e *Executor) run(ctx context.Context, req *step.Request) (step.Outcome, er
 		}
 	}
 	created, err := jobs.Create(ctx, Build(req.Step, req.SpecName, r.ns, req.Timeout), metav1.CreateOptions{FieldManager: "khook"})
+	if err != nil && errors.Is(ctx.Err(), context.Canceled) {
+		// interrupted while the create was in flight: the server may have
+		// created the Job all the same
+		return step.Outcome{}, stopCreateOnInterrupt(ctx, req, r, err)
+	}
 	if err != nil {
 		if apierrors.IsNotFound(err) && !req.Step.Job.CreateNamespace {
 			return step.Outcome{}, fmt.Errorf("%s: namespace %s does not exist (set createNamespace: true, or order this step after the one creating it): %w", r.subject, r.ns, err)
@@ -486,6 +491,24 @@ func stopOnInterrupt(ctx context.Context, req *step.Request, r ref, uid types.UI
 		}
 	}
 	return step.Interrupted(req.Redactor.String(note), err)
+}
+
+// stopCreateOnInterrupt handles an attempt interrupted while it created
+// its Job: the previous run's Job is gone by then, so a Job of the name
+// that khook owns is the one this attempt created, and is stopped as
+// stopOnInterrupt stops it.
+func stopCreateOnInterrupt(ctx context.Context, req *step.Request, r ref, err error) error {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), interruptTimeout)
+	defer cancel()
+	j, gerr := req.Kube.Typed.BatchV1().Jobs(r.ns).Get(dctx, r.name, metav1.GetOptions{})
+	switch {
+	case gerr == nil && Owned(j):
+		return stopOnInterrupt(ctx, req, r, j.UID, err)
+	case gerr == nil, apierrors.IsNotFound(gerr):
+		return step.Interrupted(req.Redactor.String(r.subject+" was not created"), err)
+	default:
+		return step.Interrupted(req.Redactor.String(r.subject+" may have been created and left running: "+kube.Reason(gerr)), err)
+	}
 }
 
 // deleteAndWait deletes the Job of uid (its pods in the background) and
