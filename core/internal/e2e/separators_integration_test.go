@@ -237,7 +237,7 @@ steps:
             metadata: {name: file-2}
 `, ns))
 	res := run(t, bins.Kubectl, kubeEnv(t), "", "apply", "-f", spec)
-	want := `spec.yaml:13:13: steps[0].apply.manifests[0].inline: inline manifest, document 1: content after the document end marker "..." at line 4`
+	want := `spec.yaml:13:13: steps[0] (objects).apply.manifests[0].inline: inline manifest, document 1: content after the document end marker "..." at line 4`
 	if res.Code != 2 || !strings.Contains(res.Stderr, want) {
 		t.Errorf("apply: exit %d, want 2 and %q\n%s\n%s", res.Code, want, res.Stdout, res.Stderr)
 	}
