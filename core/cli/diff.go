@@ -131,6 +131,8 @@ type stepDiff struct {
 	// counted is the summary's category.
 	counted string
 	err     error
+	// raw is a Differ's result, before diffResult prepares it
+	raw *step.Diff
 }
 
 type objectDiff struct {
@@ -193,6 +195,24 @@ func (o *DiffOptions) run(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	// what every step showed of the cluster is learned before any step's
+	// objects are masked: a value khook wrote from a secret before it was
+	// rotated shows in other steps too (a patch's object, a wait's value)
+	for _, r := range results {
+		if r.raw == nil {
+			continue
+		}
+		for _, od := range r.raw.Objects {
+			if od.Live != nil && od.Merged != nil {
+				diff.Learn(s.app.red, od.Merged.Object, od.Live.Object)
+			}
+		}
+	}
+	for i, r := range results {
+		if r.raw != nil {
+			results[i] = diffResult(*r.raw, s.app.red)
+		}
+	}
 	return o.print(ctx, s, results)
 }
 
@@ -237,7 +257,7 @@ func (s *session) diffStep(ctx context.Context, i int, exec step.Executor) *step
 		case err != nil:
 			return &stepDiff{headline: "diff failed: " + red.String(err.Error()), counted: catFailed, err: err}
 		}
-		return diffResult(res, red)
+		return &stepDiff{raw: &res}
 	}
 	if p, ok := exec.(step.Planner); ok {
 		pred, err := p.Plan(ctx, req)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"helm.sh/helm/v3/pkg/release"
+
+	"khook.io/core/diff"
 )
 
 // PlanAction is what Plan predicts Apply will do.
@@ -79,6 +81,11 @@ func (c *Client) plan(ctx context.Context, r Release) (Plan, error) {
 	if err != nil {
 		p.Action, p.Reason = PlanUnknown, "the values cannot be read: "+err.Error()
 		return p, nil
+	}
+	if last != nil {
+		// the values khook passed from a secret before it was rotated
+		// are masked from now on
+		diff.Learn(c.env.Redactor, vals, last.Config)
 	}
 	if !installed(last) {
 		p.Action = PlanInstall

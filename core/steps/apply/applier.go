@@ -25,8 +25,10 @@ import (
 	kubectlutil "k8s.io/kubectl/pkg/util"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
+	"khook.io/core/diff"
 	"khook.io/core/kube"
 	"khook.io/core/manifest"
+	"khook.io/core/redact"
 )
 
 // FieldManager is the field manager khook writes as (managedFields).
@@ -61,6 +63,10 @@ type Applier struct {
 	// returns the result, nothing is persisted. (A dry-run CRD is never
 	// established: custom resources of it cannot be dry-run after it.)
 	DryRun bool
+	// Redactor, when set, learns what the live object holds where the
+	// manifest holds a secret (diff.Learn): an older value of a rotated
+	// secret is masked from then on.
+	Redactor *redact.Redactor
 }
 
 // Result is the outcome of applying one object.
@@ -109,6 +115,7 @@ func (a *Applier) Apply(ctx context.Context, obj *unstructured.Unstructured, nam
 	switch {
 	case readErr == nil:
 		res.Live = live
+		diff.Learn(a.Redactor, o.Object, live.Object)
 	case apierrors.IsNotFound(readErr):
 		readErr = nil
 	case apierrors.IsForbidden(readErr):

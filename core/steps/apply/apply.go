@@ -50,6 +50,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"khook.io/core/diff"
 	"khook.io/core/kube"
 	"khook.io/core/manifest"
 	"khook.io/core/spec"
@@ -147,7 +148,7 @@ func (e *Executor) run(ctx context.Context, req *step.Request) (step.Outcome, er
 		}
 	}
 
-	ap := &Applier{Kube: req.Kube, ServerSide: a.ServerSide, FieldManager: e.fieldManager}
+	ap := &Applier{Kube: req.Kube, ServerSide: a.ServerSide, FieldManager: e.fieldManager, Redactor: req.Redactor}
 	counts := map[Action]int{}
 	targets := make([]waiter.Target, 0, len(objs))
 	for i, o := range objs {
@@ -418,7 +419,12 @@ func (e *Executor) plan(ctx context.Context, req *step.Request) (step.Prediction
 				continue
 			}
 		}
-		_, err = req.Kube.Resource(mapping, p.GetNamespace()).Get(ctx, p.GetName(), metav1.GetOptions{})
+		live, err := req.Kube.Resource(mapping, p.GetNamespace()).Get(ctx, p.GetName(), metav1.GetOptions{})
+		if err == nil {
+			// what khook wrote there from a secret is masked from now on,
+			// also as it was before the secret was rotated
+			diff.Learn(req.Redactor, p.Object, live.Object)
+		}
 		switch {
 		case apierrors.IsNotFound(err):
 			details = append(details, where+": create")

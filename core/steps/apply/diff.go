@@ -91,7 +91,7 @@ func (e *Executor) diff(ctx context.Context, req *step.Request) (step.Diff, erro
 		}
 	}
 
-	ap := &Applier{Kube: req.Kube, ServerSide: a.ServerSide, FieldManager: e.fieldManager, DryRun: true}
+	ap := &Applier{Kube: req.Kube, ServerSide: a.ServerSide, FieldManager: e.fieldManager, DryRun: true, Redactor: req.Redactor}
 	// kinds found unserved: one discovery reset each, not one per object
 	unserved := map[schema.GroupVersionKind]error{}
 	for _, o := range objs {

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
+	"khook.io/core/diff"
 	"khook.io/core/kube"
 	"khook.io/core/spec"
 	"khook.io/core/step"
@@ -115,6 +116,7 @@ func (e *Executor) Run(ctx context.Context, req *step.Request) (step.Outcome, er
 	if err != nil {
 		return step.Outcome{}, req.Redact(t.explain(err))
 	}
+	diff.Learn(req.Redactor, out.Object, live.Object)
 	// unchanged when the patch changed nothing but what controllers write
 	// meanwhile (status)
 	if out.GetResourceVersion() == live.GetResourceVersion() || !changedBesidesStatus(ChangedFields(live, out)) {
@@ -141,6 +143,7 @@ func (e *Executor) Plan(ctx context.Context, req *step.Request) (step.Prediction
 	if err != nil {
 		return step.Prediction{}, req.Redact(t.explain(err))
 	}
+	diff.Learn(req.Redactor, dry.Object, live.Object)
 	changed := ChangedFields(live, dry)
 	if len(changed) == 0 {
 		return step.Prediction{Action: ActionNoOp, Reason: t.subject + " already matches the patch"}, nil
