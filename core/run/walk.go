@@ -23,7 +23,7 @@ func (r reversed) Len() int            { return r.g.Len() }
 func (r reversed) Needs(i int) []int   { return r.g.Needers(i) }
 func (r reversed) Needers(i int) []int { return r.g.Needs(i) }
 
-// Visitor is what a walk does at each node. Every method but Run is called
+// Visitor is what a walk does at each node. Every method but Visit is called
 // on the walk's own goroutine, one call at a time, so a visitor keeps its
 // records without a lock. Each node ends exactly once: through Skip, Done,
 // Blocked or Unreached; the walk tells the nodes that need it as soon as
@@ -33,9 +33,9 @@ type Visitor interface {
 	// skip reports that node i ends at once, without running (the visitor
 	// records how), and ok whether the nodes that need it may run.
 	Skip(i int) (skip, ok bool)
-	// Run does node i's work on a goroutine of its own, holding a slot.
-	Run(ctx context.Context, i int)
-	// Done records the end of node i's Run. ok: the nodes that need it may
+	// Visit does node i's work on a goroutine of its own, holding a slot.
+	Visit(ctx context.Context, i int)
+	// Done records the end of node i's Visit. ok: the nodes that need it may
 	// run; a non-nil stop stops the walk: nothing new starts, what runs
 	// goes on.
 	Done(i int) (ok bool, stop error)
@@ -75,7 +75,7 @@ type walk struct {
 }
 
 // Walk visits every node of the graph and returns when each has ended and
-// every Run has returned. Nodes become ready in the order their last need
+// every Visit has returned. Nodes become ready in the order their last need
 // ends (at the start: in node order) and start in that order.
 func (w *Walker) Walk(ctx context.Context, v Visitor) {
 	n := w.Graph.Len()
@@ -89,7 +89,7 @@ func (w *Walker) Walk(ctx context.Context, v Visitor) {
 	var (
 		stop   error // why nothing new starts; the first cause stands
 		active int
-		doneCh = make(chan int, n) // a node's Run has returned
+		doneCh = make(chan int, n) // a node's Visit has returned
 	)
 	for s.left > 0 {
 		if stop == nil && ctx.Err() != nil {
@@ -108,7 +108,7 @@ func (w *Walker) Walk(ctx context.Context, v Visitor) {
 			s.state[i] = nodeRunning
 			active++
 			go func() {
-				v.Run(ctx, i)
+				v.Visit(ctx, i)
 				doneCh <- i
 			}()
 		}

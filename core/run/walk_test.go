@@ -30,7 +30,7 @@ func (d dag) Needers(i int) []int {
 
 // logVisitor is a Visitor that logs every call. Nodes in skip end at once
 // (ok), nodes in fail end not ok, and a node in stop stops the walk with
-// its error; work, when set, is each Run's work.
+// its error; work, when set, is each Visit's work.
 type logVisitor struct {
 	skip, fail map[int]bool
 	stop       map[int]error
@@ -60,7 +60,7 @@ func (v *logVisitor) Skip(i int) (skip, ok bool) {
 	return false, false
 }
 
-func (v *logVisitor) Run(ctx context.Context, i int) {
+func (v *logVisitor) Visit(ctx context.Context, i int) {
 	v.add("run %d", i)
 	if v.work != nil {
 		v.work(ctx, i)
@@ -199,7 +199,7 @@ func TestWalkWaitsForAllNeeds(t *testing.T) {
 	}
 }
 
-// TestWalkCancel: when the walk's context ends, the running node's Run
+// TestWalkCancel: when the walk's context ends, the running node's Visit
 // sees it and ends, nothing new starts, and every node not started is
 // unreached with the context's error as the cause (blocked beyond).
 func TestWalkCancel(t *testing.T) {
@@ -226,9 +226,9 @@ func TestWalkCancel(t *testing.T) {
 	}
 }
 
-// TestWalkReturnsAfterEveryRun: Walk does not return while a Run it
+// TestWalkReturnsAfterEveryVisit: Walk does not return while a Visit it
 // started still runs, even when a stop leaves nothing else to do.
-func TestWalkReturnsAfterEveryRun(t *testing.T) {
+func TestWalkReturnsAfterEveryVisit(t *testing.T) {
 	var running atomic.Int32
 	v := &logVisitor{stop: map[int]error{0: errors.New("stop")}, work: func(_ context.Context, i int) {
 		running.Add(1)
