@@ -110,9 +110,9 @@ func (o *RunOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	build, order := s.applyTasks, s.doc.Graph.Order()
+	build, order, graph := s.applyTasks, s.doc.Graph.Order(), run.Graph(s.doc.Graph)
 	if o.command == "destroy" {
-		build, order = s.destroyTasks, s.doc.Graph.Reverse()
+		build, order, graph = s.destroyTasks, s.doc.Graph.Reverse(), run.Reverse(s.doc.Graph)
 	}
 	tasks, err := build(rs)
 	if err != nil {
@@ -127,7 +127,7 @@ func (o *RunOptions) Run(ctx context.Context) error {
 		}
 		s.sink = rs.sink(progress, s, o.command, tasks)
 	}
-	res := run.Run(ctx, tasks, run.Options{Parallelism: o.flags.Parallelism, Events: s.sink})
+	res := run.Run(ctx, graph, tasks, run.Options{Parallelism: o.flags.Parallelism, Events: s.sink})
 	progress.Close()
 	var stateErr error
 	if rs != nil {
@@ -184,7 +184,6 @@ func (s *session) applyTasks(rs *runState) ([]run.Task, error) {
 			return nil, err
 		}
 		t := s.baseTask(i)
-		t.Needs = s.doc.Graph.Needs(i)
 		if t.Skip == "" && rs != nil && rs.store.Previous().Resumes(t.Name, rs.hashes[i]) {
 			t.Skip = state.ResumeReason
 		}
@@ -194,8 +193,8 @@ func (s *session) applyTasks(rs *runState) ([]run.Task, error) {
 	return tasks, nil
 }
 
-// destroyTasks reverses the DAG: a step is undone once every step that
-// needs it has been.
+// destroyTasks maps the steps to the tasks of destroy, which walks the DAG
+// reversed: a step is undone once every step that needs it has been.
 func (s *session) destroyTasks(*runState) ([]run.Task, error) {
 	tasks := make([]run.Task, len(s.doc.Spec.Steps))
 	for i := range tasks {
@@ -204,7 +203,6 @@ func (s *session) destroyTasks(*runState) ([]run.Task, error) {
 			return nil, err
 		}
 		t := s.baseTask(i)
-		t.Needs = s.doc.Graph.Needers(i)
 		if d, ok := exec.(step.Destroyer); ok {
 			t.Attempt = s.attempt(i, t.Timeout, d.Destroy)
 		} else if t.Skip == "" {

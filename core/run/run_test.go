@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"khook.io/core/event"
+	"khook.io/core/plan"
 	"khook.io/core/spec"
 )
 
@@ -70,7 +71,7 @@ func TestIndependentStepsRunInParallel(t *testing.T) {
 		}
 	}
 	tasks := []Task{{Name: "a", Attempt: barrier}, {Name: "b", Attempt: barrier}, {Name: "c", Attempt: barrier}}
-	res := Run(context.Background(), tasks, Options{})
+	res := Run(context.Background(), make(dag, len(tasks)), tasks, Options{})
 	if res.Status != RunOK {
 		t.Fatalf("status %s: %+v", res.Status, res.Steps)
 	}
@@ -94,7 +95,7 @@ func TestParallelismCap(t *testing.T) {
 	for i := range 10 {
 		tasks = append(tasks, Task{Name: fmt.Sprint(i), Attempt: work})
 	}
-	if res := Run(context.Background(), tasks, Options{Parallelism: 2}); res.Status != RunOK {
+	if res := Run(context.Background(), make(dag, len(tasks)), tasks, Options{Parallelism: 2}); res.Status != RunOK {
 		t.Fatal(res.Status)
 	}
 	if peak.Load() > 2 {
@@ -114,7 +115,7 @@ func TestNoLevelBarrier(t *testing.T) {
 			close(bDone)
 			return Outcome{}, nil
 		}},
-		{Name: "c", Needs: []int{0}, Attempt: func(context.Context, int) (Outcome, error) {
+		{Name: "c", Attempt: func(context.Context, int) (Outcome, error) {
 			select {
 			case <-bDone:
 			default:
@@ -123,7 +124,7 @@ func TestNoLevelBarrier(t *testing.T) {
 			return Outcome{}, nil
 		}},
 	}
-	Run(context.Background(), tasks, Options{})
+	Run(context.Background(), dag{2: {0}}, tasks, Options{})
 	if !cStartedBeforeB.Load() {
 		t.Fatal("c waited for b, which it does not need")
 	}
@@ -143,11 +144,11 @@ func TestOnErrorFail(t *testing.T) {
 			<-slowStarted
 			return Outcome{}, errors.New("boom")
 		}},
-		{Name: "after-slow", Needs: []int{0}, Attempt: ok("")},
-		{Name: "after-bad", Needs: []int{1}, Attempt: ok("")},
+		{Name: "after-slow", Attempt: ok("")},
+		{Name: "after-bad", Attempt: ok("")},
 	}
 	rec := &recorder{}
-	res := Run(context.Background(), tasks, Options{Events: rec})
+	res := Run(context.Background(), dag{2: {0}, 3: {1}}, tasks, Options{Events: rec})
 	m := byName(res)
 	if res.Status != RunFailed || !slowFinished.Load() {
 		t.Fatalf("status %s, slow finished %v", res.Status, slowFinished.Load())
@@ -171,15 +172,15 @@ func TestOnErrorFail(t *testing.T) {
 func TestOnErrorContinue(t *testing.T) {
 	tasks := []Task{
 		{Name: "bad", OnError: spec.OnErrorContinue, Attempt: fail("boom")},
-		{Name: "child", Needs: []int{0}, Attempt: ok("")},
-		{Name: "grandchild", Needs: []int{1}, Attempt: ok("")},
+		{Name: "child", Attempt: ok("")},
+		{Name: "grandchild", Attempt: ok("")},
 		{Name: "other", Attempt: func(context.Context, int) (Outcome, error) {
 			time.Sleep(50 * time.Millisecond) // still running when bad fails
 			return Outcome{}, nil
 		}},
-		{Name: "after-other", Needs: []int{3}, Attempt: ok("ran")},
+		{Name: "after-other", Attempt: ok("ran")},
 	}
-	res := Run(context.Background(), tasks, Options{})
+	res := Run(context.Background(), dag{1: {0}, 2: {1}, 4: {3}}, tasks, Options{})
 	m := byName(res)
 	if res.Status != RunFailed {
 		t.Fatal(res.Status)
@@ -198,9 +199,9 @@ func TestSkipsSatisfyNeeds(t *testing.T) {
 		{Name: "already-done", Attempt: func(context.Context, int) (Outcome, error) {
 			return Outcome{Skipped: true, SkipReason: "skipIf installed: release exists"}, nil
 		}},
-		{Name: "after", Needs: []int{0, 1}, Attempt: ok("ran")},
+		{Name: "after", Attempt: ok("ran")},
 	}
-	res := Run(context.Background(), tasks, Options{})
+	res := Run(context.Background(), dag{2: {0, 1}}, tasks, Options{})
 	m := byName(res)
 	if res.Status != RunOK || m["after"].Status != StatusOK {
 		t.Fatalf("%s %+v", res.Status, res.Steps)
@@ -224,7 +225,7 @@ func TestRetries(t *testing.T) {
 	}
 	rec := &recorder{}
 	start := time.Now()
-	res := Run(context.Background(), []Task{{Name: "flaky", Retries: 2, RetryDelay: 50 * time.Millisecond, Attempt: flaky}}, Options{Events: rec})
+	res := Run(context.Background(), make(dag, 1), []Task{{Name: "flaky", Retries: 2, RetryDelay: 50 * time.Millisecond, Attempt: flaky}}, Options{Events: rec})
 	if res.Status != RunOK || res.Steps[0].Attempts != 2 || calls.Load() != 2 {
 		t.Fatalf("%+v", res.Steps[0])
 	}
@@ -236,7 +237,7 @@ func TestRetries(t *testing.T) {
 		t.Fatalf("events %s", got)
 	}
 	// retries exhausted
-	res = Run(context.Background(), []Task{{Name: "broken", Retries: 1, Attempt: fail("still broken")}}, Options{})
+	res = Run(context.Background(), make(dag, 1), []Task{{Name: "broken", Retries: 1, Attempt: fail("still broken")}}, Options{})
 	if res.Steps[0].Status != StatusFailed || res.Steps[0].Attempts != 2 || res.Steps[0].Error != "still broken" {
 		t.Fatalf("%+v", res.Steps[0])
 	}
@@ -253,7 +254,7 @@ func TestTimeoutBoundsEachAttempt(t *testing.T) {
 		<-ctx.Done()
 		return Outcome{}, ctx.Err()
 	}
-	res := Run(context.Background(), []Task{{Name: "slow", Timeout: 50 * time.Millisecond, Retries: 1, Attempt: slow}}, Options{})
+	res := Run(context.Background(), make(dag, 1), []Task{{Name: "slow", Timeout: 50 * time.Millisecond, Retries: 1, Attempt: slow}}, Options{})
 	s := res.Steps[0]
 	if s.Status != StatusFailed || s.Attempts != 2 || !strings.HasPrefix(s.Error, "timed out after 50ms") {
 		t.Fatalf("%+v", s)
@@ -283,14 +284,14 @@ func TestInterrupt(t *testing.T) {
 			<-ctx.Done()
 			return Outcome{}, ctx.Err()
 		}},
-		{Name: "next", Needs: []int{0}, Attempt: fail("must not run")},
+		{Name: "next", Attempt: fail("must not run")},
 		{Name: "retrying", Retries: 5, RetryDelay: time.Hour, Attempt: fail("flaky")},
 		{Name: "job", Attempt: func(ctx context.Context, _ int) (Outcome, error) {
 			<-ctx.Done()
 			return Outcome{}, noted{ctx.Err()}
 		}},
-		{Name: "after-job", Needs: []int{3}, Attempt: fail("must not run")},
-		{Name: "later", Needs: []int{1}, Attempt: fail("must not run")},
+		{Name: "after-job", Attempt: fail("must not run")},
+		{Name: "later", Attempt: fail("must not run")},
 	}
 	var rec recorder
 	// cancel once "running" runs and "retrying" waits for its next try:
@@ -304,7 +305,7 @@ func TestInterrupt(t *testing.T) {
 		}
 	})
 	done := make(chan *Result)
-	go func() { done <- Run(ctx, tasks, Options{Events: sink}) }()
+	go func() { done <- Run(ctx, dag{1: {0}, 4: {3}, 5: {1}}, tasks, Options{Events: sink}) }()
 	<-started
 	<-waiting
 	cancel()
@@ -344,7 +345,7 @@ func TestInterrupt(t *testing.T) {
 func TestInterruptBeforeStart(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	res := Run(ctx, []Task{{Name: "a", Attempt: fail("must not run")}}, Options{})
+	res := Run(ctx, make(dag, 1), []Task{{Name: "a", Attempt: fail("must not run")}}, Options{})
 	if res.Status != RunInterrupted || res.Steps[0].Status != StatusSkipped || res.Steps[0].SkipReason != "not run: the run was interrupted" {
 		t.Fatalf("%s %+v", res.Status, res.Steps)
 	}
@@ -354,7 +355,7 @@ func TestInterruptBeforeStart(t *testing.T) {
 // run's outcome alone.
 func TestCancelAfterTheLastStep(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	res := Run(ctx, []Task{{Name: "a", Attempt: func(context.Context, int) (Outcome, error) {
+	res := Run(ctx, make(dag, 1), []Task{{Name: "a", Attempt: func(context.Context, int) (Outcome, error) {
 		cancel()
 		return Outcome{Message: "done"}, nil
 	}}}, Options{})
@@ -364,7 +365,7 @@ func TestCancelAfterTheLastStep(t *testing.T) {
 }
 
 func TestPanicIsAFailure(t *testing.T) {
-	res := Run(context.Background(), []Task{{Name: "p", Type: "job", Attempt: func(context.Context, int) (Outcome, error) { panic("nil map") }}}, Options{})
+	res := Run(context.Background(), make(dag, 1), []Task{{Name: "p", Type: "job", Attempt: func(context.Context, int) (Outcome, error) { panic("nil map") }}}, Options{})
 	if res.Steps[0].Status != StatusFailed || !strings.Contains(res.Steps[0].Error, "internal error in the job step: nil map") {
 		t.Fatalf("%+v", res.Steps[0])
 	}
@@ -374,6 +375,14 @@ func TestPanicIsAFailure(t *testing.T) {
 // to the step starting (target: under 10 ms), over a 200-step chain.
 func BenchmarkStartGap(b *testing.B) {
 	const n = 200
+	nodes := make([]plan.Node, n)
+	for j := range nodes {
+		nodes[j].Name = fmt.Sprint(j)
+		if j > 0 {
+			nodes[j].Needs = []string{fmt.Sprint(j - 1)}
+		}
+	}
+	g, _ := plan.NewGraph(nodes)
 	var total time.Duration
 	for i := 0; i < b.N; i++ {
 		ends := make([]time.Time, n)
@@ -385,11 +394,8 @@ func BenchmarkStartGap(b *testing.B) {
 				ends[j] = time.Now()
 				return Outcome{}, nil
 			}}
-			if j > 0 {
-				tasks[j].Needs = []int{j - 1}
-			}
 		}
-		Run(context.Background(), tasks, Options{})
+		Run(context.Background(), g, tasks, Options{})
 		for j := 1; j < n; j++ {
 			total += starts[j].Sub(ends[j-1])
 		}

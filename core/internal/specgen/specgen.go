@@ -10,8 +10,19 @@ import (
 
 // Spec generates an n-step spec that uses every step type, variables
 // with defaults and pipelines, and needs chains; with when, every step has
-// its own when: expression.
+// its own when: expression (all of one form, differing in a name).
 func Spec(n int, when bool) string {
+	if !when {
+		return SpecWhen(n, nil)
+	}
+	return SpecWhen(n, func(i int) string {
+		return fmt.Sprintf("vars.get(\"ENABLE_STEP_%d\", \"true\") == \"true\" && vars.ENV != \"off\"", i)
+	})
+}
+
+// SpecWhen is Spec with when(i) as step i's when: (none when when is nil
+// or returns "").
+func SpecWhen(n int, when func(i int) string) string {
 	var b strings.Builder
 	b.WriteString("apiVersion: khook.io/v1\nkind: Khook\nmetadata:\n  name: big\ndefaults:\n  timeout: 5m\n  retries: 1\nsteps:\n")
 	for i := 0; i < n; i++ {
@@ -19,8 +30,10 @@ func Spec(n int, when bool) string {
 		if i > 0 {
 			fmt.Fprintf(&b, "    needs: [step-%d]\n", i-1-(i%7)%i)
 		}
-		if when {
-			fmt.Fprintf(&b, "    when: vars.get(\"ENABLE_STEP_%d\", \"true\") == \"true\" && vars.ENV != \"off\"\n", i)
+		if when != nil {
+			if w := when(i); w != "" {
+				fmt.Fprintf(&b, "    when: %s\n", w)
+			}
 		}
 		switch i % 7 {
 		case 0:

@@ -1,0 +1,112 @@
+package run
+
+import (
+	"context"
+	"time"
+
+	"khook.io/core/event"
+)
+
+// Step statuses. A step is interrupted when the run was cancelled (Ctrl-C)
+// while it ran or waited to retry: it did not fail, it was cut short.
+const (
+	StatusOK          = "ok"
+	StatusFailed      = "failed"
+	StatusInterrupted = "interrupted"
+	StatusSkipped     = "skipped"
+)
+
+// Run statuses.
+const (
+	RunOK          = "ok"
+	RunFailed      = "failed"
+	RunInterrupted = "interrupted"
+)
+
+// Outcome is what a successful attempt reports.
+type Outcome struct {
+	// Skipped: the step's own check (skipIf) found nothing to do; it still
+	// satisfies needs.
+	Skipped    bool
+	SkipReason string
+	Message    string
+}
+
+// AttemptFunc makes one attempt; ctx carries the attempt's deadline.
+type AttemptFunc func(ctx context.Context, attempt int) (Outcome, error)
+
+// Task is one step as the scheduler sees it.
+type Task struct {
+	Name string
+	Type string
+	// Skip, when set, skips the task without running it; the task still
+	// satisfies its needers (a when: exclusion, a resumed step).
+	Skip string
+	// Timeout bounds each attempt; Retries more attempts follow a failed
+	// one, RetryDelay apart; OnError is spec.OnErrorFail or Continue.
+	Timeout    time.Duration
+	Retries    int
+	RetryDelay time.Duration
+	OnError    string
+	Attempt    AttemptFunc
+}
+
+// Options tune a run.
+type Options struct {
+	// Parallelism caps how many steps run at once; 0 means no cap.
+	Parallelism int
+	Events      event.Sink
+}
+
+// StepResult is how one step ended.
+type StepResult struct {
+	Name       string        `json:"name"`
+	Type       string        `json:"type"`
+	Status     string        `json:"status"`
+	Attempts   int           `json:"attempts"`
+	Duration   time.Duration `json:"-"`
+	Error      string        `json:"error,omitempty"`
+	SkipReason string        `json:"skipReason,omitempty"`
+	Message    string        `json:"message,omitempty"`
+	// Started and Finished are zero for steps that never ran.
+	Started  time.Time `json:"-"`
+	Finished time.Time `json:"-"`
+}
+
+// Result is how the run ended.
+type Result struct {
+	Status   string
+	Steps    []StepResult // in task order
+	Duration time.Duration
+}
+
+// Counts are how many steps ended each way.
+type Counts struct {
+	OK, Failed, Interrupted, Skipped int
+}
+
+// Counts counts the steps by status.
+func (r *Result) Counts() Counts {
+	var c Counts
+	for _, s := range r.Steps {
+		switch s.Status {
+		case StatusOK:
+			c.OK++
+		case StatusFailed:
+			c.Failed++
+		case StatusInterrupted:
+			c.Interrupted++
+		case StatusSkipped:
+			c.Skipped++
+		}
+	}
+	return c
+}
+
+// InterruptNoter is an error an attempt returns when the run was
+// interrupted, saying what it left behind ("deleted Job x, which was still
+// running"); the step's error becomes "interrupted: " and the note.
+type InterruptNoter interface {
+	error
+	InterruptNote() string
+}
