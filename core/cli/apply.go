@@ -102,7 +102,7 @@ destroy can be re-run. Namespaces are left in place. With --contexts, on
 each cluster of a fleet, as apply.`,
 		Example: a.examples(`destroy -f bootstrap.yaml
 destroy -f bootstrap.yaml --contexts 'staging-*'`),
-		Args:    noArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o, err := f.ToOptions(a, "destroy")
 			if err != nil {
