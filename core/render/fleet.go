@@ -149,6 +149,20 @@ func (p *ClusterProgress) Finished(status, err string) {
 	p.f.setState(p.c, status, p.f.red.String(err))
 }
 
+// stepCounts says how many of the cluster's steps are in each state, or
+// that its steps never ran (it ended before they started).
+func (c *clusterState) stepCounts() string {
+	counts := c.m.counts()
+	switch c.state {
+	case ClusterWaiting, ClusterConnecting, ClusterRunning:
+	default:
+		if counts["pending"] == len(c.m.order) {
+			return "no step ran"
+		}
+	}
+	return countList(counts)
+}
+
 // setState changes a cluster's state and renders it.
 func (f *FleetProgress) setState(c *clusterState, state, note string) {
 	c.state, c.note = state, note
@@ -167,7 +181,7 @@ func (f *FleetProgress) setState(c *clusterState, state, note string) {
 	case ClusterRunning:
 		line = f.verb + " started"
 	default:
-		line = fmt.Sprintf("%s %s after %s: %s", f.verb, state, fmtDuration(c.finished.Sub(c.started)), countList(c.m.counts()))
+		line = fmt.Sprintf("%s %s after %s: %s", f.verb, state, fmtDuration(c.finished.Sub(c.started)), c.stepCounts())
 		if note != "" {
 			line += ": " + note
 		}
@@ -287,7 +301,7 @@ func (f *FleetProgress) clusterLine(c *clusterState, cw int, compact bool) strin
 	case "interrupted":
 		mark, dur = "!", fmtDuration(c.finished.Sub(c.started))
 	}
-	line := fmt.Sprintf("%s %-*s  %-11s  %-8s %s", mark, cw, c.name, c.state, dur, countList(c.m.counts()))
+	line := fmt.Sprintf("%s %-*s  %-11s  %-8s %s", mark, cw, c.name, c.state, dur, c.stepCounts())
 	if c.note != "" {
 		line += " · " + Printable(firstLine(c.note))
 	}
