@@ -14,7 +14,9 @@ import (
 )
 
 // flagsConnection is kubectl's connection flags, for tests.
-type flagsConnection struct{ flags *genericclioptions.ConfigFlags }
+type flagsConnection struct {
+	flags *genericclioptions.ConfigFlags
+}
 
 func (c flagsConnection) AddFlags(fs *pflag.FlagSet) { c.flags.AddFlags(fs) }
 func (c flagsConnection) RESTClientGetter() genericclioptions.RESTClientGetter {
