@@ -28,6 +28,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"khook.io/core/internal/chartrepo"
 	"khook.io/core/internal/junitxsd"
 	"khook.io/core/internal/testcluster"
 	"khook.io/core/state"
@@ -46,7 +47,7 @@ type fleet struct {
 
 // startFleet starts the two other clusters at once (about 1.1 GB and most
 // of two cores while they start) and stops them when the test ends.
-func startFleet(t *testing.T) *fleet {
+func startFleet(t testing.TB) *fleet {
 	t.Helper()
 	clusters := []*testcluster.Cluster{testcluster.Get(t), nil, nil}
 	errs := make([]error, 3)
@@ -458,4 +459,46 @@ func interruptFleet(t *testing.T, f *fleet, env []string, spec, varDir string, o
 			t.Errorf("%s: record %s, ready %s", ctx, rec.RunStatus, rec.Steps["ready"].Status)
 		}
 	}
+}
+
+// BenchmarkFleetTenCharts: the same spec of ten local charts (installed in
+// parallel steps) applied to one cluster, then to three at once, each run
+// followed by a destroy (not timed). The figure is the wall time of each
+// and their ratio. Run it with
+//
+//	go test -tags integration -run '^$' -bench FleetTenCharts -benchtime 3x ./core/internal/e2e/
+func BenchmarkFleetTenCharts(b *testing.B) {
+	f := startFleet(b)
+	var body strings.Builder
+	fmt.Fprintf(&body, "apiVersion: khook.io/v1\nkind: Khook\nmetadata: {name: bench}\nsteps:\n")
+	for i := range 10 {
+		fmt.Fprintf(&body, "  - name: chart-%d\n    helm: {chart: %s, namespace: %s, values: {color: c%d}}\n", i, chartrepo.ChartDir("demo"), f.ns, i)
+	}
+	spec := filepath.Join(b.TempDir(), "spec.yaml")
+	if err := os.WriteFile(spec, []byte(body.String()), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	env := []string{"KUBECONFIG=" + f.kubeconfig}
+	mustRun := func(args ...string) time.Duration {
+		res := run(b, bins.Kubectl, env, "", args...)
+		if res.Code != 0 {
+			b.Fatalf("%v: exit %d\n%s\n%s", args, res.Code, res.Stdout, res.Stderr)
+		}
+		return res.Elapsed
+	}
+	var one, three time.Duration
+	b.ResetTimer()
+	for range b.N {
+		one += mustRun("apply", "-f", spec, "--contexts", "fleet-a")
+		b.StopTimer()
+		mustRun("destroy", "-f", spec, "--contexts", "fleet-a")
+		b.StartTimer()
+		three += mustRun("apply", "-f", spec, "--contexts", "fleet-a,fleet-b,fleet-c")
+		b.StopTimer()
+		mustRun("destroy", "-f", spec, "--contexts", "fleet-a,fleet-b,fleet-c")
+		b.StartTimer()
+	}
+	b.ReportMetric(one.Seconds()/float64(b.N), "1-cluster-s")
+	b.ReportMetric(three.Seconds()/float64(b.N), "3-clusters-s")
+	b.ReportMetric(three.Seconds()/one.Seconds(), "ratio")
 }
