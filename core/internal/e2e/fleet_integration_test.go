@@ -343,6 +343,21 @@ func TestFleet(t *testing.T) {
 		}
 	})
 
+	t.Run("a single cluster's JUnit report", func(t *testing.T) {
+		// the kubeconfig's current context, fleet-a; KHOOK_CONTEXT is an
+		// ordinary variable outside a fleet
+		res := fleetRun(bins.Kubectl, "apply", "-f", spec, "--var-file", filepath.Join(varDir, "fleet-a.yaml"), "--set", "KHOOK_CONTEXT=fleet-a", "-o", "junit")
+		if res.Code != 0 {
+			t.Fatalf("exit %d\n%s\n%s", res.Code, res.Stdout, res.Stderr)
+		}
+		if err := junitxsd.Validate([]byte(res.Stdout)); err != nil && !errors.Is(err, junitxsd.ErrUnavailable) {
+			t.Fatalf("%v\n%s", err, res.Stdout)
+		}
+		if !strings.Contains(res.Stdout, `<testsuite name="fleet-a" tests="3" failures="0" errors="0" skipped="3"`) {
+			t.Errorf("report:\n%s", res.Stdout)
+		}
+	})
+
 	t.Run("Ctrl-C stops every cluster", func(t *testing.T) {
 		interruptFleet(t, f, env, spec, varDir, &outputs)
 	})
