@@ -28,6 +28,10 @@ func (c helmConnection) RESTClientGetter() genericclioptions.RESTClientGetter {
 	return c.settings.RESTClientGetter()
 }
 
+// ContextFlag is helm's flag for one kubeconfig context, --kube-context
+// (HELM_KUBECONTEXT under helm): a fleet run (--contexts) refuses it.
+func (c helmConnection) ContextFlag() string { return "kube-context" }
+
 // Debug is helm's --debug (HELM_DEBUG under helm).
 func (c helmConnection) Debug() bool { return c.settings.Debug }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"khook.io/core/event"
 	"khook.io/core/run"
 	"khook.io/core/state"
 	"khook.io/core/step"
@@ -16,14 +17,16 @@ import (
 // RunFlags are the flags of the commands that run steps (apply, destroy).
 type RunFlags struct {
 	Spec        SpecFlags
+	Fleet       FleetFlags
 	Output      *outputFlag
 	Parallelism int
 }
 
-func (f *RunFlags) add(cmd *cobra.Command) {
+func (f *RunFlags) add(cmd *cobra.Command, a *app) {
 	f.Spec.AddFlags(cmd)
-	f.Output.add(cmd, "output", "o", "summary format; progress always goes to standard error")
-	cmd.Flags().IntVar(&f.Parallelism, "parallelism", 16, "how many steps may run at once (0: no limit)")
+	f.Fleet.AddFlags(cmd, a)
+	f.Output.add(cmd, "output", "o", "report format (junit: a JUnit XML report, one test suite per cluster, one test case per step); progress always goes to standard error")
+	cmd.Flags().IntVar(&f.Parallelism, "parallelism", 16, "how many steps may run at once (0: no limit); with --contexts, on each cluster")
 }
 
 // RunOptions is a ready-to-run apply or destroy.
@@ -33,12 +36,17 @@ type RunOptions struct {
 	command string
 }
 
-func newRunFlags() *RunFlags { return &RunFlags{Output: newOutputFlag("text", "text", "json")} }
+func newRunFlags() *RunFlags {
+	return &RunFlags{Output: newOutputFlag("text", "text", "json", "junit"), Fleet: FleetFlags{Parallelism: defaultFleetParallelism}}
+}
 
 // ToOptions resolves the flags.
 func (f *RunFlags) ToOptions(a *app, command string) (*RunOptions, error) {
 	if f.Parallelism < 0 {
 		return nil, invalid(fmt.Errorf("--parallelism must not be negative"))
+	}
+	if err := f.Fleet.check(); err != nil {
+		return nil, err
 	}
 	if _, err := f.Spec.loadOptions(a); err != nil {
 		return nil, err
@@ -57,9 +65,16 @@ with retries and onError as the spec says. Progress goes to standard error
 (live on a terminal), the summary to standard output. Exit code 0 when every
 step succeeded or was skipped, 1 otherwise (also when Ctrl-C interrupted the
 run: the steps it cut short are reported interrupted, not failed), 2 for an
-invalid spec.`,
+invalid spec.
+
+With --contexts, the spec runs on each kubeconfig context named (names and
+glob patterns), several clusters at once (--fleet-parallelism), each with its
+own connection, state record and variables (KHOOK_CONTEXT is the context's
+name; --var-dir adds DIR/<context>.yaml), then a summary line per cluster.
+Exit code 1 when any cluster failed.`,
 		Example: a.examples(`apply -f bootstrap.yaml
-apply -f bootstrap.yaml -o json > result.json`),
+apply -f bootstrap.yaml -o json > result.json
+apply -f bootstrap.yaml --contexts 'prod-*,staging-eu' --var-dir vars/ -o junit > report.xml`),
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o, err := f.ToOptions(a, "apply")
@@ -69,7 +84,7 @@ apply -f bootstrap.yaml -o json > result.json`),
 			return o.Run(cmd.Context())
 		},
 	}
-	f.add(cmd)
+	f.add(cmd, a)
 	return cmd
 }
 
@@ -83,9 +98,11 @@ branches in parallel): helm releases are uninstalled, apply: objects deleted
 (last manifest first) and waited gone, each step's Job deleted (never one
 khook does not own). delete, patch, wait and rollout steps are skipped, and
 so are steps a when: excludes. What is already gone counts as success, so a
-destroy can be re-run. Namespaces are left in place.`,
-		Example: a.examples(`destroy -f bootstrap.yaml`),
-		Args:    noArgs,
+destroy can be re-run. Namespaces are left in place. With --contexts, on
+each cluster of a fleet, as apply.`,
+		Example: a.examples(`destroy -f bootstrap.yaml
+destroy -f bootstrap.yaml --contexts 'staging-*'`),
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o, err := f.ToOptions(a, "destroy")
 			if err != nil {
@@ -94,46 +111,34 @@ destroy can be re-run. Namespaces are left in place.`,
 			return o.Run(cmd.Context())
 		},
 	}
-	f.add(cmd)
+	f.add(cmd, a)
 	return cmd
 }
 
-// Run connects, runs the steps and prints the summary.
+// Run connects, runs the steps and prints the summary; with --contexts,
+// on every cluster of the fleet.
 func (o *RunOptions) Run(ctx context.Context) error {
+	if o.flags.Fleet.enabled() {
+		return o.runFleet(ctx)
+	}
 	s, err := o.app.connect(ctx, &o.flags.Spec)
 	if err != nil {
 		return err
 	}
 	pctx, cancel := s.preflight(ctx)
 	defer cancel()
-	rs, err := s.openState(pctx)
+	ex, err := s.prepare(pctx, o.command)
 	if err != nil {
 		return err
 	}
-	build, order, graph := s.applyTasks, s.doc.Graph.Order(), run.Graph(s.doc.Graph)
-	if o.command == "destroy" {
-		build, order, graph = s.destroyTasks, s.doc.Graph.Reverse(), run.Reverse(s.doc.Graph)
-	}
-	tasks, err := build(rs)
-	if err != nil {
+	progress := s.progress(o.command, ex.order)
+	if err := s.start(pctx, ex, progress); err != nil {
+		progress.Close()
 		return err
 	}
-	progress := s.progress(o.command, order)
-	s.sink = progress
-	if rs != nil {
-		if err := rs.begin(pctx, o.command, s, tasks); err != nil {
-			progress.Close()
-			return err
-		}
-		s.sink = rs.sink(progress, s, o.command, tasks)
-	}
-	res := run.Run(ctx, graph, tasks, run.Options{Parallelism: o.flags.Parallelism, Events: s.sink})
+	res, stateErr := s.runSteps(ctx, ex, o.flags.Parallelism)
 	progress.Close()
-	var stateErr error
-	if rs != nil {
-		stateErr = rs.finish(ctx, o.command, res.Status)
-	}
-	err = s.finish(o.command, o.flags.Output.value, res)
+	err = s.finish(o.command, o.flags.Output.value, res, stateErr)
 	var exitErr *ExitError
 	if res.Status == run.RunInterrupted && (err == nil || errors.As(err, &exitErr)) {
 		// the summary said so; the state record's error, if any, follows
@@ -144,6 +149,61 @@ func (o *RunOptions) Run(ctx context.Context) error {
 		return err
 	}
 	return stateErr
+}
+
+// execution is a run of apply or destroy on one cluster, ready to start.
+type execution struct {
+	command string
+	tasks   []run.Task
+	// order is the steps' order in progress (the DAG's, reversed for
+	// destroy).
+	order []int
+	// graph is what the walk follows: the DAG, reversed for destroy.
+	graph run.Graph
+	rs    *runState // nil without a state record
+}
+
+// prepare reads the state record (with a state: block) and builds the
+// tasks of command.
+func (s *session) prepare(ctx context.Context, command string) (*execution, error) {
+	rs, err := s.openState(ctx)
+	if err != nil {
+		return nil, err
+	}
+	build, order, graph := s.applyTasks, s.doc.Graph.Order(), run.Graph(s.doc.Graph)
+	if command == "destroy" {
+		build, order, graph = s.destroyTasks, s.doc.Graph.Reverse(), run.Reverse(s.doc.Graph)
+	}
+	tasks, err := build(rs)
+	if err != nil {
+		return nil, err
+	}
+	return &execution{command: command, tasks: tasks, order: order, graph: graph, rs: rs}, nil
+}
+
+// start points the run's events at progress and, with a state record,
+// marks the run begun in it (see runState.begin): the steps start only
+// once that write is acknowledged.
+func (s *session) start(ctx context.Context, ex *execution, progress event.Sink) error {
+	s.sink = progress
+	if ex.rs == nil {
+		return nil
+	}
+	if err := ex.rs.begin(ctx, ex.command, s, ex.tasks); err != nil {
+		return err
+	}
+	s.sink = ex.rs.sink(progress, s, ex.command, ex.tasks)
+	return nil
+}
+
+// runSteps runs the tasks and records how the run ended; it returns the
+// result and the error of the state record's last write.
+func (s *session) runSteps(ctx context.Context, ex *execution, parallelism int) (*run.Result, error) {
+	res := run.Run(ctx, ex.graph, ex.tasks, run.Options{Parallelism: parallelism, Events: s.sink})
+	if ex.rs == nil {
+		return res, nil
+	}
+	return res, ex.rs.finish(ctx, ex.command, res.Status)
 }
 
 // baseTask fills the scheduling fields of step i.

@@ -33,6 +33,7 @@ const diffParallelism = 8
 // DiffFlags are diff's flags.
 type DiffFlags struct {
 	Spec        SpecFlags
+	Fleet       FleetFlags
 	Parallelism int
 }
 
@@ -49,7 +50,7 @@ type DiffOptions struct {
 }
 
 func (a *app) newDiffCommand() *cobra.Command {
-	f := &DiffFlags{}
+	f := &DiffFlags{Fleet: FleetFlags{Parallelism: defaultFleetParallelism}}
 	cmd := &cobra.Command{
 		Use:   "diff -f SPEC",
 		Short: "Show what apply would change, changing nothing",
@@ -67,7 +68,11 @@ run on two folders (LIVE, MERGED) of YAML files.
 
 Exit code 0: no differences; 1: differences; 2: invalid spec or flags;
 3: an error (a step that could not be diffed, an unreachable cluster, a diff
-program that failed, an interruption by Ctrl-C).`,
+program that failed, an interruption by Ctrl-C).
+
+With --contexts, each cluster of a fleet is diffed (several at once), its
+output under a "==> context NAME <==" line, in the order of the contexts;
+the exit code is the worst of theirs.`,
 		Example: a.examples(`diff -f bootstrap.yaml
 KUBECTL_EXTERNAL_DIFF="meld" %s diff -f bootstrap.yaml`),
 		Args: noArgs,
@@ -80,7 +85,8 @@ KUBECTL_EXTERNAL_DIFF="meld" %s diff -f bootstrap.yaml`),
 		},
 	}
 	f.Spec.AddFlags(cmd)
-	cmd.Flags().IntVar(&f.Parallelism, "parallelism", diffParallelism, "how many steps may be diffed at once (0: no limit)")
+	f.Fleet.AddFlags(cmd, a)
+	cmd.Flags().IntVar(&f.Parallelism, "parallelism", diffParallelism, "how many steps may be diffed at once (0: no limit); with --contexts, on each cluster")
 	return cmd
 }
 
@@ -88,6 +94,9 @@ KUBECTL_EXTERNAL_DIFF="meld" %s diff -f bootstrap.yaml`),
 func (f *DiffFlags) ToOptions(a *app) (*DiffOptions, error) {
 	if f.Parallelism < 0 {
 		return nil, invalid(fmt.Errorf("--parallelism must not be negative"))
+	}
+	if err := f.Fleet.check(); err != nil {
+		return nil, err
 	}
 	if _, err := f.Spec.loadOptions(a); err != nil {
 		return nil, err
@@ -157,14 +166,25 @@ var actionChanges = map[string]bool{
 }
 
 func (o *DiffOptions) run(ctx context.Context) error {
+	if o.flags.Fleet.enabled() {
+		return o.runFleet(ctx)
+	}
 	s, err := o.app.connect(ctx, &o.flags.Spec)
 	if err != nil {
 		return err
 	}
+	_, err = o.diff(ctx, s, o.app.out, o.app.errOut)
+	return err
+}
+
+// diff diffs every step of s's cluster and prints the result to out (the
+// diffs) and errOut (the step lines, with an external program); it
+// reports whether anything differs.
+func (o *DiffOptions) diff(ctx context.Context, s *session, out, errOut io.Writer) (bool, error) {
 	s.sink = event.Discard
 	resumed, err := s.resumedSteps(ctx)
 	if err != nil {
-		return err
+		return false, err
 	}
 	steps := s.doc.Spec.Steps
 	results := make([]*stepDiff, len(steps))
@@ -184,7 +204,7 @@ func (o *DiffOptions) run(ctx context.Context) error {
 		}
 		exec, err := s.executor(i)
 		if err != nil {
-			return err
+			return false, err
 		}
 		g.Go(func() error {
 			results[i] = s.diffStep(gctx, i, exec)
@@ -193,7 +213,7 @@ func (o *DiffOptions) run(ctx context.Context) error {
 	}
 	_ = g.Wait()
 	if err := ctx.Err(); err != nil {
-		return err
+		return false, err
 	}
 	// what every step showed of the cluster is learned before any step's
 	// objects are masked: a value khook wrote from a secret before it was
@@ -213,7 +233,7 @@ func (o *DiffOptions) run(ctx context.Context) error {
 			results[i] = diffResult(*r.raw, s.app.red)
 		}
 	}
-	return o.print(ctx, s, results)
+	return o.print(ctx, s, results, out, errOut)
 }
 
 // resumedSteps reads the state record, without writing it, and reports
@@ -342,18 +362,20 @@ func predictionResult(p step.Prediction, st *spec.Step) *stepDiff {
 	return sd
 }
 
-// print writes every step's result in DAG order and the summary, or with
-// an external diff program, writes the trees, runs it, and writes the
-// steps' lines and the summary to standard error.
-func (o *DiffOptions) print(ctx context.Context, s *session, results []*stepDiff) error {
+// print writes every step's result in DAG order and the summary to out,
+// or with an external diff program, writes the trees, runs it (its output
+// to out), and writes the steps' lines and the summary to errOut. It
+// reports whether anything differs; the error of steps that could not be
+// diffed is an *ExitError.
+func (o *DiffOptions) print(ctx context.Context, s *session, results []*stepDiff, out, errOut io.Writer) (bool, error) {
 	external := o.external.Path != ""
-	w, color := io.Writer(o.app.out), o.color
+	w, color := out, o.color
 	var trees *diff.Trees
 	if external {
-		w, color = o.app.errOut, false
+		w, color = errOut, false
 		var err error
 		if trees, err = diff.NewTrees(); err != nil {
-			return err
+			return false, err
 		}
 		defer func() { _ = trees.Remove() }()
 	}
@@ -379,7 +401,7 @@ func (o *DiffOptions) print(ctx context.Context, s *session, results []*stepDiff
 			}
 			if external {
 				if err := trees.Add(diff.FileName(st.Name, fileObject(obj.od)), obj.pair); err != nil {
-					return err
+					return false, err
 				}
 				continue
 			}
@@ -387,7 +409,7 @@ func (o *DiffOptions) print(ctx context.Context, s *session, results []*stepDiff
 				continue
 			}
 			if err := diff.Unified(w, "live   "+obj.od.Name, "merged "+obj.od.Name, obj.pair.Live, obj.pair.Merged, color); err != nil {
-				return err
+				return false, err
 			}
 		}
 		// a blank line closes a step's diff
@@ -397,9 +419,9 @@ func (o *DiffOptions) print(ctx context.Context, s *session, results []*stepDiff
 		}
 	}
 	if external {
-		differences, err := o.external.Run(ctx, trees, o.app.out, o.app.errOut, o.programEnv())
+		differences, err := o.external.Run(ctx, trees, out, errOut, o.programEnv())
 		if err != nil {
-			return err
+			return false, err
 		}
 		// like kubectl diff, the program decides whether objects differ
 		objectChanges = differences
@@ -410,12 +432,12 @@ func (o *DiffOptions) print(ctx context.Context, s *session, results []*stepDiff
 	}
 	fmt.Fprintln(w, summaryLine(s.doc.Spec.Metadata.Name, len(steps), counts, changes))
 	if len(failed) > 0 {
-		return &ExitError{Code: ExitDiffError, Err: fmt.Errorf("%s could not be diffed: %s", countOf(len(failed), "step"), strings.Join(failed, ", "))}
+		return changes, &ExitError{Code: ExitDiffError, Err: fmt.Errorf("%s could not be diffed: %s", countOf(len(failed), "step"), strings.Join(failed, ", "))}
 	}
 	if changes {
-		return &ExitError{Code: ExitFailed, Silent: true}
+		return true, &ExitError{Code: ExitFailed, Silent: true}
 	}
-	return nil
+	return false, nil
 }
 
 // fileObject is the version of an object that names its files.

@@ -136,6 +136,7 @@ func countOf(n int, word string) string {
 // PlanFlags are plan's flags.
 type PlanFlags struct {
 	Spec    SpecFlags
+	Fleet   FleetFlags
 	Output  *outputFlag
 	Offline bool
 }
@@ -151,7 +152,7 @@ type PlanOptions struct {
 }
 
 func (a *app) newPlanCommand() *cobra.Command {
-	f := &PlanFlags{Output: newOutputFlag("text", "text", "json", "yaml")}
+	f := &PlanFlags{Output: newOutputFlag("text", "text", "json", "yaml"), Fleet: FleetFlags{Parallelism: defaultFleetParallelism}}
 	cmd := &cobra.Command{
 		Use:   "plan -f SPEC",
 		Short: "Show what apply would do, step by step",
@@ -170,6 +171,7 @@ plan -f bootstrap.yaml -o json`),
 		},
 	}
 	f.Spec.AddFlags(cmd)
+	f.Fleet.AddFlags(cmd, a)
 	f.Output.add(cmd, "output", "o", "output format")
 	cmd.Flags().BoolVar(&f.Offline, "offline", false, "plan from the spec alone, without contacting a cluster")
 	return cmd
@@ -177,6 +179,9 @@ plan -f bootstrap.yaml -o json`),
 
 // ToOptions resolves the flags.
 func (f *PlanFlags) ToOptions(a *app) (*PlanOptions, error) {
+	if err := f.Fleet.check(); err != nil {
+		return nil, err
+	}
 	lo, err := f.Spec.loadOptions(a)
 	if err != nil {
 		return nil, err
@@ -192,6 +197,9 @@ func (f *PlanFlags) ToOptions(a *app) (*PlanOptions, error) {
 // is an error: a live plan was asked for, and an offline one in its place
 // would pass a CI check it should fail.
 func (o *PlanOptions) Run(ctx context.Context) error {
+	if o.flags.Fleet.enabled() {
+		return o.runFleet(ctx)
+	}
 	var p *plan.Plan
 	var s *session
 	if !o.Offline {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log"
 	"net/http"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"golang.org/x/term"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/klog/v2"
 
 	"khook.io/core/event"
@@ -50,7 +52,16 @@ func (a *app) connect(ctx context.Context, sf *SpecFlags) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	clients, err := a.clients(ctx)
+	if a.cfg.Connection == nil {
+		return nil, kube.ErrNoKubeconfig
+	}
+	return a.newSession(ctx, doc, a.cfg.Connection.RESTClientGetter(), a.errOut)
+}
+
+// newSession connects to the cluster getter names (checking it up front)
+// for doc; API warnings go to warnings.
+func (a *app) newSession(ctx context.Context, doc *load.Document, getter genericclioptions.RESTClientGetter, warnings io.Writer) (*session, error) {
+	clients, err := a.clientsFor(ctx, getter, warnings)
 	if err != nil {
 		return nil, err
 	}
@@ -61,20 +72,26 @@ func (a *app) connect(ctx context.Context, sf *SpecFlags) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &session{app: a, doc: doc, clients: clients, registry: reg, http: fetch.NewClient(), namespace: a.defaultNamespace()}, nil
+	return &session{app: a, doc: doc, clients: clients, registry: reg, http: fetch.NewClient(), namespace: defaultNamespace(getter)}, nil
 }
 
-// clients builds and checks the cluster clients.
+// clients builds and checks the clients of the connection's cluster.
 func (a *app) clients(ctx context.Context) (*kube.Clients, error) {
 	if a.cfg.Connection == nil {
 		return nil, kube.ErrNoKubeconfig
 	}
+	return a.clientsFor(ctx, a.cfg.Connection.RESTClientGetter(), a.errOut)
+}
+
+// clientsFor builds and checks the clients of the cluster getter names,
+// with the connection's client settings; API warnings go to warnings.
+func (a *app) clientsFor(ctx context.Context, getter genericclioptions.RESTClientGetter, warnings io.Writer) (*kube.Clients, error) {
 	a.routeClientLogs()
-	opts := kube.Options{Warnings: a.errOut}
+	opts := kube.Options{Warnings: warnings}
 	if l, ok := a.cfg.Connection.(RateLimited); ok {
 		opts.QPS, opts.Burst = l.RateLimits()
 	}
-	c, err := kube.New(a.cfg.Connection.RESTClientGetter(), opts)
+	c, err := kube.New(getter, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -96,11 +113,8 @@ func (s *session) preflight(ctx context.Context) (context.Context, context.Cance
 
 // defaultNamespace is the connection's namespace (-n, else the kubeconfig
 // context's, else "default"), as kubectl and helm use it.
-func (a *app) defaultNamespace() string {
-	if a.cfg.Connection == nil {
-		return "default"
-	}
-	ns, _, err := a.cfg.Connection.RESTClientGetter().ToRawKubeConfigLoader().Namespace()
+func defaultNamespace(getter genericclioptions.RESTClientGetter) string {
+	ns, _, err := getter.ToRawKubeConfigLoader().Namespace()
 	if err != nil || ns == "" {
 		return "default"
 	}
@@ -163,23 +177,37 @@ func (s *session) request(i, attempt int, timeout time.Duration, sink event.Sink
 // live lines on a terminal (colors unless NO_COLOR), one line per change
 // otherwise.
 func (s *session) progress(verb string, order []int) *render.Progress {
+	infos := stepInfos(s.doc, order)
+	opts, w := s.app.progressOptions(verb)
+	return render.NewProgress(w, infos, opts)
+}
+
+// stepInfos names doc's steps in order for a renderer.
+func stepInfos(doc *load.Document, order []int) []render.StepInfo {
 	infos := make([]render.StepInfo, len(order))
 	for k, i := range order {
-		st := &s.doc.Spec.Steps[i]
+		st := &doc.Spec.Steps[i]
 		infos[k] = render.StepInfo{Name: st.Name, Type: st.Type()}
 	}
-	opts := render.ProgressOptions{Verb: verb, Redactor: s.app.red}
-	if f, ok := s.app.cfg.ErrOut.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+	return infos
+}
+
+// progressOptions are how progress renders on standard error, and the
+// writer it renders to: live on a terminal (its size, colors unless
+// NO_COLOR, attached to the console so that other lines go above it).
+func (a *app) progressOptions(verb string) (render.ProgressOptions, io.Writer) {
+	opts := render.ProgressOptions{Verb: verb, Redactor: a.red}
+	if f, ok := a.cfg.ErrOut.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 		opts.Live = true
-		opts.Color = os.Getenv("NO_COLOR") == "" && envLookup(s.app.cfg.Environ, "NO_COLOR") == ""
+		opts.Color = os.Getenv("NO_COLOR") == "" && envLookup(a.cfg.Environ, "NO_COLOR") == ""
 		if w, h, err := term.GetSize(int(f.Fd())); err == nil {
 			opts.Width, opts.Height = w, h
 		}
 		// warnings and client logs written meanwhile go above the block
-		opts.Console = s.app.console
-		return render.NewProgress(s.app.red.Writer(s.app.console.Terminal()), infos, opts)
+		opts.Console = a.console
+		return opts, a.red.Writer(a.console.Terminal())
 	}
-	return render.NewProgress(s.app.errOut, infos, opts)
+	return opts, a.errOut
 }
 
 func envLookup(environ []string, key string) string {
@@ -194,14 +222,22 @@ func envLookup(environ []string, key string) string {
 // settings returns step i's effective scheduling fields.
 func (s *session) settings(i int) plan.Settings { return s.doc.Settings(i) }
 
-// finish prints the run's result and returns the command's error: nil when
-// every step succeeded or was skipped.
-func (s *session) finish(command, output string, res *run.Result) error {
+// finish prints the run's result (stateErr is the error of the state
+// record's last write) and returns the command's error: nil when every
+// step succeeded or was skipped.
+func (s *session) finish(command, output string, res *run.Result, stateErr error) error {
 	name := s.doc.Spec.Metadata.Name
 	var err error
-	if output == "json" {
+	switch output {
+	case "json":
 		err = render.JSON(s.app.out, render.Report(name, command, res))
-	} else {
+	case "junit":
+		cr := render.ClusterRun{Context: s.clusterName(), Status: res.Status, Result: res, Duration: res.Duration, Started: time.Now().Add(-res.Duration)}
+		if stateErr != nil {
+			cr.Err = stateErr.Error()
+		}
+		err = render.JUnit(s.app.out, name, command, []render.ClusterRun{cr}, res.Duration, s.app.red)
+	default:
 		err = render.Summary(s.app.out, name, command, res)
 	}
 	if err != nil {
@@ -211,4 +247,13 @@ func (s *session) finish(command, output string, res *run.Result) error {
 		return &ExitError{Code: ExitFailed, Silent: true}
 	}
 	return nil
+}
+
+// clusterName names the session's cluster in reports: its kubeconfig
+// context, else its server.
+func (s *session) clusterName() string {
+	if c := s.clients.Identity.Context; c != "" {
+		return c
+	}
+	return s.clients.Server
 }

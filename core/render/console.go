@@ -10,7 +10,7 @@ import (
 // and everything else written there while it is shown: API warnings
 // (deprecations), client-go's log lines (-v), library logs. Writes pass
 // straight through, except while a live Progress is attached: then each
-// complete line goes to Progress.Above, printed above the block, which is
+// complete line goes to its Above, printed above the block, which is
 // redrawn under it, so the block stays whole and nothing is drawn over.
 //
 // The Progress itself writes its frames to Terminal, which bypasses the
@@ -19,7 +19,7 @@ type Console struct {
 	out io.Writer
 
 	mu   sync.Mutex
-	live *Progress
+	live Block
 	buf  []byte // a partial line held back while live
 
 	outMu sync.Mutex // serializes writes to out
@@ -49,8 +49,14 @@ func (c *Console) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// Block is a live block on the terminal (a Progress, a FleetProgress):
+// Above prints whole lines above it.
+type Block interface {
+	Above(text []byte)
+}
+
 // Attach routes the console's lines above p's live block until Detach.
-func (c *Console) Attach(p *Progress) {
+func (c *Console) Attach(p Block) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.live = p

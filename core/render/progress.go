@@ -30,23 +30,24 @@ import (
 // measured; callers still hand it a writer that redacts.
 type Progress struct {
 	mu      sync.Mutex
-	w       io.Writer
+	m       *stepsModel
+	blk     liveBlock
 	console *Console
-	red     *redact.Redactor
 	live    bool
-	color   bool
-	width   int
 	height  int
-	start   time.Time
-	now     func() time.Time
-	order   []string
-	steps   map[string]*liveStep
-	seq     int // bumped on every state change, to order them
-	drawn   int // lines of the last live frame
 	closed  bool
-	stop    chan struct{}
-	stopped chan struct{}
+	ticker  *ticker
 	verb    string
+}
+
+// stepsModel is the state of one run's steps, as progress shows it.
+type stepsModel struct {
+	red   *redact.Redactor
+	now   func() time.Time
+	start time.Time
+	order []string
+	steps map[string]*liveStep
+	seq   int // bumped on every state change, to order them
 }
 
 type liveStep struct {
@@ -57,6 +58,23 @@ type liveStep struct {
 	elapsed   time.Duration
 	note      string
 	changed   int // seq of the last state change
+}
+
+func newStepsModel(steps []StepInfo, red *redact.Redactor, now func() time.Time) *stepsModel {
+	m := &stepsModel{red: red, now: now, start: now(), steps: make(map[string]*liveStep, len(steps))}
+	for _, s := range steps {
+		m.order = append(m.order, s.Name)
+		m.steps[s.Name] = &liveStep{name: s.Name, typ: s.Type, state: "pending"}
+	}
+	return m
+}
+
+// liveBlock is a block of lines redrawn in place on a terminal.
+type liveBlock struct {
+	w     io.Writer
+	width int
+	color bool
+	drawn int // lines of the last frame
 }
 
 // ProgressOptions say how to render.
@@ -85,6 +103,18 @@ const (
 	defaultHeight = 24
 )
 
+// size is the terminal size the options give, or the default.
+func (o ProgressOptions) size() (width, height int) {
+	width, height = o.Width, o.Height
+	if width <= 0 {
+		width = defaultWidth
+	}
+	if height <= 0 {
+		height = defaultHeight
+	}
+	return width, height
+}
+
 // NewProgress starts a renderer for the steps, in the order given.
 func NewProgress(w io.Writer, steps []StepInfo, opts ProgressOptions) *Progress {
 	return newProgress(w, steps, opts, time.Now, true)
@@ -93,25 +123,21 @@ func NewProgress(w io.Writer, steps []StepInfo, opts ProgressOptions) *Progress 
 // newProgress is NewProgress with a clock, and without the periodic
 // redraw (tests draw on events only).
 func newProgress(w io.Writer, steps []StepInfo, opts ProgressOptions, now func() time.Time, tick bool) *Progress {
-	p := &Progress{w: w, red: opts.Redactor, live: opts.Live, color: opts.Color, width: opts.Width, height: opts.Height,
-		now: now, start: now(), steps: make(map[string]*liveStep, len(steps)), verb: opts.Verb}
-	if p.width <= 0 {
-		p.width = defaultWidth
-	}
-	if p.height <= 0 {
-		p.height = defaultHeight
-	}
-	for _, s := range steps {
-		p.order = append(p.order, s.Name)
-		p.steps[s.Name] = &liveStep{name: s.Name, typ: s.Type, state: "pending"}
-	}
+	width, height := opts.size()
+	p := &Progress{m: newStepsModel(steps, opts.Redactor, now), blk: liveBlock{w: w, width: width, color: opts.Color},
+		live: opts.Live, height: height, verb: opts.Verb}
 	if p.live && opts.Console != nil {
 		p.console = opts.Console
 		p.console.Attach(p)
 	}
 	if p.live && tick {
-		p.stop, p.stopped = make(chan struct{}), make(chan struct{})
-		go p.tick()
+		p.ticker = startTicker(func() {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			if !p.closed {
+				p.redraw()
+			}
+		})
 	}
 	return p
 }
@@ -123,11 +149,27 @@ type StepInfo struct{ Name, Type string }
 func (p *Progress) Emit(e event.Event) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	s := p.steps[e.Step]
+	s, line := p.m.apply(e)
 	if s == nil {
 		return
 	}
-	msg := p.red.String(e.Message)
+	if p.live {
+		if !p.closed {
+			p.redraw()
+		}
+		return
+	}
+	_, _ = fmt.Fprintf(p.blk.w, "[%7s] %-*s %s\n", fmtDuration(p.m.now().Sub(p.m.start)), p.m.nameWidth(), s.name, line)
+}
+
+// apply records e and returns the step it changed with the piped line
+// that says so; nil when e changes nothing shown.
+func (m *stepsModel) apply(e event.Event) (*liveStep, string) {
+	s := m.steps[e.Step]
+	if s == nil {
+		return nil, ""
+	}
+	msg := m.red.String(e.Message)
 	line := ""
 	switch e.Kind {
 	case event.StepStarted:
@@ -165,17 +207,11 @@ func (p *Progress) Emit(e event.Event) {
 		s.state, s.elapsed, s.note = "skipped", e.Elapsed, msg
 		line = "skipped: " + msg
 	default:
-		return
+		return nil, ""
 	}
-	p.seq++
-	s.changed = p.seq
-	if p.live {
-		if !p.closed {
-			p.redraw()
-		}
-		return
-	}
-	_, _ = fmt.Fprintf(p.w, "[%7s] %-*s %s\n", fmtDuration(p.now().Sub(p.start)), p.nameWidth(), s.name, line)
+	m.seq++
+	s.changed = m.seq
+	return s, line
 }
 
 // Above prints text (whole lines) above the live block, which is then
@@ -185,14 +221,14 @@ func (p *Progress) Above(text []byte) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.live || p.closed {
-		_, _ = p.w.Write(text)
+		_, _ = p.blk.w.Write(text)
 		return
 	}
 	var b strings.Builder
-	p.erase(&b)
+	p.blk.erase(&b)
 	b.Write(text)
-	p.frame(&b, p.visible())
-	_, _ = io.WriteString(p.w, b.String())
+	p.frame(&b, p.m.visible(p.height-1))
+	_, _ = io.WriteString(p.blk.w, b.String())
 }
 
 // Close stops the live redraw and prints the block one last time, every
@@ -202,10 +238,7 @@ func (p *Progress) Close() {
 	if !p.live {
 		return
 	}
-	if p.stop != nil {
-		close(p.stop)
-		<-p.stopped
-	}
+	p.ticker.stop()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
@@ -213,38 +246,68 @@ func (p *Progress) Close() {
 	}
 	p.closed = true
 	var b strings.Builder
-	p.erase(&b)
-	p.frame(&b, p.order)
-	_, _ = io.WriteString(p.w, b.String())
+	p.blk.erase(&b)
+	p.frame(&b, p.m.order)
+	_, _ = io.WriteString(p.blk.w, b.String())
 	if p.console != nil {
 		p.console.Detach()
 	}
 }
 
-func (p *Progress) tick() {
-	defer close(p.stopped)
-	t := time.NewTicker(250 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-p.stop:
-			return
-		case <-t.C:
-			p.mu.Lock()
-			if !p.closed {
-				p.redraw()
-			}
-			p.mu.Unlock()
-		}
-	}
+// ticker calls a redraw four times a second until stopped.
+type ticker struct {
+	done    chan struct{}
+	stopped chan struct{}
 }
 
-func (p *Progress) nameWidth() int {
+func startTicker(redraw func()) *ticker {
+	t := &ticker{done: make(chan struct{}), stopped: make(chan struct{})}
+	go func() {
+		defer close(t.stopped)
+		tk := time.NewTicker(250 * time.Millisecond)
+		defer tk.Stop()
+		for {
+			select {
+			case <-t.done:
+				return
+			case <-tk.C:
+				redraw()
+			}
+		}
+	}()
+	return t
+}
+
+// stop ends the redraws and waits for the last one; a nil ticker is
+// stopped already.
+func (t *ticker) stop() {
+	if t == nil {
+		return
+	}
+	select {
+	case <-t.done:
+	default:
+		close(t.done)
+	}
+	<-t.stopped
+}
+
+func (m *stepsModel) nameWidth() int {
 	w := 4
-	for _, n := range p.order {
+	for _, n := range m.order {
 		w = max(w, DisplayWidth(n))
 	}
 	return w
+}
+
+// stateWidth is the width of the state column: "running", or
+// "interrupted" once a step is.
+func (m *stepsModel) stateWidth() int {
+	sw := len("running")
+	for _, s := range m.steps {
+		sw = max(sw, len(s.state))
+	}
+	return sw
 }
 
 const (
@@ -258,51 +321,54 @@ const (
 // redraw replaces the live block with a new frame.
 func (p *Progress) redraw() {
 	var b strings.Builder
-	p.erase(&b)
-	p.frame(&b, p.visible())
-	_, _ = io.WriteString(p.w, b.String())
+	p.blk.erase(&b)
+	p.frame(&b, p.m.visible(p.height-1))
+	_, _ = io.WriteString(p.blk.w, b.String())
 }
 
 // erase moves the cursor back to the block's first line and clears from
 // there to the end of the screen. No line of the block wrapped, so the
-// block is exactly p.drawn lines tall.
-func (p *Progress) erase(b *strings.Builder) {
-	if p.drawn > 0 {
-		fmt.Fprintf(b, "\x1b[%dA", p.drawn)
+// block is exactly drawn lines tall.
+func (l *liveBlock) erase(b *strings.Builder) {
+	if l.drawn > 0 {
+		fmt.Fprintf(b, "\x1b[%dA", l.drawn)
 	}
 	b.WriteString("\r\x1b[J")
-	p.drawn = 0
+	l.drawn = 0
 }
 
 // frame writes one line per named step (in their order), and a line
 // counting the steps not shown when the block cannot show them all.
 func (p *Progress) frame(b *strings.Builder, names []string) {
-	nw, sw := p.nameWidth(), len("running")
-	for _, s := range p.steps {
-		sw = max(sw, len(s.state)) // "interrupted", once a step is
-	}
+	p.m.frame(b, &p.blk, names, "")
+}
+
+// frame writes the lines of the named steps to blk, each after indent,
+// and a line counting the steps not shown.
+func (m *stepsModel) frame(b *strings.Builder, blk *liveBlock, names []string, indent string) {
+	nw, sw := m.nameWidth(), m.stateWidth()
 	for _, name := range names {
-		p.line(b, p.stepLine(p.steps[name], nw, sw), p.steps[name].state)
+		blk.line(b, indent+m.stepLine(m.steps[name], nw, sw), m.steps[name].state)
 	}
-	if hidden := len(p.order) - len(names); hidden > 0 {
-		p.line(b, p.hiddenLine(names), "pending")
+	if hidden := len(m.order) - len(names); hidden > 0 {
+		blk.line(b, indent+m.hiddenLine(names), "pending")
 	}
 }
 
 // line writes one line of the block, cut to the terminal's width.
-func (p *Progress) line(b *strings.Builder, text, state string) {
-	text = CutWidth(text, p.width-1)
-	if p.color {
+func (l *liveBlock) line(b *strings.Builder, text, state string) {
+	text = CutWidth(text, l.width-1)
+	if l.color {
 		text = stateColor(state) + text + ansiReset
 	}
 	b.WriteString(text)
 	b.WriteByte('\n')
-	p.drawn++
+	l.drawn++
 }
 
 func stateColor(state string) string {
 	switch state {
-	case "running", "interrupted":
+	case "running", "interrupted", "connecting":
 		return ansiYellow
 	case "ok":
 		return ansiGreen
@@ -312,12 +378,12 @@ func stateColor(state string) string {
 	return ansiDim
 }
 
-func (p *Progress) stepLine(s *liveStep, nw, sw int) string {
+func (m *stepsModel) stepLine(s *liveStep, nw, sw int) string {
 	mark, detail := "·", ""
 	switch s.state {
 	case "running":
 		mark = "›"
-		detail = fmtDuration(p.now().Sub(s.started))
+		detail = fmtDuration(m.now().Sub(s.started))
 		if s.attempt > 1 {
 			detail += fmt.Sprintf(" (attempt %d)", s.attempt)
 		}
@@ -333,35 +399,51 @@ func (p *Progress) stepLine(s *liveStep, nw, sw int) string {
 	return fmt.Sprintf("%s %-*s  %-7s  %-*s  %-16s %s", mark, nw, s.name, s.typ, sw, s.state, detail, Printable(firstLine(s.note)))
 }
 
-// hiddenLine counts the steps a frame of names leaves out, by state.
-func (p *Progress) hiddenLine(names []string) string {
-	shown := make(map[string]bool, len(names))
-	for _, n := range names {
-		shown[n] = true
-	}
+// counts counts the steps by state.
+func (m *stepsModel) counts() map[string]int {
 	counts := map[string]int{}
-	for _, n := range p.order {
-		if !shown[n] {
-			counts[p.steps[n].state]++
-		}
+	for _, s := range m.steps {
+		counts[s.state]++
 	}
+	return counts
+}
+
+// countList says how many steps are in each state, in a fixed order
+// ("3 ok, 1 running, 6 pending").
+func countList(counts map[string]int) string {
 	var parts []string
 	for _, st := range []string{"running", "failed", "interrupted", "ok", "skipped", "pending"} {
 		if counts[st] > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", counts[st], st))
 		}
 	}
-	return fmt.Sprintf("… %s not shown: %s", plural(len(p.order)-len(names), "more step"), strings.Join(parts, ", "))
+	return strings.Join(parts, ", ")
 }
 
-// visible picks the steps a live frame shows, in their order: all of them
-// when the terminal has the rows, else, one line being kept to count the
-// others, the running steps first, then the failed and interrupted ones,
-// then the most recently finished, then the pending ones that come first.
-func (p *Progress) visible() []string {
-	rows := max(p.height-1, 1)
-	if len(p.order) <= rows {
-		return p.order
+// hiddenLine counts the steps a frame of names leaves out, by state.
+func (m *stepsModel) hiddenLine(names []string) string {
+	shown := make(map[string]bool, len(names))
+	for _, n := range names {
+		shown[n] = true
+	}
+	counts := map[string]int{}
+	for _, n := range m.order {
+		if !shown[n] {
+			counts[m.steps[n].state]++
+		}
+	}
+	return fmt.Sprintf("… %s not shown: %s", plural(len(m.order)-len(names), "more step"), countList(counts))
+}
+
+// visible picks the steps a live frame of rows lines shows, in their
+// order: all of them when there are rows enough, else, one line being
+// kept to count the others, the running steps first, then the failed and
+// interrupted ones, then the most recently finished, then the pending ones
+// that come first.
+func (m *stepsModel) visible(rows int) []string {
+	rows = max(rows, 1)
+	if len(m.order) <= rows {
+		return m.order
 	}
 	budget := rows - 1
 	rank := func(s *liveStep) int {
@@ -375,12 +457,12 @@ func (p *Progress) visible() []string {
 		}
 		return 3
 	}
-	idx := make([]int, len(p.order))
+	idx := make([]int, len(m.order))
 	for i := range idx {
 		idx[i] = i
 	}
 	slices.SortStableFunc(idx, func(a, b int) int {
-		sa, sb := p.steps[p.order[a]], p.steps[p.order[b]]
+		sa, sb := m.steps[m.order[a]], m.steps[m.order[b]]
 		if ra, rb := rank(sa), rank(sb); ra != rb {
 			return ra - rb
 		}
@@ -393,7 +475,7 @@ func (p *Progress) visible() []string {
 	slices.Sort(chosen)
 	out := make([]string, len(chosen))
 	for i, k := range chosen {
-		out[i] = p.order[k]
+		out[i] = m.order[k]
 	}
 	return out
 }

@@ -32,6 +32,19 @@ type Options struct {
 	VarPrefix    string                       // default "KHOOK_VAR_" when ""
 	SecretPrefix string                       // default "KHOOK_SECRET_" when ""
 	ReadFile     func(string) ([]byte, error) // nil = os.ReadFile
+	// Fixed are variables khook itself sets (KHOOK_CONTEXT, the context's
+	// name, in a fleet run): they win over every source, and any source
+	// that also sets one is an error.
+	Fixed []Fixed
+}
+
+// Fixed is a variable khook sets itself.
+type Fixed struct {
+	Name, Value string
+	// About says what the value is, for the error of a source that sets
+	// it too ("the name of the cluster's kubeconfig context in a fleet
+	// run").
+	About string
 }
 
 // Source says where a variable's value came from.
@@ -43,6 +56,7 @@ const (
 	SourceVarFile                     // --var-file
 	SourceSecretEnv                   // <SecretPrefix>NAME environment variable
 	SourceVarEnv                      // <VarPrefix>NAME environment variable
+	SourceFixed                       // set by khook itself (Options.Fixed)
 )
 
 func (s Source) String() string {
@@ -55,6 +69,8 @@ func (s Source) String() string {
 		return "secret environment variable"
 	case SourceVarEnv:
 		return "environment variable"
+	case SourceFixed:
+		return "khook"
 	}
 	return fmt.Sprintf("Source(%d)", int(s))
 }
@@ -172,6 +188,10 @@ func Resolve(opts Options, red *redact.Redactor) (*Set, error) {
 		readFile = os.ReadFile
 	}
 	var envErrs, fileErrs, setErrs []error
+	fixed := make(map[string]Fixed, len(opts.Fixed))
+	for _, f := range opts.Fixed {
+		fixed[f.Name] = f
+	}
 
 	// Lowest precedence first; each layer overwrites the ones below it.
 	varEnv := make(map[string]string)
@@ -208,6 +228,10 @@ func Resolve(opts Options, red *redact.Redactor) (*Set, error) {
 			envErrs = append(envErrs, fmt.Errorf("environment variable %s: invalid variable name %q (want %s)", k, name, nameSyntax))
 			continue
 		}
+		if f, ok := fixed[name]; ok {
+			envErrs = append(envErrs, fmt.Errorf("environment variable %s: %s", k, f.taken()))
+			continue
+		}
 		dst[name] = v
 	}
 	for name, v := range varEnv {
@@ -226,6 +250,10 @@ func Resolve(opts Options, red *redact.Redactor) (*Set, error) {
 		fileVals, ferrs := parseVarFile(path, data)
 		fileErrs = append(fileErrs, ferrs...)
 		for _, kv := range fileVals {
+			if f, ok := fixed[kv.name]; ok {
+				fileErrs = append(fileErrs, &FileError{File: path, Line: kv.line, Col: kv.col, Msg: f.taken()})
+				continue
+			}
 			set.vals[kv.name] = Value{Value: kv.value, Source: SourceVarFile}
 		}
 	}
@@ -240,7 +268,14 @@ func Resolve(opts Options, red *redact.Redactor) (*Set, error) {
 			setErrs = append(setErrs, fmt.Errorf("--set %s=...: invalid variable name (want %s)", name, nameSyntax))
 			continue
 		}
+		if f, ok := fixed[name]; ok {
+			setErrs = append(setErrs, fmt.Errorf("--set %s=...: %s", name, f.taken()))
+			continue
+		}
 		set.vals[name] = Value{Value: v, Source: SourceSet}
+	}
+	for _, f := range opts.Fixed {
+		set.vals[f.Name] = Value{Value: f.Value, Source: SourceFixed}
 	}
 	// Report in command-line order: --set, --var-file, then the environment.
 	return set, errors.Join(slices.Concat(setErrs, fileErrs, envErrs)...)
@@ -281,7 +316,15 @@ func checkSecretLength(env, value, plain string) error {
 	return &shortSecretError{env: env, plain: plain}
 }
 
-type nameValue struct{ name, value string }
+// taken is the error of a source that sets a variable khook sets.
+func (f Fixed) taken() string {
+	return fmt.Sprintf("%s is %s, set by khook; it cannot be set", f.Name, f.About)
+}
+
+type nameValue struct {
+	name, value string
+	line, col   int // of the name
+}
 
 // parseVarFile reads a flat NAME: value map. A scalar's text is taken as
 // written (5, true, 0x1F, ~ stay as written; an empty value is ""), which is
@@ -354,7 +397,7 @@ func parseVarFile(path string, data []byte) ([]nameValue, []error) {
 			errAt(v, "%s: want a scalar value (string, number or bool), got %s", k.Value, kindName(val))
 			continue
 		}
-		out = append(out, nameValue{k.Value, val.Value})
+		out = append(out, nameValue{k.Value, val.Value, k.Line, k.Column})
 	}
 	return out, errs
 }

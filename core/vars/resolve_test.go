@@ -355,3 +355,52 @@ func TestVarFileEmptyDocuments(t *testing.T) {
 		t.Fatalf("two.yaml: %v", err)
 	}
 }
+
+// TestFixedVariables: a variable khook sets itself (KHOOK_CONTEXT in a
+// fleet run) has its value, and every source that sets it too is an error,
+// each at once: a var file's at the name's position.
+func TestFixedVariables(t *testing.T) {
+	fixed := []Fixed{{Name: "KHOOK_CONTEXT", Value: "prod-eu", About: "the context's name"}}
+	set, err := Resolve(Options{Fixed: fixed, Set: []string{"A=1"}}, redact.New())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := set.Lookup("KHOOK_CONTEXT"); !ok || v.Value != "prod-eu" || v.Source != SourceFixed || v.Secret {
+		t.Errorf("KHOOK_CONTEXT = %+v, %v", v, ok)
+	}
+	if m := set.Map(); m["KHOOK_CONTEXT"] != "prod-eu" || m["A"] != "1" {
+		t.Errorf("Map() = %v", m)
+	}
+
+	opts := Options{
+		Fixed:    fixed,
+		Set:      []string{"KHOOK_CONTEXT=other"},
+		VarFiles: []string{"vars.yaml"},
+		Environ:  []string{"KHOOK_VAR_KHOOK_CONTEXT=x", "KHOOK_SECRET_KHOOK_CONTEXT=hunter2"},
+		ReadFile: files(map[string]string{"vars.yaml": "B: 2\nKHOOK_CONTEXT: y\n"}),
+	}
+	set, err = Resolve(opts, redact.New())
+	if err == nil {
+		t.Fatal("no error for sources that set KHOOK_CONTEXT")
+	}
+	msg := err.Error()
+	for _, want := range []string{
+		"--set KHOOK_CONTEXT=...: KHOOK_CONTEXT is the context's name, set by khook; it cannot be set",
+		"vars.yaml:2:1: KHOOK_CONTEXT is the context's name",
+		"environment variable KHOOK_VAR_KHOOK_CONTEXT: KHOOK_CONTEXT is",
+		"environment variable KHOOK_SECRET_KHOOK_CONTEXT: KHOOK_CONTEXT is",
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("the error does not say %q:\n%s", want, msg)
+		}
+	}
+	if strings.Contains(msg, "other") || strings.Contains(msg, "hunter2") {
+		t.Errorf("the error holds a value:\n%s", msg)
+	}
+	if v, _ := set.Lookup("KHOOK_CONTEXT"); v.Value != "prod-eu" {
+		t.Errorf("KHOOK_CONTEXT = %q after the errors", v.Value)
+	}
+	if v, _ := set.Lookup("B"); v.Value != "2" {
+		t.Errorf("the rest of the var file is lost: B = %q", v.Value)
+	}
+}

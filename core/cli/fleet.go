@@ -1,0 +1,373 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/sync/errgroup"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+
+	"khook.io/core/kube"
+	"khook.io/core/load"
+	"khook.io/core/render"
+	"khook.io/core/run"
+	"khook.io/core/vars"
+)
+
+// ContextVar is the variable that holds, in a fleet run, the name of the
+// kubeconfig context of the cluster the spec runs on.
+const ContextVar = "KHOOK_CONTEXT"
+
+// defaultFleetParallelism is how many clusters a fleet run runs at once.
+const defaultFleetParallelism = 4
+
+// ContextFlagger is a Connection whose flag for one kubeconfig context is
+// not kubectl's --context (helm's --kube-context).
+type ContextFlagger interface {
+	ContextFlag() string
+}
+
+// contextFlag is the name of the connection's flag for one context.
+func (a *app) contextFlag() string {
+	if c, ok := a.cfg.Connection.(ContextFlagger); ok {
+		return c.ContextFlag()
+	}
+	return "context"
+}
+
+// FleetFlags make a command run on several clusters, a fleet: the
+// kubeconfig contexts --contexts names, each with variables of its own.
+type FleetFlags struct {
+	Contexts []string
+	VarDir   string
+	// Parallelism bounds how many clusters run at once (0: no bound).
+	Parallelism int
+}
+
+// AddFlags registers the fleet flags.
+func (f *FleetFlags) AddFlags(cmd *cobra.Command, a *app) {
+	fs := cmd.Flags()
+	fs.StringSliceVar(&f.Contexts, "contexts", nil, fmt.Sprintf("run on each of these kubeconfig contexts (a fleet): names and glob patterns (*, ?, [...]; * does not match /), comma-separated or repeated, e.g. 'prod-*,staging-eu'; not with --%s", a.contextFlag()))
+	fs.StringVar(&f.VarDir, "var-dir", "", "with --contexts: each context's variables from DIR/<context>.yaml (a flat map, like --var-file, winning over the --var-file files); one must exist for every context")
+	fs.IntVar(&f.Parallelism, "fleet-parallelism", defaultFleetParallelism, "with --contexts: how many clusters run at once (0: no limit)")
+	_ = cmd.MarkFlagDirname("var-dir")
+}
+
+func (f *FleetFlags) enabled() bool { return len(f.Contexts) > 0 }
+
+// check refuses fleet flags without --contexts, and a negative bound.
+func (f *FleetFlags) check() error {
+	switch {
+	case f.Parallelism < 0:
+		return invalid(errors.New("--fleet-parallelism must not be negative"))
+	case f.enabled():
+		return nil
+	case f.VarDir != "":
+		return invalid(errors.New("--var-dir needs --contexts: it holds a variables file per context of a fleet"))
+	case f.Parallelism != defaultFleetParallelism:
+		return invalid(errors.New("--fleet-parallelism needs --contexts"))
+	}
+	return nil
+}
+
+// member is one cluster of a fleet: its context, its connection and the
+// spec as its variables make it.
+type member struct {
+	context string
+	getter  genericclioptions.RESTClientGetter
+	doc     *load.Document
+}
+
+// ContextProblem is what is wrong with the spec, or its variables, for
+// one context of a fleet.
+type ContextProblem struct {
+	Context string
+	Err     error
+}
+
+// FleetInvalidError is a fleet whose spec is invalid for some of its
+// contexts: nothing ran on any cluster. The CLI exits 2 for it.
+type FleetInvalidError struct {
+	Contexts int // in the fleet
+	Problems []ContextProblem
+}
+
+func (e *FleetInvalidError) Error() string {
+	first := e.Problems[0].Err.Error()
+	same := len(e.Problems) == e.Contexts && !slices.ContainsFunc(e.Problems, func(p ContextProblem) bool { return p.Err.Error() != first })
+	if same && e.Contexts > 1 {
+		return fmt.Sprintf("in every context of the fleet (%d), nothing was run: %s", e.Contexts, first)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d of %d contexts of the fleet cannot run the spec, so nothing was run on any:", len(e.Problems), e.Contexts)
+	for _, p := range e.Problems {
+		fmt.Fprintf(&b, "\ncontext %q: %s", p.Context, p.Err)
+	}
+	return b.String()
+}
+
+// Unwrap exposes each context's error.
+func (e *FleetInvalidError) Unwrap() []error {
+	out := make([]error, len(e.Problems))
+	for i, p := range e.Problems {
+		out[i] = p.Err
+	}
+	return out
+}
+
+// loadFleet resolves --contexts against the kubeconfig and loads the spec
+// once per context, with that context's variables: KHOOK_CONTEXT, and with
+// --var-dir its DIR/<context>.yaml after the --var-file files. Nothing
+// contacts a cluster. Every problem of every context is reported at once:
+// a context whose variables file is missing, a spec invalid for some
+// contexts (a variable missing in one only); then nothing runs anywhere.
+func (a *app) loadFleet(ff *FleetFlags, sf *SpecFlags) ([]*member, error) {
+	if a.cfg.Connection == nil {
+		return nil, kube.ErrNoKubeconfig
+	}
+	base := a.cfg.Connection.RESTClientGetter()
+	if c := kube.ContextFlag(base); c != "" {
+		return nil, invalid(fmt.Errorf("--contexts and --%s (%q) both choose the context: pass one", a.contextFlag(), c))
+	}
+	names, files, err := kube.Contexts(base)
+	if err != nil {
+		return nil, err
+	}
+	selected, err := kube.SelectContexts(ff.Contexts, names, files)
+	if err != nil {
+		return nil, err
+	}
+	opts, err := sf.loadOptions(a)
+	if err != nil {
+		return nil, err
+	}
+	// the spec is read once: every cluster runs the same text (standard
+	// input can be read only once anyway)
+	src, err := readSpecOnce(opts)
+	if err != nil {
+		return nil, err
+	}
+	members := make([]*member, len(selected))
+	var problems []ContextProblem
+	for i, name := range selected {
+		getter, err := kube.ForContext(base, name)
+		if err != nil {
+			return nil, err
+		}
+		o := opts
+		o.Stdin = bytes.NewReader(src)
+		o.ReadFile = func(string) ([]byte, error) { return src, nil }
+		o.Vars.VarFiles = slices.Clone(opts.Vars.VarFiles)
+		o.Vars.Fixed = []vars.Fixed{{Name: ContextVar, Value: name, About: "the name of the cluster's kubeconfig context in a fleet run (--contexts)"}}
+		if ff.VarDir != "" {
+			file, err := varDirFile(ff.VarDir, name)
+			if err != nil {
+				problems = append(problems, ContextProblem{Context: name, Err: err})
+				continue
+			}
+			o.Vars.VarFiles = append(o.Vars.VarFiles, file)
+		}
+		doc, err := a.loader.Load(o)
+		var inv *load.InvalidError
+		switch {
+		case errors.As(err, &inv):
+			problems = append(problems, ContextProblem{Context: name, Err: err})
+			continue
+		case err != nil:
+			return nil, err
+		}
+		members[i] = &member{context: name, getter: getter, doc: doc}
+	}
+	if len(problems) > 0 {
+		return nil, &ExitError{Code: ExitInvalid, Err: &FleetInvalidError{Contexts: len(selected), Problems: problems}}
+	}
+	return members, nil
+}
+
+// readSpecOnce reads the spec opts names (standard input for "-").
+func readSpecOnce(opts load.Options) ([]byte, error) {
+	if opts.File == "-" {
+		if opts.Stdin == nil {
+			return nil, errors.New("no standard input to read the spec from")
+		}
+		src, err := io.ReadAll(opts.Stdin)
+		if err != nil {
+			return nil, fmt.Errorf("read spec from stdin: %w", err)
+		}
+		return src, nil
+	}
+	src, err := os.ReadFile(opts.File)
+	if err != nil {
+		return nil, fmt.Errorf("read spec: %w", err)
+	}
+	return src, nil
+}
+
+// varDirFile is context's variables file in dir: dir/<context>.yaml, a
+// "/" in the name making folders (an EKS context
+// arn:aws:eks:...:cluster/prod reads dir/arn:aws:eks:...:cluster/prod.yaml).
+// It must exist, and stay inside dir.
+func varDirFile(dir, context string) (string, error) {
+	rel := filepath.FromSlash(context) + ".yaml"
+	if !filepath.IsLocal(rel) {
+		return "", fmt.Errorf("--var-dir %s: the context's name does not name a file inside the folder", dir)
+	}
+	file := filepath.Join(dir, rel)
+	info, err := os.Stat(file)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return "", fmt.Errorf("no variables for this context: %s does not exist (--var-dir %s holds a file per context of the fleet)", file, dir)
+	case err != nil:
+		return "", fmt.Errorf("--var-dir: %w", err)
+	case info.IsDir():
+		return "", fmt.Errorf("no variables for this context: %s is a folder", file)
+	}
+	return file, nil
+}
+
+// fleetInterrupted is why a cluster whose turn never came did not run.
+const fleetInterrupted = "not run: the fleet run was interrupted before its turn"
+
+// runFleet runs apply or destroy on every cluster of the fleet, at most
+// --fleet-parallelism at once, each with its own connection, state record
+// and variables; a cluster that fails (unreachable, a step failed, its
+// record not writable) fails alone. Ctrl-C cancels every cluster: those
+// running stop their steps cleanly, those not started yet never start.
+func (o *RunOptions) runFleet(ctx context.Context) error {
+	a := o.app
+	members, err := a.loadFleet(&o.flags.Fleet, &o.flags.Spec)
+	if err != nil {
+		return err
+	}
+	doc := members[0].doc
+	order := doc.Graph.Order()
+	if o.command == "destroy" {
+		order = doc.Graph.Reverse()
+	}
+	infos := make([]render.ClusterInfo, len(members))
+	for i, m := range members {
+		infos[i] = render.ClusterInfo{Context: m.context, Steps: stepInfos(m.doc, order)}
+	}
+	popts, w := a.progressOptions(o.command)
+	progress := render.NewFleetProgress(w, infos, popts)
+	start := time.Now()
+	runs := make([]render.ClusterRun, len(members))
+	var g errgroup.Group
+	if p := o.flags.Fleet.Parallelism; p > 0 {
+		g.SetLimit(p)
+	}
+	for i, m := range members {
+		g.Go(func() error {
+			runs[i] = o.runMember(ctx, m, progress.Cluster(i), infos[i].Steps)
+			return nil // a cluster's error is its result
+		})
+	}
+	_ = g.Wait()
+	progress.Close()
+	elapsed := time.Since(start)
+	name := doc.Spec.Metadata.Name
+	switch o.flags.Output.value {
+	case "json":
+		err = render.JSON(a.out, render.NewFleetReport(name, o.command, runs, elapsed))
+	case "junit":
+		err = render.JUnit(a.out, name, o.command, runs, elapsed, a.red)
+	default:
+		err = render.FleetSummary(a.out, name, o.command, runs, elapsed)
+	}
+	if err != nil {
+		return err
+	}
+	if render.FleetStatus(runs) != run.RunOK {
+		return &ExitError{Code: ExitFailed, Silent: true}
+	}
+	return nil
+}
+
+// runMember runs the command on one cluster of the fleet.
+func (o *RunOptions) runMember(ctx context.Context, m *member, cp *render.ClusterProgress, steps []render.StepInfo) render.ClusterRun {
+	a := o.app
+	cr := render.ClusterRun{Context: m.context, Started: time.Now()}
+	// fail ends the cluster's run before its steps ran
+	fail := func(err error) render.ClusterRun {
+		cr.Status, cr.Err = run.RunFailed, a.red.String(err.Error())
+		if ctx.Err() != nil {
+			cr.Status = run.RunInterrupted
+		}
+		cr.Result = render.NotRun(steps, "not run: "+firstLine(cr.Err))
+		cr.Duration = time.Since(cr.Started)
+		cp.Finished(cr.Status, cr.Err)
+		return cr
+	}
+	if ctx.Err() != nil {
+		return fail(errors.New(fleetInterrupted))
+	}
+	cp.Connecting()
+	s, err := a.newSession(ctx, m.doc, m.getter, &linePrefixer{w: a.errOut, prefix: m.context + ": "})
+	if err != nil {
+		return fail(err)
+	}
+	pctx, cancel := s.preflight(ctx)
+	defer cancel()
+	ex, err := s.prepare(pctx, o.command)
+	if err != nil {
+		return fail(err)
+	}
+	if err := s.start(pctx, ex, cp); err != nil {
+		return fail(err)
+	}
+	res, stateErr := s.runSteps(ctx, ex, o.flags.Parallelism)
+	cr.Result, cr.Status, cr.Duration = res, res.Status, time.Since(cr.Started)
+	if stateErr != nil {
+		cr.Err = a.red.String(stateErr.Error())
+		if cr.Status == run.RunOK {
+			cr.Status = run.RunFailed
+		}
+	}
+	cp.Finished(cr.Status, cr.Err)
+	return cr
+}
+
+func firstLine(s string) string {
+	first, _, _ := strings.Cut(s, "\n")
+	return first
+}
+
+// linePrefixer writes each line with a prefix (a cluster's API warnings
+// say which cluster they come from).
+type linePrefixer struct {
+	mu      sync.Mutex
+	w       io.Writer
+	prefix  string
+	midLine bool
+}
+
+func (p *linePrefixer) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := len(b)
+	var out bytes.Buffer
+	for len(b) > 0 {
+		if !p.midLine {
+			out.WriteString(p.prefix)
+		}
+		line, rest, found := bytes.Cut(b, []byte("\n"))
+		out.Write(line)
+		if found {
+			out.WriteByte('\n')
+		}
+		p.midLine = !found
+		b = rest
+	}
+	_, err := p.w.Write(out.Bytes())
+	return n, err
+}

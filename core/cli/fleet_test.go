@@ -1,0 +1,252 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+)
+
+// flagsConnection is kubectl's connection flags, for tests.
+type flagsConnection struct {
+	flags *genericclioptions.ConfigFlags
+}
+
+func (c flagsConnection) AddFlags(fs *pflag.FlagSet) { c.flags.AddFlags(fs) }
+func (c flagsConnection) RESTClientGetter() genericclioptions.RESTClientGetter {
+	return c.flags
+}
+
+// helmLike names its context flag as helm does.
+type helmLike struct{ flagsConnection }
+
+func (helmLike) ContextFlag() string { return "kube-context" }
+
+const fleetKubeconfig = `apiVersion: v1
+kind: Config
+clusters:
+- name: a
+  cluster: {server: "https://127.0.0.1:1"}
+contexts:
+- name: prod-eu
+  context: {cluster: a, user: u}
+- name: prod-us
+  context: {cluster: a, user: u}
+- name: staging
+  context: {cluster: a, user: u}
+current-context: staging
+users:
+- name: u
+  user: {token: t0ken-value}
+`
+
+const fleetSpec = `apiVersion: khook.io/v1
+kind: Khook
+metadata: {name: fleet}
+steps:
+  - name: cm
+    apply:
+      manifests:
+        - inline: |
+            apiVersion: v1
+            kind: ConfigMap
+            metadata: {name: "region-${REGION}"}
+            data: {context: "${KHOOK_CONTEXT}", token: "${TOKEN}"}
+  - name: eu-only
+    needs: [cm]
+    when: vars.KHOOK_CONTEXT.endsWith("-eu")
+    wait: {for: condition=Ready, on: pods}
+`
+
+// fleetDir writes a kubeconfig, the spec and a var dir with files for the
+// contexts given (REGION: the value).
+func fleetDir(t *testing.T, regions map[string]string) (kubeconfig, spec, varDir string) {
+	t.Helper()
+	dir := t.TempDir()
+	kubeconfig, spec, varDir = filepath.Join(dir, "kubeconfig"), filepath.Join(dir, "spec.yaml"), filepath.Join(dir, "vars")
+	for p, body := range map[string]string{kubeconfig: fleetKubeconfig, spec: fleetSpec} {
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.MkdirAll(varDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for ctx, region := range regions {
+		if err := os.WriteFile(filepath.Join(varDir, ctx+".yaml"), []byte("REGION: "+region+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return kubeconfig, spec, varDir
+}
+
+func runFleetCLI(t *testing.T, conn Connection, env []string, args ...string) (string, string, int) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := Execute(context.Background(), Config{
+		Name: "kubectl khook", Connection: conn, In: strings.NewReader(""), Out: &out, ErrOut: &errOut,
+		Environ: append([]string{"PATH=/usr/bin"}, env...),
+	}, args)
+	return out.String(), errOut.String(), code
+}
+
+func kubeconfigConnection(kubeconfig string) flagsConnection {
+	f := genericclioptions.NewConfigFlags(true)
+	f.KubeConfig = &kubeconfig
+	return flagsConnection{flags: f}
+}
+
+// TestFleetPlanOffline: each context gets its own variables (KHOOK_CONTEXT,
+// its --var-dir file winning over --var-file), so its own plan, with
+// secrets masked.
+func TestFleetPlanOffline(t *testing.T) {
+	kc, spec, varDir := fleetDir(t, map[string]string{"prod-eu": "eu-west-1", "prod-us": "us-east-1"})
+	shared := filepath.Join(filepath.Dir(spec), "shared.yaml")
+	if err := os.WriteFile(shared, []byte("REGION: shared\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"KHOOK_SECRET_TOKEN=planted-secret-123"}
+	out, errOut, code := runFleetCLI(t, kubeconfigConnection(kc), env, "plan", "-f", spec, "--offline", "--contexts", "prod-*", "--var-dir", varDir, "--var-file", shared, "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var fp struct {
+		Clusters []struct {
+			Context string
+			Plan    struct {
+				Steps []struct{ Name, Action, Summary string }
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &fp); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if len(fp.Clusters) != 2 || fp.Clusters[0].Context != "prod-eu" || fp.Clusters[1].Context != "prod-us" {
+		t.Fatalf("clusters: %+v", fp.Clusters)
+	}
+	if a := fp.Clusters[0].Plan.Steps[1].Action; a != "run" {
+		t.Errorf("prod-eu runs eu-only: %s", a)
+	}
+	if a := fp.Clusters[1].Plan.Steps[1].Action; a != "skip" {
+		t.Errorf("prod-us skips eu-only: %s", a)
+	}
+	if strings.Contains(out, "planted-secret-123") {
+		t.Errorf("the secret leaked:\n%s", out)
+	}
+
+	out, errOut, code = runFleetCLI(t, kubeconfigConnection(kc), env, "plan", "-f", spec, "--offline", "--contexts", "prod-us,prod-eu", "--var-dir", varDir)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	us, eu := strings.Index(out, "==> context prod-us <=="), strings.Index(out, "==> context prod-eu <==")
+	if us < 0 || eu < us {
+		t.Errorf("sections in the order of --contexts:\n%s", out)
+	}
+}
+
+// TestFleetRefusesBadInputBeforeAnyCluster: what keeps a fleet from
+// running is found before anything touches a cluster, every problem of
+// every context at once (the kubeconfig's server is unreachable: a check
+// of it would say so, and it never does).
+func TestFleetRefusesBadInputBeforeAnyCluster(t *testing.T) {
+	kc, spec, varDir := fleetDir(t, map[string]string{"prod-eu": "eu-west-1", "prod-us": "us-east-1"})
+	if err := os.WriteFile(filepath.Join(varDir, "staging.yaml"), []byte("OTHER: x\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	broken := filepath.Join(filepath.Dir(spec), "broken.yaml")
+	if err := os.WriteFile(broken, []byte(strings.Replace(fleetSpec, "metadata: {name: fleet}", "metadata: {name: fleet}\nbogus: 1", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	conn := kubeconfigConnection(kc)
+	ctxFlag := "staging"
+	withContext := kubeconfigConnection(kc)
+	withContext.flags.Context = &ctxFlag
+	for _, tc := range []struct {
+		name string
+		conn Connection
+		args []string
+		env  []string
+		code int
+		has  []string
+		not  []string
+	}{
+		{"a variable missing in one context only", conn, []string{"apply", "-f", spec, "--contexts", "*", "--var-dir", varDir}, nil, ExitInvalid,
+			[]string{"1 of 3 contexts of the fleet cannot run the spec, so nothing was run on any", `context "staging": invalid spec: 1 problem`, "variable REGION is not set"},
+			[]string{`context "prod-eu"`, "cannot reach"}},
+		{"a missing variables file", conn, []string{"destroy", "-f", spec, "--contexts", "prod-eu,prod-us", "--var-dir", filepath.Join(varDir, "none")}, nil, ExitInvalid,
+			[]string{"2 of 2 contexts", `context "prod-eu": no variables for this context: ` + filepath.Join(varDir, "none", "prod-eu.yaml") + " does not exist", `context "prod-us": no variables`}, nil},
+		{"the same problem everywhere, once", conn, []string{"diff", "-f", broken, "--contexts", "prod-*", "--var-dir", varDir}, nil, ExitInvalid,
+			[]string{"in every context of the fleet (2), nothing was run", `unknown field "bogus"`}, []string{`context "prod-eu"`}},
+		{"a source setting KHOOK_CONTEXT", conn, []string{"apply", "-f", spec, "--contexts", "prod-eu", "--set", "KHOOK_CONTEXT=x", "--set", "REGION=r"}, nil, ExitInvalid,
+			[]string{"KHOOK_CONTEXT is the name of the cluster's kubeconfig context in a fleet run (--contexts), set by khook; it cannot be set"}, nil},
+		{"an unknown context and a pattern matching nothing", conn, []string{"apply", "-f", spec, "--contexts", "prod-eu,prod-asia,dev-*"}, nil, ExitFailed,
+			[]string{`context "prod-asia" is not in the kubeconfig`, `pattern "dev-*" matches no context`, "its contexts: prod-eu, prod-us, staging"}, nil},
+		{"--contexts with --context", withContext, []string{"status", "-f", spec, "--contexts", "prod-eu"}, nil, ExitInvalid,
+			[]string{`--contexts and --context ("staging") both choose the context: pass one`}, nil},
+		{"--contexts with helm's --kube-context", helmLike{withContext}, []string{"plan", "-f", spec, "--contexts", "prod-eu"}, nil, ExitInvalid,
+			[]string{`--contexts and --kube-context ("staging")`}, nil},
+		{"--var-dir without --contexts", conn, []string{"apply", "-f", spec, "--var-dir", varDir}, nil, ExitInvalid, []string{"--var-dir needs --contexts"}, nil},
+		{"--fleet-parallelism without --contexts", conn, []string{"plan", "-f", spec, "--fleet-parallelism", "2"}, nil, ExitInvalid, []string{"--fleet-parallelism needs --contexts"}, nil},
+		{"a negative --fleet-parallelism", conn, []string{"apply", "-f", spec, "--contexts", "*", "--fleet-parallelism", "-1"}, nil, ExitInvalid, []string{"must not be negative"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, errOut, code := runFleetCLI(t, tc.conn, append([]string{"KHOOK_SECRET_TOKEN=planted-secret-123"}, tc.env...), tc.args...)
+			if code != tc.code {
+				t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, tc.code, out, errOut)
+			}
+			for _, s := range tc.has {
+				if !strings.Contains(errOut, s) {
+					t.Errorf("stderr lacks %q:\n%s", s, errOut)
+				}
+			}
+			for _, s := range append(tc.not, "planted-secret-123") {
+				if strings.Contains(out+errOut, s) {
+					t.Errorf("output holds %q:\n%s%s", s, out, errOut)
+				}
+			}
+		})
+	}
+}
+
+func TestVarDirFile(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "arn:aws:eks:eu-west-1:1:cluster"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	eks := filepath.Join(dir, "arn:aws:eks:eu-west-1:1:cluster", "prod.yaml")
+	if err := os.WriteFile(eks, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := varDirFile(dir, "arn:aws:eks:eu-west-1:1:cluster/prod"); err != nil || f != eks {
+		t.Errorf("an EKS context: %q, %v", f, err)
+	}
+	if _, err := varDirFile(dir, "../outside"); err == nil || !strings.Contains(err.Error(), "inside the folder") {
+		t.Errorf("a context naming a file outside: %v", err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "folder.yaml"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := varDirFile(dir, "folder"); err == nil || !strings.Contains(err.Error(), "is a folder") {
+		t.Errorf("a folder: %v", err)
+	}
+}
+
+func TestLinePrefixer(t *testing.T) {
+	var b bytes.Buffer
+	p := &linePrefixer{w: &b, prefix: "prod-eu: "}
+	for _, s := range []string{"Warning: a\nWarn", "ing: b\n", "Warning: c\nWarning: d\n"} {
+		if n, err := p.Write([]byte(s)); n != len(s) || err != nil {
+			t.Fatalf("Write = %d, %v", n, err)
+		}
+	}
+	want := "prod-eu: Warning: a\nprod-eu: Warning: b\nprod-eu: Warning: c\nprod-eu: Warning: d\n"
+	if b.String() != want {
+		t.Errorf("got %q, want %q", b.String(), want)
+	}
+}

@@ -1,0 +1,6 @@
+//go:build !cgo
+
+package junitxsd
+
+// Validate returns ErrUnavailable: this build has no cgo.
+func Validate([]byte) error { return ErrUnavailable }

@@ -1,0 +1,184 @@
+package render
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"khook.io/core/run"
+)
+
+// ClusterRun is how one cluster of a fleet run ended.
+type ClusterRun struct {
+	// Context is the cluster's kubeconfig context.
+	Context string
+	// Status is ok, failed or interrupted.
+	Status string
+	// Err is the cluster's own error, not a step's: it could not be
+	// reached, its state record could not be read or written, or it never
+	// started (interrupted first).
+	Err string
+	// Result is its steps' run; nil when they never ran.
+	Result   *run.Result
+	Started  time.Time
+	Duration time.Duration
+}
+
+// counts counts the cluster's steps by status.
+func (c ClusterRun) counts() run.Counts {
+	if c.Result == nil {
+		return run.Counts{}
+	}
+	return c.Result.Counts()
+}
+
+// FirstError is what went wrong first on the cluster: its own error, else
+// the step that failed first ("step: error"), else the step that was
+// interrupted first; "" for a cluster that succeeded.
+func (c ClusterRun) FirstError() string {
+	if c.Err != "" {
+		return c.Err
+	}
+	if c.Result == nil {
+		return ""
+	}
+	for _, status := range []string{run.StatusFailed, run.StatusInterrupted} {
+		var first *run.StepResult
+		for i := range c.Result.Steps {
+			s := &c.Result.Steps[i]
+			if s.Status == status && (first == nil || s.Finished.Before(first.Finished)) {
+				first = s
+			}
+		}
+		if first != nil {
+			return first.Name + ": " + first.Error
+		}
+	}
+	return ""
+}
+
+// FleetStatus is the status of a fleet run: interrupted when a cluster
+// was, else failed when a cluster failed, else ok.
+func FleetStatus(runs []ClusterRun) string {
+	status := run.RunOK
+	for _, c := range runs {
+		switch c.Status {
+		case run.RunInterrupted:
+			return run.RunInterrupted
+		case run.RunFailed:
+			status = run.RunFailed
+		}
+	}
+	return status
+}
+
+// FleetReport is the JSON form of a fleet run (apply --contexts -o json).
+type FleetReport struct {
+	Name       string          `json:"name"`
+	Command    string          `json:"command"`
+	Status     string          `json:"status"`
+	DurationMs int64           `json:"durationMs"`
+	Clusters   []ClusterReport `json:"clusters"`
+}
+
+// ClusterReport is one cluster of a FleetReport.
+type ClusterReport struct {
+	Context     string `json:"context"`
+	Status      string `json:"status"`
+	DurationMs  int64  `json:"durationMs"`
+	OK          int    `json:"ok"`
+	Failed      int    `json:"failed"`
+	Interrupted int    `json:"interrupted"`
+	Skipped     int    `json:"skipped"`
+	// Error is the cluster's first error (see ClusterRun.FirstError).
+	Error string       `json:"error"`
+	Steps []StepReport `json:"steps"`
+}
+
+// NewFleetReport builds the JSON form of a fleet run.
+func NewFleetReport(name, command string, runs []ClusterRun, d time.Duration) FleetReport {
+	r := FleetReport{Name: name, Command: command, Status: FleetStatus(runs), DurationMs: d.Milliseconds(), Clusters: make([]ClusterReport, len(runs))}
+	for i, c := range runs {
+		n := c.counts()
+		cr := ClusterReport{Context: c.Context, Status: c.Status, DurationMs: c.Duration.Milliseconds(),
+			OK: n.OK, Failed: n.Failed, Interrupted: n.Interrupted, Skipped: n.Skipped, Error: c.FirstError(), Steps: []StepReport{}}
+		if c.Result != nil {
+			cr.Steps = Report(name, command, c.Result).Steps
+		}
+		r.Clusters[i] = cr
+	}
+	return r
+}
+
+// FleetSummary writes the final table of a fleet run, a line per cluster
+// (its status, step counts, duration and first error), one closing line,
+// and below it the full error of every failed step the table does not
+// show whole.
+func FleetSummary(w io.Writer, name, command string, runs []ClusterRun, d time.Duration) error {
+	interrupted := slices.ContainsFunc(runs, func(c ClusterRun) bool { return c.counts().Interrupted > 0 })
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	head := "CONTEXT\tSTATUS\tOK\tFAILED\tSKIPPED\t"
+	if interrupted {
+		head += "INTERRUPTED\t"
+	}
+	fmt.Fprintln(tw, head+"DURATION\tFIRST ERROR")
+	for _, c := range runs {
+		n := c.counts()
+		row := fmt.Sprintf("%s\t%s\t%d\t%d\t%d\t", c.Context, c.Status, n.OK, n.Failed, n.Skipped)
+		if interrupted {
+			row += fmt.Sprintf("%d\t", n.Interrupted)
+		}
+		first := firstLine(c.FirstError())
+		if first == "" {
+			first = "-"
+		}
+		fmt.Fprintf(tw, "%s%s\t%s\n", row, fmtDuration(c.Duration), first)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	byStatus := map[string][]string{}
+	for _, c := range runs {
+		byStatus[c.Status] = append(byStatus[c.Status], c.Context)
+	}
+	var parts []string
+	for _, st := range []string{run.RunOK, run.RunFailed, run.RunInterrupted} {
+		names := byStatus[st]
+		switch {
+		case len(names) == 0 && st == run.RunInterrupted:
+		case st == run.RunOK || len(names) == 0:
+			parts = append(parts, fmt.Sprintf("%d %s", len(names), st))
+		default:
+			parts = append(parts, fmt.Sprintf("%d %s (%s)", len(names), st, strings.Join(names, ", ")))
+		}
+	}
+	verdict := "succeeded"
+	switch FleetStatus(runs) {
+	case run.RunFailed:
+		verdict = "failed"
+	case run.RunInterrupted:
+		verdict = "was interrupted"
+	}
+	if _, err := fmt.Fprintf(w, "\n%s %s on %s %s in %s: %s.\n", command, name, plural(len(runs), "cluster"), verdict, fmtDuration(d), strings.Join(parts, ", ")); err != nil {
+		return err
+	}
+	for _, c := range runs {
+		if c.Result == nil {
+			if strings.Contains(c.Err, "\n") {
+				fmt.Fprintf(w, "\n%s:\n%s\n", c.Context, c.Err)
+			}
+			continue
+		}
+		first := c.FirstError()
+		for _, s := range c.Result.Steps {
+			if s.Status != run.StatusFailed || (first == s.Name+": "+s.Error && !strings.Contains(s.Error, "\n")) {
+				continue
+			}
+			fmt.Fprintf(w, "\n%s: %s failed:\n%s\n", c.Context, s.Name, s.Error)
+		}
+	}
+	return nil
+}
