@@ -36,4 +36,4 @@ cluster-status: testcluster-tool ## show the test cluster of cluster-up
 .PHONY: test-integration
 test-integration: testbin ## integration tests (-tags integration) against one fresh test cluster, always stopped afterwards
 	@GO=$(GO) $(ROOT)/hack/with-cluster.sh \
-		env KHOOK_BIN=$(BIN) $(GO) test -race -count=1 -tags integration -p 2 -timeout 40m $(INTEGRATION_PKGS)
+		env KHOOK_BIN=$(BIN) $(GO) test -race -count=1 -tags 'integration $(TESTTAGS)' -p 2 -timeout 40m $(INTEGRATION_PKGS)

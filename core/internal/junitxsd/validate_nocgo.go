@@ -1,4 +1,4 @@
-//go:build !cgo
+//go:build !cgo || !libxml2
 
 package junitxsd
 
