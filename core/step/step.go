@@ -7,6 +7,7 @@ package step
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"sort"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"khook.io/core/kube"
+	"khook.io/core/objects"
 	"khook.io/core/redact"
 	"khook.io/core/spec"
 )
@@ -33,29 +35,80 @@ type Request struct {
 	// namespace to its default (kubectl's -n, helm's --namespace).
 	DefaultNamespace string
 	Kube             *kube.Clients
+	// FieldManager is the field manager of every write the step makes;
+	// empty means objects.DefaultFieldManager ("khook").
+	FieldManager string
 	// HTTP fetches url: sources (manifests, values).
 	HTTP *http.Client
-	// Redactor masks secrets; executors pass text that may hold secrets
-	// (a pod's log, a rendered manifest in an error) through it.
+	// Redactor masks secrets. An executor masks what it returns once, at
+	// its exit (Done, Predicted, Diffed); progress goes through Logf,
+	// which masks it.
 	Redactor *redact.Redactor
 	// Log reports progress ("waiting for 2 pods"). Safe for concurrent use.
 	Log func(format string, args ...any)
 }
 
-// Logf reports progress; a request without a Log drops it.
+// Logf reports progress with every secret masked (object names and a
+// waiter's current values come from manifests); a request without a Log
+// drops it.
 func (r *Request) Logf(format string, args ...any) {
 	if r.Log != nil {
-		r.Log(format, args...)
+		r.Log("%s", r.Redactor.String(fmt.Sprintf(format, args...)))
 	}
 }
 
+// Progress is Logf of one line, for the callbacks of the waiter and the
+// object manager.
+func (r *Request) Progress(line string) { r.Logf("%s", line) }
+
+// Objects returns the object manager of this request: its clients, field
+// manager and redactor. One manager serves one attempt (it remembers the
+// kinds the cluster does not serve).
+func (r *Request) Objects() *objects.Manager {
+	return objects.New(r.Kube, objects.Options{FieldManager: r.FieldManager, Redactor: r.Redactor})
+}
+
 // Redact returns err with every secret masked in its message (still
-// unwrappable); nil stays nil.
+// unwrappable); nil stays nil. An interruption's note is masked too.
 func (r *Request) Redact(err error) error {
 	if err == nil {
 		return nil
 	}
+	var ie *interruptedError
+	if errors.As(err, &ie) && err == error(ie) {
+		return &interruptedError{note: r.Redactor.String(ie.note), err: r.Redactor.Error(ie.err)}
+	}
 	return r.Redactor.Error(err)
+}
+
+// Done is what an executor's Run or Destroy returns: out and err with
+// every secret masked, the one redaction of a step's outcome (an error
+// and a message may quote a manifest, a server's answer or a pod's log).
+func (r *Request) Done(out Outcome, err error) (Outcome, error) {
+	out.Message, out.SkipReason = r.Redactor.String(out.Message), r.Redactor.String(out.SkipReason)
+	return out, r.Redact(err)
+}
+
+// Predicted is what an executor's Plan returns: p or err with every
+// secret masked.
+func (r *Request) Predicted(p Prediction, err error) (Prediction, error) {
+	if err != nil {
+		return Prediction{}, r.Redact(err)
+	}
+	return p.Redacted(r.Redactor), nil
+}
+
+// Diffed is what an executor's Diff returns: d or err with every secret
+// masked, an *UnavailableError's reason included.
+func (r *Request) Diffed(d Diff, err error) (Diff, error) {
+	var un *UnavailableError
+	switch {
+	case errors.As(err, &un):
+		return Diff{}, &UnavailableError{Reason: r.Redactor.String(un.Reason)}
+	case err != nil:
+		return Diff{}, r.Redact(err)
+	}
+	return d.Redacted(r.Redactor), nil
 }
 
 // WithCause is an error whose message is msg (which already says what
@@ -115,10 +168,25 @@ type Executor interface {
 	Run(ctx context.Context, req *Request) (Outcome, error)
 }
 
+// Actions a live plan predicts (Prediction.Action), in one place: the
+// steps and the plan share them.
+const (
+	ActionCreate    = "create"
+	ActionConfigure = "configure"
+	ActionDelete    = "delete"
+	ActionNoOp      = "no-op"
+	ActionPatch     = "patch"
+	ActionRestart   = "restart"
+	ActionRun       = "run"
+	ActionSkip      = "skip"
+	ActionUnknown   = "unknown"
+	ActionWait      = "wait"
+)
+
 // Prediction is what a live plan expects a step to do.
 type Prediction struct {
-	// Action: create, configure, skip, delete, no-op, wait, run, install,
-	// upgrade, or unknown (with Reason).
+	// Action: one of the Action constants, or what another engine names
+	// (helm's install, upgrade); unknown comes with a Reason.
 	Action  string
 	Reason  string
 	Details []string

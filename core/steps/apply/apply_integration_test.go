@@ -23,6 +23,7 @@ import (
 
 	"khook.io/core/internal/steptest"
 	"khook.io/core/internal/testcluster"
+	"khook.io/core/objects"
 	"khook.io/core/redact"
 	"khook.io/core/spec"
 	"khook.io/core/step"
@@ -244,7 +245,7 @@ func TestApplyServerSide(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := runErr(t, e.request(stepYAML("ssa", fields, inline(configMap("owned", map[string]string{"mine": "2", "shared": "khook"})))))
-	var ce *apply.ConflictError
+	var ce *objects.ConflictError
 	if !errors.As(err, &ce) {
 		t.Fatalf("error %v (%T), want a ConflictError", err, errors.Unwrap(err))
 	}

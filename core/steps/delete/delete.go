@@ -36,6 +36,7 @@ import (
 
 	"khook.io/core/kube"
 	"khook.io/core/manifest"
+	"khook.io/core/objects"
 	"khook.io/core/spec"
 	"khook.io/core/step"
 	"khook.io/core/waiter"
@@ -85,10 +86,7 @@ func (e *Executor) Run(ctx context.Context, req *step.Request) (step.Outcome, er
 	if d == nil {
 		return step.Outcome{}, errors.New("not a delete step")
 	}
-	out, err := e.run(ctx, req, d)
-	out.Message = req.Redactor.String(out.Message)
-	out.SkipReason = req.Redactor.String(out.SkipReason)
-	return out, req.Redactor.Error(err)
+	return req.Done(e.run(ctx, req, d))
 }
 
 func (e *Executor) run(ctx context.Context, req *step.Request, d *spec.Delete) (step.Outcome, error) {
@@ -98,9 +96,10 @@ func (e *Executor) run(ctx context.Context, req *step.Request, d *spec.Delete) (
 		if err != nil {
 			return step.Outcome{}, err
 		}
-		sum, err := DeleteObjects(ctx, req, objs, ObjectsOptions{
+		sum, err := req.Objects().DeleteAll(ctx, objs, objects.DeleteOptions{
 			Namespace:      req.Namespace(d.Namespace),
 			IgnoreNotFound: d.IgnoresNotFound(),
+			Progress:       req.Progress,
 		})
 		if err != nil {
 			return step.Outcome{}, err
@@ -214,20 +213,22 @@ func (e *Executor) byResource(ctx context.Context, req *step.Request, d *spec.De
 		}
 		return step.Outcome{Message: "nothing to delete: " + s.String() + " " + absentPhrase(s)}, nil
 	}
+	m := req.Objects()
 	var targets []waiter.Target
 	var deleted []string
 	for _, o := range objs {
-		t, err := deleteLive(ctx, req.Kube, s.mapping, o)
+		ref := objects.RefFor(s.mapping, o.GetNamespace(), o.GetName()).String()
+		t, err := m.Delete(ctx, s.mapping, o)
 		if apierrors.IsNotFound(err) {
 			continue // gone meanwhile
 		}
 		if err != nil {
-			return step.Outcome{}, fmt.Errorf("%s delete failed: %w", Describe(s.mapping, o.GetNamespace(), o.GetName()), err)
+			return step.Outcome{}, fmt.Errorf("%s delete failed: %w", ref, err)
 		}
 		targets = append(targets, t)
-		deleted = append(deleted, Describe(s.mapping, o.GetNamespace(), o.GetName()))
+		deleted = append(deleted, ref)
 	}
-	if err := waitGone(ctx, req, targets); err != nil {
+	if err := m.WaitGone(ctx, targets, req.Progress); err != nil {
 		return step.Outcome{}, err
 	}
 	if len(deleted) == 1 {
@@ -260,11 +261,7 @@ func (e *Executor) Plan(ctx context.Context, req *step.Request) (step.Prediction
 	if d == nil {
 		return step.Prediction{}, errors.New("not a delete step")
 	}
-	p, err := e.plan(ctx, req, d)
-	if err != nil {
-		return step.Prediction{}, req.Redactor.Error(err)
-	}
-	return p.Redacted(req.Redactor), nil
+	return req.Predicted(e.plan(ctx, req, d))
 }
 
 func (e *Executor) plan(ctx context.Context, req *step.Request, d *spec.Delete) (step.Prediction, error) {
@@ -274,13 +271,13 @@ func (e *Executor) plan(ctx context.Context, req *step.Request, d *spec.Delete) 
 		if err != nil {
 			return step.Prediction{}, err
 		}
-		existing, absent, err := ExistingObjects(ctx, req.Kube, objs, req.Namespace(d.Namespace))
+		existing, absent, err := req.Objects().Existing(ctx, objs, req.Namespace(d.Namespace))
 		if err != nil {
 			return step.Prediction{}, err
 		}
-		p := step.Prediction{Action: "no-op", Reason: "none of the objects exists"}
+		p := step.Prediction{Action: step.ActionNoOp, Reason: "none of the objects exists"}
 		if len(existing) > 0 {
-			p = step.Prediction{Action: "delete"}
+			p = step.Prediction{Action: step.ActionDelete}
 		}
 		for _, x := range existing {
 			p.Details = append(p.Details, "delete "+x)
@@ -302,31 +299,31 @@ func (e *Executor) plan(ctx context.Context, req *step.Request, d *spec.Delete) 
 			return step.Prediction{}, fmt.Errorf("%s: %w", s, err)
 		}
 		if len(objs) == 0 {
-			p := step.Prediction{Action: "no-op", Reason: s.String() + " " + absentPhrase(s)}
+			p := step.Prediction{Action: step.ActionNoOp, Reason: s.String() + " " + absentPhrase(s)}
 			if !d.IgnoresNotFound() {
 				p.Reason += ": the step will fail (ignoreNotFound: false)"
 			}
 			return p, nil
 		}
-		p := step.Prediction{Action: "delete"}
+		p := step.Prediction{Action: step.ActionDelete}
 		for _, o := range objs {
-			p.Details = append(p.Details, "delete "+Describe(s.mapping, o.GetNamespace(), o.GetName()))
+			p.Details = append(p.Details, "delete "+objects.RefFor(s.mapping, o.GetNamespace(), o.GetName()).String())
 		}
 		return p, nil
 	case spec.DeleteByRelease:
 		ns := req.Namespace(d.Namespace)
 		rc, ok := e.releases.(ReleaseChecker)
 		if !ok {
-			return step.Prediction{Action: "unknown", Reason: "cannot check Helm releases: the helm engine offers no release lookup"}, nil
+			return step.Prediction{Action: step.ActionUnknown, Reason: "cannot check Helm releases: the helm engine offers no release lookup"}, nil
 		}
 		exists, err := rc.ReleaseExists(ctx, req, d.Release, ns)
 		if err != nil {
 			return step.Prediction{}, err
 		}
 		if !exists {
-			return step.Prediction{Action: "no-op", Reason: fmt.Sprintf("release %s not found in namespace %s", d.Release, ns)}, nil
+			return step.Prediction{Action: step.ActionNoOp, Reason: fmt.Sprintf("release %s not found in namespace %s", d.Release, ns)}, nil
 		}
-		return step.Prediction{Action: "delete", Details: []string{fmt.Sprintf("uninstall release %s in namespace %s", d.Release, ns)}}, nil
+		return step.Prediction{Action: step.ActionDelete, Details: []string{fmt.Sprintf("uninstall release %s in namespace %s", d.Release, ns)}}, nil
 	}
 	return step.Prediction{}, errors.New("delete needs one of manifests, resource or release")
 }

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"khook.io/core/objects"
 	"khook.io/core/redact"
 	"khook.io/core/spec"
 	"khook.io/core/step"
@@ -86,23 +87,6 @@ func TestReleasePlan(t *testing.T) {
 	}
 }
 
-func TestSummaryMessage(t *testing.T) {
-	for _, tc := range []struct {
-		s    Summary
-		want string
-	}{
-		{Summary{}, "nothing to delete"},
-		{Summary{Absent: []string{"a", "b"}}, "nothing to delete: 2 objects already gone"},
-		{Summary{Deleted: []string{"a"}}, "deleted 1 object"},
-		{Summary{Deleted: []string{"a", "b"}, Absent: []string{"c"}, Kept: []string{"namespace x"}}, "deleted 2 objects (1 already gone); left namespace x in place"},
-		{Summary{Deleted: []string{"a"}, Unnamed: []string{"Pod/gen-*"}}, "deleted 1 object; left Pod/gen-* alone (generateName: cannot be found again)"},
-	} {
-		if got := tc.s.Message(); got != tc.want {
-			t.Errorf("got %q, want %q", got, tc.want)
-		}
-	}
-}
-
 func TestSelectionString(t *testing.T) {
 	ns := &meta.RESTMapping{Resource: schema.GroupVersionResource{Version: "v1", Resource: "pods"}, GroupVersionKind: schema.GroupVersionKind{Version: "v1", Kind: "Pod"}, Scope: meta.RESTScopeNamespace}
 	for _, tc := range []struct {
@@ -116,7 +100,7 @@ func TestSelectionString(t *testing.T) {
 			t.Errorf("got %q, want %q", got, tc.want)
 		}
 	}
-	if got := Describe(ns, "a", "x"); got != "Pod/x in a" {
+	if got := objects.RefFor(ns, "a", "x").String(); got != "Pod/x in a" {
 		t.Errorf("describe %q", got)
 	}
 }

@@ -1,4 +1,4 @@
-package delete
+package objects
 
 import (
 	"context"
@@ -10,17 +10,15 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"khook.io/core/kube"
+	"khook.io/core/internal/english"
 	"khook.io/core/manifest"
 	"khook.io/core/spec"
-	"khook.io/core/step"
 	"khook.io/core/waiter"
 )
 
-// ObjectsOptions tune DeleteObjects.
-type ObjectsOptions struct {
+// DeleteOptions tune DeleteAll.
+type DeleteOptions struct {
 	// Namespace fills in namespace-less namespaced objects, as in apply.
 	Namespace string
 	// KeepNamespaces leaves Namespace objects in place (destroy does:
@@ -30,11 +28,14 @@ type ObjectsOptions struct {
 	// objects that exist are still deleted, and then the call fails
 	// naming the absent ones (like kubectl delete -f).
 	IgnoreNotFound bool
+	// Progress receives progress lines ("waiting until 2 objects are
+	// gone"); nil drops them.
+	Progress func(string)
 }
 
-// Summary is what DeleteObjects did, each object as Kind/name (plus
+// DeleteSummary is what DeleteAll did, each object as Kind/name (plus
 // " in <namespace>" for namespaced ones).
-type Summary struct {
+type DeleteSummary struct {
 	Deleted []string
 	// Absent objects were already gone (or their kind is not served).
 	Absent []string
@@ -50,15 +51,15 @@ type Summary struct {
 
 // Message summarizes s in one line: "deleted 3 objects (1 already gone);
 // left namespace team in place".
-func (s Summary) Message() string {
+func (s DeleteSummary) Message() string {
 	var b strings.Builder
 	switch n := len(s.Deleted); {
 	case n == 0 && len(s.Absent) == 0:
 		b.WriteString("nothing to delete")
 	case n == 0:
-		fmt.Fprintf(&b, "nothing to delete: %s already gone", countNoun(len(s.Absent), "object"))
+		fmt.Fprintf(&b, "nothing to delete: %s already gone", english.CountNoun(len(s.Absent), "object"))
 	default:
-		fmt.Fprintf(&b, "deleted %s", countNoun(n, "object"))
+		fmt.Fprintf(&b, "deleted %s", english.CountNoun(n, "object"))
 		if len(s.Absent) > 0 {
 			fmt.Fprintf(&b, " (%d already gone)", len(s.Absent))
 		}
@@ -72,13 +73,6 @@ func (s Summary) Message() string {
 	return b.String()
 }
 
-func countNoun(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return fmt.Sprintf("%d %ss", n, noun)
-}
-
 // NotFoundError lists objects that were absent while ignoreNotFound was
 // false.
 type NotFoundError struct{ Objects []string }
@@ -87,7 +81,7 @@ func (e *NotFoundError) Error() string {
 	return "not found: " + strings.Join(e.Objects, ", ")
 }
 
-// DeleteObjects deletes objs (a manifests list, as loaded) in reverse
+// DeleteAll deletes objs (a manifests list, as loaded) in reverse
 // order, custom resource definitions last (so their custom resources are
 // gone before them), with background propagation like kubectl, then waits
 // until every deleted object is gone, bounded by ctx. An object replaced
@@ -95,9 +89,8 @@ func (e *NotFoundError) Error() string {
 // delete is refused (forbidden, say) does not stop the others: like
 // kubectl delete -f, every other object is still deleted, and the call
 // then fails with a *PartialError naming each object left and why.
-func DeleteObjects(ctx context.Context, req *step.Request, objs []*unstructured.Unstructured, opts ObjectsOptions) (Summary, error) {
-	var sum Summary
-	maps := newMappings(req.Kube)
+func (m *Manager) DeleteAll(ctx context.Context, objs []*unstructured.Unstructured, opts DeleteOptions) (DeleteSummary, error) {
+	var sum DeleteSummary
 	var crds, rest []*unstructured.Unstructured
 	for _, o := range slices.Backward(objs) {
 		if manifest.IsCRD(o.GroupVersionKind()) {
@@ -119,7 +112,7 @@ func DeleteObjects(ctx context.Context, req *step.Request, objs []*unstructured.
 				sum.Unnamed = append(sum.Unnamed, manifest.Ref(o))
 				continue
 			}
-			mapping, err := maps.get(ctx, gvk)
+			r, err := m.Resolve(ctx, o, opts.Namespace)
 			if meta.IsNoMatchError(err) {
 				sum.Absent = append(sum.Absent, manifest.Ref(o))
 				continue
@@ -131,10 +124,8 @@ func DeleteObjects(ctx context.Context, req *step.Request, objs []*unstructured.
 				sum.Failed = append(sum.Failed, fmt.Errorf("%s: %w", manifest.Ref(o), err))
 				continue
 			}
-			obj := o.DeepCopy()
-			manifest.SetNamespace(obj, kube.Namespaced(mapping), opts.Namespace)
-			d := Describe(mapping, obj.GetNamespace(), obj.GetName())
-			t, err := deleteOne(ctx, req.Kube, mapping, obj.GetNamespace(), obj.GetName())
+			d := r.Ref().String()
+			t, err := m.deleteResolved(ctx, r)
 			switch {
 			case apierrors.IsNotFound(err):
 				sum.Absent = append(sum.Absent, d)
@@ -149,7 +140,7 @@ func DeleteObjects(ctx context.Context, req *step.Request, objs []*unstructured.
 				deleted = append(deleted, d)
 			}
 		}
-		if err := waitGone(ctx, req, targets); err != nil {
+		if err := m.WaitGone(ctx, targets, opts.Progress); err != nil {
 			return sum, err
 		}
 		sum.Deleted = append(sum.Deleted, deleted...)
@@ -167,7 +158,7 @@ func DeleteObjects(ctx context.Context, req *step.Request, objs []*unstructured.
 // deleted the others (Summary says what it did) and names each object it
 // could not delete, with why. It unwraps to those errors, so
 // apierrors.IsForbidden and the like see them.
-type PartialError struct{ Summary Summary }
+type PartialError struct{ Summary DeleteSummary }
 
 func (e *PartialError) Error() string {
 	s := e.Summary
@@ -176,7 +167,7 @@ func (e *PartialError) Error() string {
 		msgs[i] = err.Error()
 	}
 	total := len(s.Failed) + len(s.Deleted) + len(s.Absent)
-	msg := fmt.Sprintf("could not delete %d of %s: %s", len(s.Failed), countNoun(total, "object"), strings.Join(msgs, "; "))
+	msg := fmt.Sprintf("could not delete %d of %s: %s", len(s.Failed), english.CountNoun(total, "object"), strings.Join(msgs, "; "))
 	if done := s.Message(); len(s.Deleted) > 0 || len(s.Absent) > 0 {
 		msg += " (" + done + ")"
 	}
@@ -185,24 +176,24 @@ func (e *PartialError) Error() string {
 
 func (e *PartialError) Unwrap() []error { return e.Summary.Failed }
 
-// deleteOne deletes one object by name, preconditioned on the UID it read
-// (so a replacement created meanwhile is not deleted), with background
-// propagation. It returns the wait target, or a NotFound error when the
-// object is absent.
-func deleteOne(ctx context.Context, c *kube.Clients, mapping *meta.RESTMapping, namespace, name string) (waiter.Target, error) {
-	ri := c.Resource(mapping, namespace)
-	live, err := ri.Get(ctx, name, metav1.GetOptions{})
+// deleteResolved deletes the resolved object as Delete does, after
+// reading its UID; an absent object is a NotFound error.
+func (m *Manager) deleteResolved(ctx context.Context, r Resolved) (waiter.Target, error) {
+	live, err := m.Get(ctx, r)
 	if err != nil {
 		return waiter.Target{}, err
 	}
-	return deleteLive(ctx, c, mapping, live)
+	return m.Delete(ctx, r.Mapping, live)
 }
 
-func deleteLive(ctx context.Context, c *kube.Clients, mapping *meta.RESTMapping, live *unstructured.Unstructured) (waiter.Target, error) {
-	ri := c.Resource(mapping, live.GetNamespace())
+// Delete deletes live, preconditioned on its UID (so a replacement
+// created since it was read is not deleted), with background propagation
+// like kubectl delete. It returns what WaitGone waits on; an object
+// already gone, or replaced, is a NotFound error.
+func (m *Manager) Delete(ctx context.Context, mapping *meta.RESTMapping, live *unstructured.Unstructured) (waiter.Target, error) {
 	uid := live.GetUID()
 	bg := metav1.DeletePropagationBackground
-	err := ri.Delete(ctx, live.GetName(), metav1.DeleteOptions{
+	err := m.Client(mapping, live.GetNamespace()).Delete(ctx, live.GetName(), metav1.DeleteOptions{
 		PropagationPolicy: &bg,
 		Preconditions:     &metav1.Preconditions{UID: &uid},
 	})
@@ -216,44 +207,31 @@ func deleteLive(ctx context.Context, c *kube.Clients, mapping *meta.RESTMapping,
 	return waiter.Target{Mapping: mapping, Namespace: live.GetNamespace(), Name: live.GetName(), UID: uid}, nil
 }
 
-func waitGone(ctx context.Context, req *step.Request, targets []waiter.Target) error {
+// WaitGone waits, by watch and bounded by ctx, until every target is gone
+// or replaced by an object of the same name with another UID; progress
+// (nil drops it) hears what it waits for. The one wait-until-gone of
+// khook's steps.
+func (m *Manager) WaitGone(ctx context.Context, targets []waiter.Target, progress func(string)) error {
 	if len(targets) == 0 {
 		return nil
 	}
-	req.Logf("waiting until %s gone", countNoun(len(targets), "object")+isAre(len(targets)))
-	err := waiter.Until(ctx, req.Kube, targets, spec.WaitFor{Kind: spec.ForDelete}, func(line string) { req.Logf("%s", req.Redactor.String(line)) })
-	if err != nil {
+	if progress != nil {
+		progress("waiting until " + english.CountNoun(len(targets), "object") + " " + english.IsAre(len(targets)) + " gone")
+	}
+	if err := waiter.Until(ctx, m.kube, targets, spec.WaitFor{Kind: spec.ForDelete}, progress); err != nil {
 		return fmt.Errorf("wait until deleted: %w", err)
 	}
 	return nil
 }
 
-func isAre(n int) string {
-	if n == 1 {
-		return " is"
-	}
-	return " are"
-}
-
-// Describe names an object for messages: Kind/name, plus " in <ns>" for a
-// namespaced object.
-func Describe(mapping *meta.RESTMapping, namespace, name string) string {
-	s := mapping.GroupVersionKind.Kind + "/" + name
-	if kube.Namespaced(mapping) && namespace != "" {
-		s += " in " + namespace
-	}
-	return s
-}
-
-// ExistingObjects returns which of objs exist, as Describe names them, for
-// a plan; kinds the cluster does not serve count as absent.
-func ExistingObjects(ctx context.Context, c *kube.Clients, objs []*unstructured.Unstructured, namespace string) (existing, absent []string, err error) {
-	maps := newMappings(c)
+// Existing returns which of objs exist, each named by Ref.String, for a
+// plan; kinds the cluster does not serve count as absent.
+func (m *Manager) Existing(ctx context.Context, objs []*unstructured.Unstructured, namespace string) (existing, absent []string, err error) {
 	for _, o := range objs {
 		if o.GetName() == "" {
 			continue
 		}
-		mapping, err := maps.get(ctx, o.GroupVersionKind())
+		r, err := m.Resolve(ctx, o, namespace)
 		if meta.IsNoMatchError(err) {
 			absent = append(absent, manifest.Ref(o))
 			continue
@@ -261,10 +239,8 @@ func ExistingObjects(ctx context.Context, c *kube.Clients, objs []*unstructured.
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s: %w", manifest.Ref(o), err)
 		}
-		obj := o.DeepCopy()
-		manifest.SetNamespace(obj, kube.Namespaced(mapping), namespace)
-		d := Describe(mapping, obj.GetNamespace(), obj.GetName())
-		_, err = c.Resource(mapping, obj.GetNamespace()).Get(ctx, obj.GetName(), metav1.GetOptions{})
+		d := r.Ref().String()
+		_, err = m.Get(ctx, r)
 		switch {
 		case apierrors.IsNotFound(err):
 			absent = append(absent, d)
@@ -275,29 +251,4 @@ func ExistingObjects(ctx context.Context, c *kube.Clients, objs []*unstructured.
 		}
 	}
 	return existing, absent, nil
-}
-
-// mappings caches REST mappings for one call, so many objects of a kind
-// the cluster does not serve cost one discovery reset, not one each.
-type mappings struct {
-	c *kube.Clients
-	m map[schema.GroupVersionKind]mappingResult
-}
-
-type mappingResult struct {
-	mapping *meta.RESTMapping
-	err     error
-}
-
-func newMappings(c *kube.Clients) *mappings {
-	return &mappings{c: c, m: map[schema.GroupVersionKind]mappingResult{}}
-}
-
-func (m *mappings) get(ctx context.Context, gvk schema.GroupVersionKind) (*meta.RESTMapping, error) {
-	if r, ok := m.m[gvk]; ok {
-		return r.mapping, r.err
-	}
-	mapping, err := m.c.MappingFor(ctx, gvk)
-	m.m[gvk] = mappingResult{mapping, err}
-	return mapping, err
 }

@@ -1,4 +1,4 @@
-package apply
+package objects
 
 import (
 	"encoding/json"
@@ -166,7 +166,13 @@ func TestSummary(t *testing.T) {
 		{1, map[Action]int{Unchanged: 1}, "applied 1 object: 1 unchanged"},
 		{2, map[Action]int{Created: 2}, "applied 2 objects: 2 created"},
 	} {
-		if got := Summary(tc.total, tc.counts); got != tc.want {
+		var set ChangeSet
+		for _, a := range []Action{Unchanged, Configured, Created} { // the order of the set does not matter
+			for range tc.counts[a] {
+				set.Add(Change{Action: a})
+			}
+		}
+		if got := set.Summary(tc.total); got != tc.want {
 			t.Errorf("got %q, want %q", got, tc.want)
 		}
 	}
@@ -191,7 +197,13 @@ spec:
 	if kind != "Widget" || len(gvs) != 2 || gvs[0].String() != "x.io/v1" || gvs[1].String() != "x.io/v2" {
 		t.Errorf("served %v %s", gvs, kind)
 	}
-	if gk := crdGroupKind(crd); gk != (schema.GroupKind{Group: "x.io", Kind: "Widget"}) {
+	if gk := CRDGroupKind(crd); gk != (schema.GroupKind{Group: "x.io", Kind: "Widget"}) {
 		t.Errorf("group kind %v", gk)
+	}
+	if !CRDNamespaced(crd) {
+		t.Error("a CRD without scope: Cluster defines a namespaced kind")
+	}
+	if unstructured.SetNestedField(crd.Object, "Cluster", "spec", "scope"); CRDNamespaced(crd) {
+		t.Error("scope: Cluster defines a cluster-scoped kind")
 	}
 }

@@ -1,4 +1,4 @@
-package apply
+package objects
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -26,96 +25,54 @@ import (
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	"khook.io/core/diff"
-	"khook.io/core/kube"
-	"khook.io/core/manifest"
-	"khook.io/core/redact"
 )
-
-// FieldManager is the field manager khook writes as (managedFields).
-const FieldManager = "khook"
 
 // maxPatchAttempts bounds client-side apply's re-reads when the object
 // changed between the read and the patch (kubectl apply's maxPatchRetry).
 const maxPatchAttempts = 5
 
-// Action is what applying one object did.
-type Action string
-
-// Actions, as kubectl apply prints them.
-const (
-	Created    Action = "created"
-	Configured Action = "configured"
-	Unchanged  Action = "unchanged"
-)
-
-// Applier applies single objects, kubectl apply style. It is what the
-// apply step runs per object, and what diff reuses with DryRun to send the
-// very same requests without persisting them. Safe for concurrent use.
-type Applier struct {
-	Kube *kube.Clients
-	// ServerSide selects server-side apply (field manager FieldManager,
+// ApplyOptions tune Apply.
+type ApplyOptions struct {
+	// ServerSide selects server-side apply (the manager's field manager,
 	// force false); otherwise client-side apply: create, or a three-way
 	// patch against the last-applied-configuration annotation.
 	ServerSide bool
-	// FieldManager defaults to FieldManager.
-	FieldManager string
 	// DryRun sends every write with dryRun=All: the server validates and
 	// returns the result, nothing is persisted. (A dry-run CRD is never
 	// established: custom resources of it cannot be dry-run after it.)
 	DryRun bool
-	// Redactor, when set, learns what the live object holds where the
-	// manifest holds a secret (diff.Learn): an older value of a rotated
-	// secret is masked from then on.
-	Redactor *redact.Redactor
 }
 
-// Result is the outcome of applying one object.
-type Result struct {
-	Action  Action
-	Mapping *meta.RESTMapping
-	// Live is the object before the apply (nil when it did not exist, or
-	// could not be read); Object is the object after it, as the server
-	// returned it (Live when unchanged).
-	Live   *unstructured.Unstructured
-	Object *unstructured.Unstructured
-	// Patch is the client-side three-way patch that was sent (nil for a
-	// create, for server-side apply, and when unchanged).
-	Patch     []byte
-	PatchType types.PatchType
+// applier is one Apply call.
+type applier struct {
+	ri           dynamic.ResourceInterface
+	fieldManager string
+	opts         ApplyOptions
 }
 
-// Prepare returns the object Apply sends for obj: a copy with the
-// namespace filled in for namespaced kinds (manifest.SetNamespace), and
-// server-owned metadata dropped (managedFields, which server-side apply
-// refuses).
-func Prepare(obj *unstructured.Unstructured, mapping *meta.RESTMapping, namespace string) *unstructured.Unstructured {
-	o := obj.DeepCopy()
-	manifest.SetNamespace(o, kube.Namespaced(mapping), namespace)
-	unstructured.RemoveNestedField(o.Object, "metadata", "managedFields")
-	return o
-}
-
-// Apply applies obj, filling in namespace for a namespaced object that
-// has none. Errors keep the API server's wording (a forbidden request
-// names the verb, resource and namespace); a server-side apply conflict
-// is a *ConflictError.
-func (a *Applier) Apply(ctx context.Context, obj *unstructured.Unstructured, namespace string) (Result, error) {
-	mapping, err := a.Kube.MappingFor(ctx, obj.GroupVersionKind())
+// Apply applies obj, kubectl apply style, filling in namespace for a
+// namespaced object that has none: what the apply step runs per object,
+// and what diff runs with DryRun to send the very same requests without
+// persisting them. Errors keep the API server's wording (a forbidden
+// request names the verb, resource and namespace); a server-side apply
+// conflict is a *ConflictError.
+func (m *Manager) Apply(ctx context.Context, obj *unstructured.Unstructured, namespace string, opts ApplyOptions) (Change, error) {
+	mapping, err := m.Mapping(ctx, obj.GroupVersionKind())
 	if err != nil {
-		return Result{}, err
+		return Change{}, err
 	}
 	o := Prepare(obj, mapping, namespace)
-	ri := a.Kube.Resource(mapping, o.GetNamespace())
-	res := Result{Mapping: mapping}
+	a := &applier{ri: m.Client(mapping, o.GetNamespace()), fieldManager: m.fieldManager, opts: opts}
+	res := Change{Mapping: mapping}
 
 	if o.GetName() == "" { // generateName: always a new object
-		return a.create(ctx, ri, o, res)
+		return a.create(ctx, o, res)
 	}
-	live, readErr := ri.Get(ctx, o.GetName(), metav1.GetOptions{})
+	live, readErr := a.ri.Get(ctx, o.GetName(), metav1.GetOptions{})
 	switch {
 	case readErr == nil:
 		res.Live = live
-		diff.Learn(a.Redactor, o.Object, live.Object)
+		diff.Learn(m.redactor, o.Object, live.Object)
 	case apierrors.IsNotFound(readErr):
 		readErr = nil
 	case apierrors.IsForbidden(readErr):
@@ -125,41 +82,34 @@ func (a *Applier) Apply(ctx context.Context, obj *unstructured.Unstructured, nam
 		return res, readErr
 	}
 
-	if a.ServerSide {
-		return a.serverSide(ctx, ri, o, res, readErr)
+	if opts.ServerSide {
+		return a.serverSide(ctx, o, res, readErr)
 	}
 	if res.Live == nil {
-		res, err := a.create(ctx, ri, o, res)
+		res, err := a.create(ctx, o, res)
 		if readErr != nil && apierrors.IsAlreadyExists(err) {
 			return res, readErr // it exists, but we may not read it to patch it
 		}
 		return res, err
 	}
-	return a.patch(ctx, ri, o, res)
+	return a.patch(ctx, o, res)
 }
 
-func (a *Applier) fieldManager() string {
-	if a.FieldManager != "" {
-		return a.FieldManager
-	}
-	return FieldManager
-}
-
-func (a *Applier) dryRun() []string {
-	if a.DryRun {
+func (a *applier) dryRun() []string {
+	if a.opts.DryRun {
 		return []string{metav1.DryRunAll}
 	}
 	return nil
 }
 
-func (a *Applier) create(ctx context.Context, ri dynamic.ResourceInterface, o *unstructured.Unstructured, res Result) (Result, error) {
-	if !a.ServerSide {
+func (a *applier) create(ctx context.Context, o *unstructured.Unstructured, res Change) (Change, error) {
+	if !a.opts.ServerSide {
 		if err := kubectlutil.CreateApplyAnnotation(o, unstructured.UnstructuredJSONScheme); err != nil {
 			return res, fmt.Errorf("record the last-applied configuration: %w", err)
 		}
 	}
-	out, err := ri.Create(ctx, o, metav1.CreateOptions{
-		FieldManager:    a.fieldManager(),
+	out, err := a.ri.Create(ctx, o, metav1.CreateOptions{
+		FieldManager:    a.fieldManager,
 		FieldValidation: metav1.FieldValidationStrict,
 		DryRun:          a.dryRun(),
 	})
@@ -170,20 +120,20 @@ func (a *Applier) create(ctx context.Context, ri dynamic.ResourceInterface, o *u
 	return res, nil
 }
 
-func (a *Applier) serverSide(ctx context.Context, ri dynamic.ResourceInterface, o *unstructured.Unstructured, res Result, readErr error) (Result, error) {
+func (a *applier) serverSide(ctx context.Context, o *unstructured.Unstructured, res Change, readErr error) (Change, error) {
 	data, err := json.Marshal(o.Object)
 	if err != nil {
 		return res, err
 	}
 	var migrated sets.Set[string]
 	if res.Live != nil {
-		if migrated, err = a.migrateClientSide(ctx, ri, res.Live); err != nil {
-			return res, fmt.Errorf("move field ownership from client-side apply to %q: %w", a.fieldManager(), err)
+		if migrated, err = a.migrateClientSide(ctx, res.Live); err != nil {
+			return res, fmt.Errorf("move field ownership from client-side apply to %q: %w", a.fieldManager, err)
 		}
 	}
 	apply := func(force bool) (*unstructured.Unstructured, error) {
-		return ri.Patch(ctx, o.GetName(), types.ApplyPatchType, data, metav1.PatchOptions{
-			FieldManager:    a.fieldManager(),
+		return a.ri.Patch(ctx, o.GetName(), types.ApplyPatchType, data, metav1.PatchOptions{
+			FieldManager:    a.fieldManager,
 			Force:           &force,
 			FieldValidation: metav1.FieldValidationStrict,
 			DryRun:          a.dryRun(),
@@ -197,7 +147,7 @@ func (a *Applier) serverSide(ctx context.Context, ri dynamic.ResourceInterface, 
 		// managers whose fields the real apply hands to khook first are
 		// expected, and forcing them gives the real apply's result.
 		var ce *ConflictError
-		if a.DryRun && errors.As(err, &ce) && ce.onlyWith(migrated) {
+		if a.opts.DryRun && errors.As(err, &ce) && ce.onlyWith(migrated) {
 			out, err = apply(true)
 		}
 	}
@@ -210,7 +160,7 @@ func (a *Applier) serverSide(ctx context.Context, ri dynamic.ResourceInterface, 
 		res.Action = Configured // it could not be read before: say the least
 	case res.Live == nil:
 		res.Action = Created
-	case len(migrated) > 0, a.DryRun: // a dry run keeps the resourceVersion either way
+	case len(migrated) > 0, a.opts.DryRun: // a dry run keeps the resourceVersion either way
 		res.Action = Configured
 	case res.Live.GetResourceVersion() == out.GetResourceVersion():
 		res.Action = Unchanged
@@ -229,7 +179,7 @@ var lastAppliedPath = fieldpath.NewSet(fieldpath.MakePathOrDie("metadata", "anno
 // before its first server-side apply, as kubectl apply --server-side
 // does; otherwise every field they set would conflict. It returns the
 // managers whose fields it handed over, none when it changed nothing.
-func (a *Applier) migrateClientSide(ctx context.Context, ri dynamic.ResourceInterface, live *unstructured.Unstructured) (sets.Set[string], error) {
+func (a *applier) migrateClientSide(ctx context.Context, live *unstructured.Unstructured) (sets.Set[string], error) {
 	for attempt := 1; ; attempt++ {
 		owners := csaupgrade.FindFieldsOwners(live.GetManagedFields(), metav1.ManagedFieldsOperationUpdate, lastAppliedPath)
 		if len(owners) == 0 {
@@ -239,18 +189,18 @@ func (a *Applier) migrateClientSide(ctx context.Context, ri dynamic.ResourceInte
 		for _, o := range owners {
 			names.Insert(o.Manager)
 		}
-		patch, err := csaupgrade.UpgradeManagedFieldsPatch(live, names, a.fieldManager())
+		patch, err := csaupgrade.UpgradeManagedFieldsPatch(live, names, a.fieldManager)
 		if err != nil || patch == nil {
 			return nil, err
 		}
-		_, err = ri.Patch(ctx, live.GetName(), types.JSONPatchType, patch, metav1.PatchOptions{DryRun: a.dryRun()})
+		_, err = a.ri.Patch(ctx, live.GetName(), types.JSONPatchType, patch, metav1.PatchOptions{DryRun: a.dryRun()})
 		if err == nil {
 			return names, nil
 		}
 		if !apierrors.IsConflict(err) || attempt == maxPatchAttempts {
 			return nil, err
 		}
-		if live, err = ri.Get(ctx, live.GetName(), metav1.GetOptions{}); err != nil {
+		if live, err = a.ri.Get(ctx, live.GetName(), metav1.GetOptions{}); err != nil {
 			return nil, err
 		}
 	}
@@ -260,7 +210,7 @@ func (a *Applier) migrateClientSide(ctx context.Context, ri dynamic.ResourceInte
 // patch of the last applied configuration (the annotation), the new one
 // and the live object; fields other writers set and the manifest never
 // had survive.
-func (a *Applier) patch(ctx context.Context, ri dynamic.ResourceInterface, o *unstructured.Unstructured, res Result) (Result, error) {
+func (a *applier) patch(ctx context.Context, o *unstructured.Unstructured, res Change) (Change, error) {
 	modified, err := kubectlutil.GetModifiedConfiguration(o, true, unstructured.UnstructuredJSONScheme)
 	if err != nil {
 		return res, fmt.Errorf("serialize the manifest: %w", err)
@@ -275,13 +225,13 @@ func (a *Applier) patch(ctx context.Context, ri dynamic.ResourceInterface, o *un
 			res.Action, res.Object = Unchanged, live
 			return res, nil
 		}
-		out, err := ri.Patch(ctx, o.GetName(), patchType, patch, metav1.PatchOptions{
-			FieldManager:    a.fieldManager(),
+		out, err := a.ri.Patch(ctx, o.GetName(), patchType, patch, metav1.PatchOptions{
+			FieldManager:    a.fieldManager,
 			FieldValidation: metav1.FieldValidationStrict,
 			DryRun:          a.dryRun(),
 		})
 		if apierrors.IsConflict(err) && attempt < maxPatchAttempts {
-			if live, err = ri.Get(ctx, o.GetName(), metav1.GetOptions{}); err != nil {
+			if live, err = a.ri.Get(ctx, o.GetName(), metav1.GetOptions{}); err != nil {
 				return res, err
 			}
 			continue
@@ -290,7 +240,7 @@ func (a *Applier) patch(ctx context.Context, ri dynamic.ResourceInterface, o *un
 			return res, err
 		}
 		res.Action, res.Object, res.Patch, res.PatchType = Configured, out, patch, patchType
-		if !a.DryRun && out.GetResourceVersion() == live.GetResourceVersion() {
+		if !a.opts.DryRun && out.GetResourceVersion() == live.GetResourceVersion() {
 			res.Action = Unchanged // the server normalized the change away
 		}
 		return res, nil

@@ -1,4 +1,4 @@
-package apply
+package objects
 
 import (
 	"context"
@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
 
-	"khook.io/core/kube"
 	"khook.io/core/spec"
 	"khook.io/core/waiter"
 )
@@ -21,11 +20,13 @@ import (
 // the package; it normally ends on its first try.
 const servedPoll = 50 * time.Millisecond
 
-// establishCRD makes a CustomResourceDefinition applied by res usable by
+// Establish makes a CustomResourceDefinition applied by res usable by
 // the very next object: it waits for the Established condition (a watch,
 // through the waiter), then until discovery lists its served versions,
-// then resets the shared RESTMapper so the next MappingFor sees the kind.
-func establishCRD(ctx context.Context, c *kube.Clients, res Result, progress func(string)) error {
+// then forgets the unserved kinds and resets the shared RESTMapper so the
+// next Mapping sees the kind.
+func (m *Manager) Establish(ctx context.Context, res Change, progress func(string)) error {
+	c := m.kube
 	name := res.Object.GetName()
 	err := waiter.Until(ctx, c, []waiter.Target{{Mapping: res.Mapping, Name: name}},
 		spec.WaitFor{Kind: spec.ForCondition, Name: "Established", Value: "True"}, progress)
@@ -59,7 +60,7 @@ func establishCRD(ctx context.Context, c *kube.Clients, res Result, progress fun
 		if err != nil {
 			return fmt.Errorf("wait for the API server to serve %s: %w", kind, err)
 		}
-		c.ResetMapper()
+		m.ForgetUnserved()
 	}
 	return nil
 }
@@ -83,9 +84,15 @@ func servedVersions(crd *unstructured.Unstructured) ([]schema.GroupVersion, stri
 	return out, kind
 }
 
-// crdGroupKind returns the group and kind a CRD manifest defines.
-func crdGroupKind(crd *unstructured.Unstructured) schema.GroupKind {
+// CRDGroupKind returns the group and kind a CRD manifest defines.
+func CRDGroupKind(crd *unstructured.Unstructured) schema.GroupKind {
 	group, _, _ := unstructured.NestedString(crd.Object, "spec", "group")
 	kind, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "kind")
 	return schema.GroupKind{Group: group, Kind: kind}
+}
+
+// CRDNamespaced reports whether a CRD manifest defines a namespaced kind.
+func CRDNamespaced(crd *unstructured.Unstructured) bool {
+	scope, _, _ := unstructured.NestedString(crd.Object, "spec", "scope")
+	return scope != "Cluster"
 }

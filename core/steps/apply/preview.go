@@ -1,0 +1,357 @@
+package apply
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	kubectlutil "k8s.io/kubectl/pkg/util"
+
+	"khook.io/core/diff"
+	"khook.io/core/kube"
+	"khook.io/core/manifest"
+	"khook.io/core/objects"
+	"khook.io/core/spec"
+	"khook.io/core/step"
+)
+
+// Plan and Diff make one walk over the step's objects (preview) and
+// render it two ways: a prediction with a line per object, or each
+// object's live and merged versions.
+
+// verdict is what a preview found of one object, before reading it.
+type verdict int
+
+const (
+	// ready: its kind is served and its namespace exists (or may not be
+	// read): it can be read and dry-run.
+	ready verdict = iota
+	// unnamed: it uses generateName (a plan does not resolve it).
+	unnamed
+	// crdHere: its kind is served only once this step's CRD is applied.
+	crdHere
+	// nsHere: its namespace is created by this step first.
+	nsHere
+	// unavailable: its kind or namespace only an earlier step can create;
+	// reason says which.
+	unavailable
+)
+
+// previewed is one object of a preview.
+type previewed struct {
+	obj     *unstructured.Unstructured // as written
+	verdict verdict
+	res     objects.Resolved           // ready and nsHere
+	crd     *unstructured.Unstructured // crdHere: the CRD manifest
+	reason  string                     // unavailable
+}
+
+// preview is a walk over a step's objects, reading only.
+type preview struct {
+	m    *objects.Manager
+	objs []previewed
+	// createNamespace is set when createNamespace's namespace is missing.
+	createNamespace bool
+}
+
+// walk resolves each object and checks its namespace, changing nothing.
+// A namespace the user may not read is taken to exist (the object's own
+// read, or dry run, then says), as apply takes it. With resolveUnnamed,
+// objects named by generateName are resolved too.
+func walk(ctx context.Context, req *step.Request, objs []*unstructured.Unstructured, resolveUnnamed bool) (*preview, error) {
+	a := req.Step.Apply
+	ns := req.Namespace(a.Namespace)
+	pv := &preview{m: req.Objects()}
+	// what this step itself creates before later objects need it
+	crds := map[schema.GroupKind]*unstructured.Unstructured{}
+	nsCreated := map[string]bool{}
+	for _, o := range objs {
+		switch gvk := o.GroupVersionKind(); {
+		case manifest.IsCRD(gvk):
+			crds[objects.CRDGroupKind(o)] = o
+		case manifest.IsNamespace(gvk):
+			nsCreated[o.GetName()] = true
+		}
+	}
+	nsExists := map[string]bool{}
+	if a.CreateNamespace && a.Namespace != "" {
+		ok, err := pv.namespaceExists(ctx, nsExists, a.Namespace)
+		if err != nil {
+			return nil, err
+		}
+		pv.createNamespace, nsCreated[a.Namespace] = !ok, true
+	}
+	for _, o := range objs {
+		p, err := pv.object(ctx, o, ns, crds, nsCreated, nsExists, resolveUnnamed)
+		if err != nil {
+			return nil, err
+		}
+		pv.objs = append(pv.objs, p)
+	}
+	return pv, nil
+}
+
+func (pv *preview) object(ctx context.Context, o *unstructured.Unstructured, ns string,
+	crds map[schema.GroupKind]*unstructured.Unstructured, nsCreated, nsExists map[string]bool, resolveUnnamed bool,
+) (previewed, error) {
+	p := previewed{obj: o}
+	if o.GetName() == "" && !resolveUnnamed {
+		p.verdict = unnamed
+		return p, nil
+	}
+	gvk := o.GroupVersionKind()
+	r, err := pv.m.Resolve(ctx, o, ns)
+	switch {
+	case meta.IsNoMatchError(err) && crds[gvk.GroupKind()] != nil:
+		p.verdict, p.crd = crdHere, crds[gvk.GroupKind()]
+		return p, nil
+	case meta.IsNoMatchError(err):
+		p.verdict = unavailable
+		p.reason = fmt.Sprintf("the cluster does not serve %s: its CustomResourceDefinition does not exist yet (an earlier step may create it)", kindString(gvk))
+		return p, nil
+	case err != nil:
+		return p, fmt.Errorf("%s: %w", manifest.Ref(o), err)
+	}
+	p.res = r
+	if !r.Namespaced() {
+		return p, nil
+	}
+	present, err := pv.namespaceExists(ctx, nsExists, r.Object.GetNamespace())
+	switch {
+	case err != nil:
+		return p, err
+	case !present && nsCreated[r.Object.GetNamespace()]:
+		p.verdict = nsHere
+	case !present:
+		p.verdict = unavailable
+		p.reason = fmt.Sprintf("namespace %s does not exist (an earlier step may create it)", r.Object.GetNamespace())
+	}
+	return p, nil
+}
+
+// namespaceExists asks once per namespace; a user who may not read
+// namespaces may still use this one: it is taken to exist.
+func (pv *preview) namespaceExists(ctx context.Context, seen map[string]bool, name string) (bool, error) {
+	if ok, done := seen[name]; done {
+		return ok, nil
+	}
+	ok, err := pv.m.NamespaceExists(ctx, name)
+	switch {
+	case apierrors.IsForbidden(err):
+		ok = true
+	case err != nil:
+		return false, err
+	}
+	seen[name] = ok
+	return ok, nil
+}
+
+// Plan predicts create (no object exists), configure (some exist), skip
+// (skipIf: exists and all exist) or unknown (a kind or namespace is
+// missing that this step does not create: an earlier step may; or the
+// user may not read an object), with one detail line per object. It only
+// reads, and decides from what the user may read: a namespace it may not
+// read is taken to exist (the object's own read then says whether it
+// does), as apply and diff take it.
+func (e *Executor) Plan(ctx context.Context, req *step.Request) (step.Prediction, error) {
+	return req.Predicted(e.plan(ctx, req))
+}
+
+func (e *Executor) plan(ctx context.Context, req *step.Request) (step.Prediction, error) {
+	objs, err := Objects(ctx, req)
+	if err != nil {
+		return step.Prediction{}, err
+	}
+	pv, err := walk(ctx, req, objs, false)
+	if err != nil {
+		return step.Prediction{}, err
+	}
+	var c planCounts
+	if pv.createNamespace {
+		c.details = append(c.details, "Namespace/"+req.Step.Apply.Namespace+": create (createNamespace)")
+	}
+	for _, p := range pv.objs {
+		if err := c.add(ctx, req, pv.m, p); err != nil {
+			return step.Prediction{}, err
+		}
+	}
+	switch {
+	case c.unknown > 0:
+		return step.Prediction{Action: step.ActionUnknown, Reason: strings.Join(c.reasons, "; "), Details: c.details}, nil
+	case req.Step.Apply.SkipIf == spec.SkipIfExists && c.absent == 0:
+		return step.Prediction{Action: step.ActionSkip, Reason: allExist(c.exist), Details: c.details}, nil
+	case c.exist == 0:
+		return step.Prediction{Action: step.ActionCreate, Details: c.details}, nil
+	}
+	return step.Prediction{Action: step.ActionConfigure, Reason: fmt.Sprintf("%d of %d objects exist", c.exist, c.exist+c.absent), Details: c.details}, nil
+}
+
+// planCounts is a plan's rendering of a preview.
+type planCounts struct {
+	details, reasons       []string
+	exist, absent, unknown int
+}
+
+func (c *planCounts) unknownBecause(where, detail, reason string) {
+	c.details = append(c.details, where+": unknown ("+detail+")")
+	if !slices.Contains(c.reasons, reason) {
+		c.reasons = append(c.reasons, reason)
+	}
+	c.unknown++
+}
+
+func (c *planCounts) add(ctx context.Context, req *step.Request, m *objects.Manager, p previewed) error {
+	ref := manifest.Ref(p.obj)
+	switch p.verdict {
+	case unnamed:
+		c.details = append(c.details, ref+": create (generateName)")
+		c.absent++
+		return nil
+	case crdHere:
+		c.details = append(c.details, ref+": create (its CRD is applied first by this step)")
+		c.absent++
+		return nil
+	case unavailable:
+		where := ref
+		if p.res.Object != nil {
+			where = p.res.Ref().String()
+		}
+		c.unknownBecause(where, p.reason, p.reason)
+		return nil
+	}
+	where := p.res.Ref().String()
+	if p.verdict == nsHere {
+		c.details = append(c.details, where+": create")
+		c.absent++
+		return nil
+	}
+	live, err := m.Get(ctx, p.res)
+	if err == nil {
+		// what khook wrote there from a secret is masked from now on,
+		// also as it was before the secret was rotated
+		diff.Learn(req.Redactor, p.res.Object.Object, live.Object)
+	}
+	switch {
+	case apierrors.IsNotFound(err):
+		c.details = append(c.details, where+": create")
+		c.absent++
+	case apierrors.IsForbidden(err):
+		// what the user may not read cannot be predicted; the other
+		// objects still are
+		r := "may not read " + p.res.Mapping.Resource.Resource
+		if ns := p.res.Object.GetNamespace(); ns != "" {
+			r += " in " + ns
+		}
+		c.unknownBecause(where, kube.Reason(err), r)
+	case err != nil:
+		return fmt.Errorf("%s: %w", where, err)
+	default:
+		c.details = append(c.details, where+": configure (exists)")
+		c.exist++
+	}
+	return nil
+}
+
+// Diff is what Run would change, object by object, changing nothing: each
+// object is sent exactly as Run sends it (client-side or server-side
+// apply, the same field manager, strict field validation) with
+// dryRun=All, and the server's answer is the merged object, next to the
+// live one. With createNamespace, a missing namespace is a dry-run create
+// too.
+//
+// An object whose namespace or CustomResourceDefinition this step creates
+// first cannot be dry-run (a dry-run create persists nothing): its merged
+// version is the manifest as apply would send it, with a note. One whose
+// kind or namespace only an earlier step can create is unavailable, with
+// the reason; the other objects are still diffed. A dry run the server
+// refuses (an invalid object, a server-side apply conflict) is the
+// error: apply would fail there.
+func (e *Executor) Diff(ctx context.Context, req *step.Request) (step.Diff, error) {
+	return req.Diffed(e.diff(ctx, req))
+}
+
+func (e *Executor) diff(ctx context.Context, req *step.Request) (step.Diff, error) {
+	objs, err := Objects(ctx, req)
+	if err != nil {
+		return step.Diff{}, err
+	}
+	a := req.Step.Apply
+	ns := req.Namespace(a.Namespace)
+	if a.SkipIf == spec.SkipIfExists {
+		_, all, err := existing(ctx, req.Objects(), objs, ns)
+		if err != nil {
+			return step.Diff{}, err
+		}
+		if all {
+			return step.Diff{Skip: allExist(len(objs))}, nil
+		}
+	}
+	pv, err := walk(ctx, req, objs, true)
+	if err != nil {
+		return step.Diff{}, err
+	}
+	var d step.Diff
+	if pv.createNamespace {
+		nsObj, err := pv.m.DryRunNamespace(ctx, a.Namespace)
+		if err != nil {
+			return step.Diff{}, err
+		}
+		d.Objects = append(d.Objects, step.ObjectDiff{Name: objects.RefOf(nsObj).Path(), Merged: nsObj})
+	}
+	for _, p := range pv.objs {
+		od, err := diffObject(ctx, pv.m, p, ns, a.ServerSide)
+		if err != nil {
+			return step.Diff{}, err
+		}
+		d.Objects = append(d.Objects, od)
+	}
+	return d, nil
+}
+
+// diffObject is a diff's rendering of one previewed object.
+func diffObject(ctx context.Context, m *objects.Manager, p previewed, ns string, serverSide bool) (step.ObjectDiff, error) {
+	switch p.verdict {
+	case crdHere:
+		o := p.obj.DeepCopy()
+		manifest.SetNamespace(o, objects.CRDNamespaced(p.crd), ns)
+		return asSent(o, serverSide, "not a server dry run: its CustomResourceDefinition is created by this step first")
+	case nsHere:
+		return asSent(p.res.Object, serverSide, "not a server dry run: its namespace is created by this step first")
+	case unavailable:
+		o := p.obj
+		if p.res.Object != nil {
+			o = p.res.Object
+		}
+		return step.ObjectDiff{Name: objects.RefOf(o).Path(), Unavailable: p.reason}, nil
+	}
+	res, err := m.Apply(ctx, p.obj, ns, objects.ApplyOptions{ServerSide: serverSide, DryRun: true})
+	if err != nil {
+		return step.ObjectDiff{}, fmt.Errorf("%s: dry run: %w", objects.RefOf(p.res.Object).KindName(), err)
+	}
+	return step.ObjectDiff{Name: objects.RefOf(res.Object).Path(), Live: res.Live, Merged: res.Object}, nil
+}
+
+// asSent is an object that cannot be dry-run, as apply would create it:
+// with the last-applied-configuration annotation of client-side apply.
+func asSent(o *unstructured.Unstructured, serverSide bool, note string) (step.ObjectDiff, error) {
+	if !serverSide {
+		if err := kubectlutil.CreateApplyAnnotation(o, unstructured.UnstructuredJSONScheme); err != nil {
+			return step.ObjectDiff{}, fmt.Errorf("%s: record the last-applied configuration: %w", manifest.Ref(o), err)
+		}
+	}
+	return step.ObjectDiff{Name: objects.RefOf(o).Path(), Merged: o, Note: note}, nil
+}
+
+func kindString(gvk schema.GroupVersionKind) string {
+	if gvk.Group == "" {
+		return gvk.Kind + " (" + gvk.Version + ")"
+	}
+	return gvk.Kind + " (" + gvk.Group + "/" + gvk.Version + ")"
+}
+
+var _ step.Differ = (*Executor)(nil)
