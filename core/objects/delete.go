@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 
 	"khook.io/core/internal/english"
 	"khook.io/core/manifest"
@@ -191,20 +192,24 @@ func (m *Manager) deleteResolved(ctx context.Context, r Resolved) (waiter.Target
 // like kubectl delete. It returns what WaitGone waits on; an object
 // already gone, or replaced, is a NotFound error.
 func (m *Manager) Delete(ctx context.Context, mapping *meta.RESTMapping, live *unstructured.Unstructured) (waiter.Target, error) {
-	uid := live.GetUID()
+	return m.DeleteUID(ctx, mapping, live.GetNamespace(), live.GetName(), live.GetUID())
+}
+
+// DeleteUID is Delete of the object name in namespace whose UID is uid.
+func (m *Manager) DeleteUID(ctx context.Context, mapping *meta.RESTMapping, namespace, name string, uid types.UID) (waiter.Target, error) {
 	bg := metav1.DeletePropagationBackground
-	err := m.Client(mapping, live.GetNamespace()).Delete(ctx, live.GetName(), metav1.DeleteOptions{
+	err := m.Client(mapping, namespace).Delete(ctx, name, metav1.DeleteOptions{
 		PropagationPolicy: &bg,
 		Preconditions:     &metav1.Preconditions{UID: &uid},
 	})
 	if apierrors.IsConflict(err) {
 		// replaced since it was read: the object we read is gone
-		return waiter.Target{}, apierrors.NewNotFound(mapping.Resource.GroupResource(), live.GetName())
+		return waiter.Target{}, apierrors.NewNotFound(mapping.Resource.GroupResource(), name)
 	}
 	if err != nil {
 		return waiter.Target{}, err
 	}
-	return waiter.Target{Mapping: mapping, Namespace: live.GetNamespace(), Name: live.GetName(), UID: uid}, nil
+	return waiter.Target{Mapping: mapping, Namespace: namespace, Name: name, UID: uid}, nil
 }
 
 // WaitGone waits, by watch and bounded by ctx, until every target is gone

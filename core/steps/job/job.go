@@ -27,25 +27,18 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"khook.io/core/kube"
+	"khook.io/core/objects"
 	"khook.io/core/spec"
 	"khook.io/core/step"
 	"khook.io/core/waiter"
 )
 
-// Labels and annotations khook puts on its Jobs and their pods.
+// Labels and annotations khook puts on its Jobs and their pods, besides
+// objects.LabelManagedBy.
 const (
-	LabelManagedBy = "app.kubernetes.io/managed-by"
-	ManagedBy      = "khook"
 	LabelSpec      = "khook.io/spec" // the spec's metadata.name, when it is a valid label value
 	LabelStep      = "khook.io/step"
 	AnnotationSpec = "khook.io/spec" // the spec's name, always
-)
-
-// Plan actions of a job step.
-const (
-	ActionRun     = "run"
-	ActionSkip    = "skip"
-	ActionUnknown = "unknown"
 )
 
 // Bounds of the log excerpt a failure carries.
@@ -79,7 +72,7 @@ func jobRef(req *step.Request) (ref, error) {
 }
 
 // Owned reports whether khook manages j.
-func Owned(j *batchv1.Job) bool { return j.Labels[LabelManagedBy] == ManagedBy }
+func Owned(j *batchv1.Job) bool { return j.Labels[objects.LabelManagedBy] == objects.ManagedBy }
 
 // Succeeded reports whether j completed successfully.
 func Succeeded(j *batchv1.Job) bool { return conditionTrue(j, batchv1.JobComplete) }
@@ -95,14 +88,14 @@ func conditionTrue(j *batchv1.Job, t batchv1.JobConditionType) bool {
 
 func notOwned(r ref) error {
 	return fmt.Errorf("%s exists and is not managed by khook (no %s: %s label): khook never replaces a Job it does not own; delete it or rename the step",
-		r.subject, LabelManagedBy, ManagedBy)
+		r.subject, objects.LabelManagedBy, objects.ManagedBy)
 }
 
 // Build returns the Job a step runs: named after the step, in ns, with
 // activeDeadlineSeconds from timeout (rounded up; none when timeout is 0).
 func Build(st *spec.Step, specName, ns string, timeout time.Duration) *batchv1.Job {
 	j := st.Job
-	labels := map[string]string{LabelManagedBy: ManagedBy, LabelStep: st.Name}
+	labels := map[string]string{objects.LabelManagedBy: objects.ManagedBy, LabelStep: st.Name}
 	if specName != "" && len(validation.IsValidLabelValue(specName)) == 0 {
 		labels[LabelSpec] = specName
 	}
@@ -159,8 +152,7 @@ func Build(st *spec.Step, specName, ns string, timeout time.Duration) *batchv1.J
 // Run creates the step's Job (replacing the previous run's) and waits for
 // it to complete; skipIf: succeeded skips when the Job already completed.
 func (e *Executor) Run(ctx context.Context, req *step.Request) (step.Outcome, error) {
-	out, err := e.run(ctx, req)
-	return out, req.Redact(err)
+	return req.Done(e.run(ctx, req))
 }
 
 func (e *Executor) run(ctx context.Context, req *step.Request) (step.Outcome, error) {
@@ -169,8 +161,12 @@ func (e *Executor) run(ctx context.Context, req *step.Request) (step.Outcome, er
 		return step.Outcome{}, err
 	}
 	jobs := req.Kube.Typed.BatchV1().Jobs(r.ns)
+	m := req.Objects()
 	if req.Step.Job.CreateNamespace {
-		if err := ensureNamespace(ctx, req.Kube, r.ns); err != nil {
+		// a user who may neither read nor create namespaces may still
+		// run Jobs in this one: the Job's creation says whether it is there
+		var unknown *objects.NamespaceUnknownError
+		if _, err := m.EnsureNamespace(ctx, r.ns); err != nil && !errors.As(err, &unknown) {
 			return step.Outcome{}, err
 		}
 	}
@@ -187,11 +183,11 @@ func (e *Executor) run(ctx context.Context, req *step.Request) (step.Outcome, er
 	}
 	if old != nil {
 		req.Logf("replacing the previous run's %s", r.subject)
-		if err := deleteAndWait(ctx, req.Kube, r, old.UID); err != nil {
+		if err := deleteAndWait(ctx, m, r, old.UID); err != nil {
 			return step.Outcome{}, err
 		}
 	}
-	created, err := jobs.Create(ctx, Build(req.Step, req.SpecName, r.ns, req.Timeout), metav1.CreateOptions{FieldManager: "khook"})
+	created, err := jobs.Create(ctx, Build(req.Step, req.SpecName, r.ns, req.Timeout), metav1.CreateOptions{FieldManager: m.FieldManager()})
 	if err != nil && errors.Is(ctx.Err(), context.Canceled) {
 		// interrupted while the create was in flight: the server may have
 		// created the Job all the same
@@ -204,7 +200,7 @@ func (e *Executor) run(ctx context.Context, req *step.Request) (step.Outcome, er
 		return step.Outcome{}, fmt.Errorf("create %s: %w", r.subject, err)
 	}
 	began := time.Now()
-	err = e.wait(ctx, req, r, created)
+	err = e.wait(ctx, req, m, r, created)
 	if err != nil && errors.Is(ctx.Err(), context.Canceled) {
 		// interrupted (Ctrl-C), not timed out: khook owns the Job it
 		// just created, so it does not leave it running
@@ -231,16 +227,16 @@ type failure struct {
 func (f *failure) Error() string { return "failed" }
 
 // wait waits for created to complete or fail.
-func (e *Executor) wait(ctx context.Context, req *step.Request, r ref, created *batchv1.Job) error {
-	m, err := jobsMapping(ctx, req.Kube)
+func (e *Executor) wait(ctx context.Context, req *step.Request, m *objects.Manager, r ref, created *batchv1.Job) error {
+	mapping, err := jobsMapping(ctx, m)
 	if err != nil {
 		return err
 	}
 	err = waiter.Wait(ctx, req.Kube, waiter.Options{
-		Targets:  []waiter.Target{{Mapping: m, Namespace: r.ns, Name: r.name}},
+		Targets:  []waiter.Target{{Mapping: mapping, Namespace: r.ns, Name: r.name}},
 		What:     "completion",
 		Check:    check(created.UID),
-		Progress: func(line string) { req.Logf("%s", line) },
+		Progress: req.Progress,
 	})
 	var f *failure
 	switch {
@@ -265,8 +261,8 @@ func (e *Executor) wait(ctx context.Context, req *step.Request, r ref, created *
 	return err
 }
 
-func jobsMapping(ctx context.Context, c *kube.Clients) (*meta.RESTMapping, error) {
-	return c.MappingFor(ctx, batchv1.SchemeGroupVersion.WithKind("Job"))
+func jobsMapping(ctx context.Context, m *objects.Manager) (*meta.RESTMapping, error) {
+	return m.Mapping(ctx, batchv1.SchemeGroupVersion.WithKind("Job"))
 }
 
 // check is the waiter check of one Job: Complete is ready, Failed (or
@@ -470,27 +466,29 @@ const interruptTimeout = 10 * time.Second
 func stopOnInterrupt(ctx context.Context, req *step.Request, r ref, uid types.UID, err error) error {
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), interruptTimeout)
 	defer cancel()
-	jobs := req.Kube.Typed.BatchV1().Jobs(r.ns)
 	var note string
-	j, gerr := jobs.Get(dctx, r.name, metav1.GetOptions{})
+	j, gerr := req.Kube.Typed.BatchV1().Jobs(r.ns).Get(dctx, r.name, metav1.GetOptions{})
 	switch {
 	case gerr == nil && j.UID == uid && (Succeeded(j) || conditionTrue(j, batchv1.JobFailed)):
 		note = r.subject + " had already finished: left in place"
 	case gerr == nil && j.UID != uid, apierrors.IsNotFound(gerr):
 		note = r.subject + " is already gone"
 	default:
-		bg := metav1.DeletePropagationBackground
-		derr := jobs.Delete(dctx, r.name, metav1.DeleteOptions{PropagationPolicy: &bg, Preconditions: &metav1.Preconditions{UID: &uid}})
+		m := req.Objects()
+		mapping, derr := jobsMapping(dctx, m)
+		if derr == nil {
+			_, derr = m.DeleteUID(dctx, mapping, r.ns, r.name, uid)
+		}
 		switch {
 		case derr == nil:
 			note = "deleted " + r.subject + ", which was still running (its pod is deleted with it)"
-		case apierrors.IsNotFound(derr), apierrors.IsConflict(derr):
+		case apierrors.IsNotFound(derr):
 			note = r.subject + " is already gone"
 		default:
 			note = r.subject + " left running: it could not be deleted: " + kube.Reason(derr)
 		}
 	}
-	return step.Interrupted(req.Redactor.String(note), err)
+	return step.Interrupted(note, err)
 }
 
 // stopCreateOnInterrupt handles an attempt interrupted while it created
@@ -505,62 +503,33 @@ func stopCreateOnInterrupt(ctx context.Context, req *step.Request, r ref, err er
 	case gerr == nil && Owned(j):
 		return stopOnInterrupt(ctx, req, r, j.UID, err)
 	case gerr == nil, apierrors.IsNotFound(gerr):
-		return step.Interrupted(req.Redactor.String(r.subject+" was not created"), err)
+		return step.Interrupted(r.subject+" was not created", err)
 	default:
-		return step.Interrupted(req.Redactor.String(r.subject+" may have been created and left running: "+kube.Reason(gerr)), err)
+		return step.Interrupted(r.subject+" may have been created and left running: "+kube.Reason(gerr), err)
 	}
 }
 
 // deleteAndWait deletes the Job of uid (its pods in the background) and
 // waits until it is gone.
-func deleteAndWait(ctx context.Context, c *kube.Clients, r ref, uid types.UID) error {
-	bg := metav1.DeletePropagationBackground
-	err := c.Typed.BatchV1().Jobs(r.ns).Delete(ctx, r.name, metav1.DeleteOptions{
-		PropagationPolicy: &bg,
-		Preconditions:     &metav1.Preconditions{UID: &uid},
-	})
-	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-		return fmt.Errorf("delete %s: %w", r.subject, err)
-	}
-	m, err := jobsMapping(ctx, c)
+func deleteAndWait(ctx context.Context, m *objects.Manager, r ref, uid types.UID) error {
+	mapping, err := jobsMapping(ctx, m)
 	if err != nil {
 		return err
 	}
-	return waiter.Until(ctx, c, []waiter.Target{{Mapping: m, Namespace: r.ns, Name: r.name, UID: uid}},
-		spec.WaitFor{Kind: spec.ForDelete}, nil)
-}
-
-// ensureNamespace creates ns when it does not exist, leaving an existing
-// one alone. A user who may not read namespaces tries to create it; when
-// that is refused too, the Job's creation says whether the namespace is
-// there.
-func ensureNamespace(ctx context.Context, c *kube.Clients, ns string) error {
-	_, err := c.Typed.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
-	if err == nil {
-		return nil
-	}
-	getForbidden := apierrors.IsForbidden(err)
-	if !apierrors.IsNotFound(err) && !getForbidden {
-		return fmt.Errorf("namespace %s: %w", ns, err)
-	}
-	_, err = c.Typed.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
-		Name:   ns,
-		Labels: map[string]string{LabelManagedBy: ManagedBy},
-	}}, metav1.CreateOptions{FieldManager: "khook"})
+	t, err := m.DeleteUID(ctx, mapping, r.ns, r.name, uid)
 	switch {
-	case err == nil, apierrors.IsAlreadyExists(err):
-		return nil
-	case getForbidden && apierrors.IsForbidden(err):
-		return nil
+	case apierrors.IsNotFound(err):
+		return nil // gone, or replaced, already
+	case err != nil:
+		return fmt.Errorf("delete %s: %w", r.subject, err)
 	}
-	return fmt.Errorf("create namespace %s: %w", ns, err)
+	return m.WaitGone(ctx, []waiter.Target{t}, nil)
 }
 
 // Plan predicts run, or skip when skipIf: succeeded holds; unknown when
 // the namespace does not exist yet and the step does not create it.
 func (e *Executor) Plan(ctx context.Context, req *step.Request) (step.Prediction, error) {
-	p, err := e.plan(ctx, req)
-	return p, req.Redact(err)
+	return req.Predicted(e.plan(ctx, req))
 }
 
 func (e *Executor) plan(ctx context.Context, req *step.Request) (step.Prediction, error) {
@@ -568,35 +537,33 @@ func (e *Executor) plan(ctx context.Context, req *step.Request) (step.Prediction
 	if err != nil {
 		return step.Prediction{}, err
 	}
-	_, err = req.Kube.Typed.CoreV1().Namespaces().Get(ctx, r.ns, metav1.GetOptions{})
+	ok, err := req.Objects().NamespaceExists(ctx, r.ns)
 	switch {
-	case apierrors.IsNotFound(err):
-		if req.Step.Job.CreateNamespace {
-			return step.Prediction{Action: ActionRun, Reason: "create namespace " + r.ns + " and run " + r.subject}, nil
-		}
-		return step.Prediction{Action: ActionUnknown, Reason: "namespace " + r.ns + " does not exist yet"}, nil
 	case err != nil && !apierrors.IsForbidden(err):
-		return step.Prediction{}, fmt.Errorf("namespace %s: %w", r.ns, err)
+		return step.Prediction{}, err
+	case err == nil && !ok && req.Step.Job.CreateNamespace:
+		return step.Prediction{Action: step.ActionRun, Reason: "create namespace " + r.ns + " and run " + r.subject}, nil
+	case err == nil && !ok:
+		return step.Prediction{Action: step.ActionUnknown, Reason: "namespace " + r.ns + " does not exist yet"}, nil
 	}
 	old, err := req.Kube.Typed.BatchV1().Jobs(r.ns).Get(ctx, r.name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		return step.Prediction{Action: ActionRun, Reason: "run " + r.subject}, nil
+		return step.Prediction{Action: step.ActionRun, Reason: "run " + r.subject}, nil
 	case err != nil:
 		return step.Prediction{}, fmt.Errorf("%s: %w", r.subject, err)
 	case !Owned(old):
 		return step.Prediction{}, notOwned(r)
 	case req.Step.Job.SkipIf == spec.SkipIfSucceeded && Succeeded(old):
-		return step.Prediction{Action: ActionSkip, Reason: r.subject + " already completed successfully" + completedAt(old)}, nil
+		return step.Prediction{Action: step.ActionSkip, Reason: r.subject + " already completed successfully" + completedAt(old)}, nil
 	}
-	return step.Prediction{Action: ActionRun, Reason: "replace the previous run's " + r.subject}, nil
+	return step.Prediction{Action: step.ActionRun, Reason: "replace the previous run's " + r.subject}, nil
 }
 
 // Destroy deletes the step's Job (never one khook does not own) and waits
 // until it is gone; a Job already gone is success.
 func (e *Executor) Destroy(ctx context.Context, req *step.Request) (step.Outcome, error) {
-	out, err := e.destroy(ctx, req)
-	return out, req.Redact(err)
+	return req.Done(e.destroy(ctx, req))
 }
 
 func (e *Executor) destroy(ctx context.Context, req *step.Request) (step.Outcome, error) {
@@ -613,7 +580,7 @@ func (e *Executor) destroy(ctx context.Context, req *step.Request) (step.Outcome
 	case !Owned(old):
 		return step.Outcome{Skipped: true, SkipReason: r.subject + " is not managed by khook: left alone"}, nil
 	}
-	if err := deleteAndWait(ctx, req.Kube, r, old.UID); err != nil {
+	if err := deleteAndWait(ctx, req.Objects(), r, old.UID); err != nil {
 		return step.Outcome{}, err
 	}
 	return step.Outcome{Message: r.subject + " deleted"}, nil

@@ -25,6 +25,7 @@ import (
 	"khook.io/core/internal/steptest"
 	"khook.io/core/internal/testcluster"
 	"khook.io/core/kube"
+	"khook.io/core/objects"
 	"khook.io/core/step"
 	"khook.io/core/steps/job"
 )
@@ -85,7 +86,7 @@ job:
     A_FIRST: "1"
   serviceAccount: runner`, steptest.Options{Timeout: 90*time.Second + 300*time.Millisecond})
 	req.DefaultNamespace = ns
-	if p, err := plan(t, req); err != nil || p.Action != job.ActionRun {
+	if p, err := plan(t, req); err != nil || p.Action != step.ActionRun {
 		t.Errorf("plan = %+v, %v; want run", p, err)
 	}
 	out, err := run(t, req)
@@ -97,7 +98,7 @@ job:
 	if !job.Succeeded(j) || !job.Owned(j) {
 		t.Errorf("the Job is not complete or not labelled: %+v", j.Status.Conditions)
 	}
-	wantLabels := map[string]string{job.LabelManagedBy: "khook", job.LabelSpec: "steptest", job.LabelStep: "migrate"}
+	wantLabels := map[string]string{objects.LabelManagedBy: "khook", job.LabelSpec: "steptest", job.LabelStep: "migrate"}
 	for k, v := range wantLabels {
 		if j.Labels[k] != v || j.Spec.Template.Labels[k] != v {
 			t.Errorf("label %s = %q (pod template %q), want %q", k, j.Labels[k], j.Spec.Template.Labels[k], v)
@@ -124,7 +125,7 @@ func TestCreateNamespace(t *testing.T) {
 	fresh := existing + "-new"
 	t.Cleanup(func() { _ = c.Typed.CoreV1().Namespaces().Delete(context.Background(), fresh, metav1.DeleteOptions{}) })
 	req := request(t, c, "name: j\njob:\n  image: x\n  namespace: "+fresh+"\n  createNamespace: true", steptest.Options{})
-	if p, err := plan(t, req); err != nil || p.Action != job.ActionRun || !strings.HasPrefix(p.Reason, "create namespace ") {
+	if p, err := plan(t, req); err != nil || p.Action != step.ActionRun || !strings.HasPrefix(p.Reason, "create namespace ") {
 		t.Errorf("plan = %+v, %v", p, err)
 	}
 	if _, err := run(t, req); err != nil {
@@ -150,7 +151,7 @@ func TestCreateNamespace(t *testing.T) {
 	// without createNamespace, a missing namespace is unknown in a plan
 	// and a clear error in a run
 	req = request(t, c, "name: j\njob:\n  image: x\n  namespace: "+existing+"-missing", steptest.Options{})
-	if p, err := plan(t, req); err != nil || p.Action != job.ActionUnknown {
+	if p, err := plan(t, req); err != nil || p.Action != step.ActionUnknown {
 		t.Errorf("plan = %+v, %v; want unknown", p, err)
 	}
 	if _, err := run(t, req); err == nil || !strings.Contains(err.Error(), "namespace "+existing+"-missing does not exist (set createNamespace: true") {
@@ -189,14 +190,14 @@ func TestNotOwnedJobIsRefused(t *testing.T) {
 
 func TestSkipIfSucceededAndReplace(t *testing.T) {
 	c, ns := steptest.Setup(t, "job-rerun")
-	step := "name: once\njob:\n  image: x\n  namespace: " + ns
-	if _, err := run(t, request(t, c, step, steptest.Options{})); err != nil {
+	spec := "name: once\njob:\n  image: x\n  namespace: " + ns
+	if _, err := run(t, request(t, c, spec, steptest.Options{})); err != nil {
 		t.Fatal(err)
 	}
 	first := getJob(t, c, ns, "once")
 
-	skipReq := request(t, c, step+"\n  skipIf: succeeded", steptest.Options{})
-	if p, err := plan(t, skipReq); err != nil || p.Action != job.ActionSkip {
+	skipReq := request(t, c, spec+"\n  skipIf: succeeded", steptest.Options{})
+	if p, err := plan(t, skipReq); err != nil || p.Action != step.ActionSkip {
 		t.Errorf("plan = %+v, %v; want skip", p, err)
 	}
 	out, err := run(t, skipReq)
@@ -208,8 +209,8 @@ func TestSkipIfSucceededAndReplace(t *testing.T) {
 	}
 
 	// without skipIf, a re-run replaces the Job
-	req := request(t, c, step, steptest.Options{})
-	if p, err := plan(t, req); err != nil || p.Action != job.ActionRun || !strings.HasPrefix(p.Reason, "replace ") {
+	req := request(t, c, spec, steptest.Options{})
+	if p, err := plan(t, req); err != nil || p.Action != step.ActionRun || !strings.HasPrefix(p.Reason, "replace ") {
 		t.Errorf("plan = %+v, %v", p, err)
 	}
 	if _, err := run(t, req); err != nil {

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"khook.io/core/objects"
 	"khook.io/core/spec"
 )
 
@@ -26,7 +27,7 @@ func TestBuild(t *testing.T) {
 	if j.Name != "migrate" || j.Namespace != "ns" {
 		t.Errorf("name %s/%s", j.Namespace, j.Name)
 	}
-	want := map[string]string{LabelManagedBy: "khook", LabelSpec: "platform", LabelStep: "migrate"}
+	want := map[string]string{objects.LabelManagedBy: "khook", LabelSpec: "platform", LabelStep: "migrate"}
 	if !reflect.DeepEqual(j.Labels, want) || !reflect.DeepEqual(j.Spec.Template.Labels, want) {
 		t.Errorf("labels %v, pod labels %v", j.Labels, j.Spec.Template.Labels)
 	}

@@ -99,7 +99,7 @@ patch:
             image: example.invalid/main:2
 `)
 	p := plan(t, req)
-	if p.Action != patch.ActionPatch || !reflect.DeepEqual(p.Details, []string{".spec.template.spec.containers"}) {
+	if p.Action != step.ActionPatch || !reflect.DeepEqual(p.Details, []string{".spec.template.spec.containers"}) {
 		t.Errorf("plan = %+v, want patch of .spec.template.spec.containers", p)
 	}
 	if _, err := run(t, req); err != nil {
@@ -110,7 +110,7 @@ patch:
 	if len(containers) != 2 || containers[0].(map[string]any)["image"] != "example.invalid/main:2" || containers[1].(map[string]any)["image"] != "example.invalid/sidecar:1" {
 		t.Errorf("containers after a strategic patch = %v, want main:2 and sidecar:1", containers)
 	}
-	if p := plan(t, req); p.Action != patch.ActionNoOp {
+	if p := plan(t, req); p.Action != step.ActionNoOp {
 		t.Errorf("plan after = %+v, want no-op", p)
 	}
 	out, err := run(t, req)
@@ -166,7 +166,7 @@ patch:
 `)
 	p := plan(t, req)
 	want := []string{".metadata.labels.added", ".spec.replicas", ".spec.template.spec.containers"}
-	if p.Action != patch.ActionPatch || !reflect.DeepEqual(p.Details, want) {
+	if p.Action != step.ActionPatch || !reflect.DeepEqual(p.Details, want) {
 		t.Errorf("plan = %+v, want patch of %v", p, want)
 	}
 	if _, err := run(t, req); err != nil {
@@ -199,7 +199,7 @@ func TestMissingTarget(t *testing.T) {
 	if !apierrors.IsNotFound(err) {
 		t.Error("the error does not unwrap to the NotFound status")
 	}
-	if p := plan(t, req); p.Action != patch.ActionUnknown || p.Reason != "DaemonSet "+ns+"/aws-node does not exist yet" {
+	if p := plan(t, req); p.Action != step.ActionUnknown || p.Reason != "DaemonSet "+ns+"/aws-node does not exist yet" {
 		t.Errorf("plan = %+v", p)
 	}
 }
@@ -276,7 +276,7 @@ spec:
 	}
 	// merge works, on the kind written as Widget
 	req = request(t, c, "name: x\npatch:\n  target: Widget/w\n  namespace: "+ns+"\n  type: merge\n  patch: {spec: {size: 2}}")
-	if p := plan(t, req); p.Action != patch.ActionPatch || !reflect.DeepEqual(p.Details, []string{".spec.size"}) {
+	if p := plan(t, req); p.Action != step.ActionPatch || !reflect.DeepEqual(p.Details, []string{".spec.size"}) {
 		t.Errorf("plan = %+v", p)
 	}
 	if _, err := run(t, req); err != nil {
