@@ -6,12 +6,21 @@ import (
 	"khook.io/core/spec"
 )
 
-// Actions a plan predicts. Offline, a step is run or skip; a live plan
-// (against a cluster) refines run into what the step would do there.
+// Actions a plan predicts, in one place: the offline plan, the steps'
+// live predictions (step.Prediction) and the renderers share them.
+// Offline, a step is run or skip; a live plan (against a cluster) refines
+// run into what the step would do there.
 const (
-	ActionRun     = "run"
-	ActionSkip    = "skip"
-	ActionUnknown = "unknown"
+	ActionRun       = "run"
+	ActionSkip      = "skip"
+	ActionUnknown   = "unknown"
+	ActionCreate    = "create"
+	ActionConfigure = "configure"
+	ActionDelete    = "delete"
+	ActionNoOp      = "no-op"
+	ActionPatch     = "patch"
+	ActionRestart   = "restart"
+	ActionWait      = "wait"
 )
 
 // Modes of a plan.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"khook.io/core/event"
+	"khook.io/core/internal/english"
 	"khook.io/core/redact"
 )
 
@@ -373,5 +374,5 @@ func (f *FleetProgress) hiddenClusters(shown []*clusterState) string {
 			parts = append(parts, fmt.Sprintf("%d %s", counts[st], st))
 		}
 	}
-	return fmt.Sprintf("… %s not shown: %s", plural(len(f.clusters)-len(shown), "more cluster"), strings.Join(parts, ", "))
+	return fmt.Sprintf("… %s not shown: %s", english.CountNoun(len(f.clusters)-len(shown), "more cluster"), strings.Join(parts, ", "))
 }

@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"khook.io/core/internal/english"
 	"khook.io/core/run"
 )
 
@@ -162,7 +163,7 @@ func FleetSummary(w io.Writer, name, command string, runs []ClusterRun, d time.D
 	case run.RunInterrupted:
 		verdict = "was interrupted"
 	}
-	if _, err := fmt.Fprintf(w, "\n%s %s on %s %s in %s: %s.\n", command, name, plural(len(runs), "cluster"), verdict, fmtDuration(d), strings.Join(parts, ", ")); err != nil {
+	if _, err := fmt.Fprintf(w, "\n%s %s on %s %s in %s: %s.\n", command, name, english.CountNoun(len(runs), "cluster"), verdict, fmtDuration(d), strings.Join(parts, ", ")); err != nil {
 		return err
 	}
 	for _, c := range runs {

@@ -12,6 +12,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"khook.io/core/internal/english"
 	"khook.io/core/plan"
 )
 
@@ -20,7 +21,7 @@ import (
 // content the step's input hash cannot see on the following lines.
 func PlanText(w io.Writer, p *plan.Plan) error {
 	steps := len(p.Steps)
-	fmt.Fprintf(w, "Plan for %s (%s): %s in %s\n\n", p.Name, p.Mode, plural(steps, "step"), plural(p.Levels, "level"))
+	fmt.Fprintf(w, "Plan for %s (%s): %s in %s\n\n", p.Name, p.Mode, english.CountNoun(steps, "step"), english.CountNoun(p.Levels, "level"))
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "LEVEL\tSTEP\tTYPE\tACTION\tNEEDS\tSUMMARY")
 	for _, s := range p.Steps {
@@ -56,13 +57,6 @@ func PlanText(w io.Writer, p *plan.Plan) error {
 	}
 	_, err := fmt.Fprintf(w, "\n%s.\n", strings.Join(parts, ", "))
 	return err
-}
-
-func plural(n int, word string) string {
-	if n == 1 {
-		return "1 " + word
-	}
-	return fmt.Sprintf("%d %ss", n, word)
 }
 
 // JSON writes v as indented JSON.

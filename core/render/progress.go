@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"khook.io/core/event"
+	"khook.io/core/internal/english"
 	"khook.io/core/redact"
 )
 
@@ -432,7 +433,7 @@ func (m *stepsModel) hiddenLine(names []string) string {
 			counts[m.steps[n].state]++
 		}
 	}
-	return fmt.Sprintf("… %s not shown: %s", plural(len(m.order)-len(names), "more step"), countList(counts))
+	return fmt.Sprintf("… %s not shown: %s", english.CountNoun(len(m.order)-len(names), "more step"), countList(counts))
 }
 
 // visible picks the steps a live frame of rows lines shows, in their

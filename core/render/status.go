@@ -7,6 +7,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"khook.io/core/internal/english"
 	"khook.io/core/state"
 )
 
@@ -67,11 +68,11 @@ func StatusText(w io.Writer, st *state.Status) error {
 		return err
 	}
 	runs := len(st.Steps) - len(st.Resumes)
-	line := fmt.Sprintf("\nNext apply resumes %s", plural(len(st.Resumes), "step"))
+	line := fmt.Sprintf("\nNext apply resumes %s", english.CountNoun(len(st.Resumes), "step"))
 	if len(st.Resumes) > 0 {
 		line += " (" + strings.Join(st.Resumes, ", ") + ")"
 	}
-	line += fmt.Sprintf(" and considers %s.\n", plural(runs, "other"))
+	line += fmt.Sprintf(" and considers %s.\n", english.CountNoun(runs, "other"))
 	_, err := io.WriteString(w, line)
 	return err
 }

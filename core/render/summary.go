@@ -6,6 +6,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"khook.io/core/internal/english"
 	"khook.io/core/run"
 )
 
@@ -75,11 +76,11 @@ func Summary(w io.Writer, name, command string, res *run.Result) error {
 	verdict := "succeeded"
 	switch res.Status {
 	case run.RunFailed:
-		verdict = "failed (" + plural(len(failed), "step") + " failed: " + strings.Join(failed, ", ") + ")"
+		verdict = "failed (" + english.CountNoun(len(failed), "step") + " failed: " + strings.Join(failed, ", ") + ")"
 	case run.RunInterrupted:
 		verdict = "was interrupted"
 		if len(interrupted) > 0 {
-			verdict += " (" + plural(len(interrupted), "step") + " cut short: " + strings.Join(interrupted, ", ") + ")"
+			verdict += " (" + english.CountNoun(len(interrupted), "step") + " cut short: " + strings.Join(interrupted, ", ") + ")"
 		}
 	}
 	counts := fmt.Sprintf("%d ok, %d failed", c.OK, c.Failed)

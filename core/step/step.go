@@ -168,25 +168,10 @@ type Executor interface {
 	Run(ctx context.Context, req *Request) (Outcome, error)
 }
 
-// Actions a live plan predicts (Prediction.Action), in one place: the
-// steps and the plan share them.
-const (
-	ActionCreate    = "create"
-	ActionConfigure = "configure"
-	ActionDelete    = "delete"
-	ActionNoOp      = "no-op"
-	ActionPatch     = "patch"
-	ActionRestart   = "restart"
-	ActionRun       = "run"
-	ActionSkip      = "skip"
-	ActionUnknown   = "unknown"
-	ActionWait      = "wait"
-)
-
 // Prediction is what a live plan expects a step to do.
 type Prediction struct {
-	// Action: one of the Action constants, or what another engine names
-	// (helm's install, upgrade); unknown comes with a Reason.
+	// Action: one of package plan's Action constants, or what another
+	// engine names (helm's install, upgrade); unknown comes with a Reason.
 	Action  string
 	Reason  string
 	Details []string

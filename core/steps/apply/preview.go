@@ -16,6 +16,7 @@ import (
 	"khook.io/core/kube"
 	"khook.io/core/manifest"
 	"khook.io/core/objects"
+	"khook.io/core/plan"
 	"khook.io/core/spec"
 	"khook.io/core/step"
 )
@@ -182,13 +183,13 @@ func (e *Executor) plan(ctx context.Context, req *step.Request) (step.Prediction
 	}
 	switch {
 	case c.unknown > 0:
-		return step.Prediction{Action: step.ActionUnknown, Reason: strings.Join(c.reasons, "; "), Details: c.details}, nil
+		return step.Prediction{Action: plan.ActionUnknown, Reason: strings.Join(c.reasons, "; "), Details: c.details}, nil
 	case req.Step.Apply.SkipIf == spec.SkipIfExists && c.absent == 0:
-		return step.Prediction{Action: step.ActionSkip, Reason: allExist(c.exist), Details: c.details}, nil
+		return step.Prediction{Action: plan.ActionSkip, Reason: allExist(c.exist), Details: c.details}, nil
 	case c.exist == 0:
-		return step.Prediction{Action: step.ActionCreate, Details: c.details}, nil
+		return step.Prediction{Action: plan.ActionCreate, Details: c.details}, nil
 	}
-	return step.Prediction{Action: step.ActionConfigure, Reason: fmt.Sprintf("%d of %d objects exist", c.exist, c.exist+c.absent), Details: c.details}, nil
+	return step.Prediction{Action: plan.ActionConfigure, Reason: fmt.Sprintf("%d of %d objects exist", c.exist, c.exist+c.absent), Details: c.details}, nil
 }
 
 // planCounts is a plan's rendering of a preview.

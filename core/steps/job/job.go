@@ -28,6 +28,7 @@ import (
 
 	"khook.io/core/kube"
 	"khook.io/core/objects"
+	"khook.io/core/plan"
 	"khook.io/core/spec"
 	"khook.io/core/step"
 	"khook.io/core/waiter"
@@ -542,22 +543,22 @@ func (e *Executor) plan(ctx context.Context, req *step.Request) (step.Prediction
 	case err != nil && !apierrors.IsForbidden(err):
 		return step.Prediction{}, err
 	case err == nil && !ok && req.Step.Job.CreateNamespace:
-		return step.Prediction{Action: step.ActionRun, Reason: "create namespace " + r.ns + " and run " + r.subject}, nil
+		return step.Prediction{Action: plan.ActionRun, Reason: "create namespace " + r.ns + " and run " + r.subject}, nil
 	case err == nil && !ok:
-		return step.Prediction{Action: step.ActionUnknown, Reason: "namespace " + r.ns + " does not exist yet"}, nil
+		return step.Prediction{Action: plan.ActionUnknown, Reason: "namespace " + r.ns + " does not exist yet"}, nil
 	}
 	old, err := req.Kube.Typed.BatchV1().Jobs(r.ns).Get(ctx, r.name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		return step.Prediction{Action: step.ActionRun, Reason: "run " + r.subject}, nil
+		return step.Prediction{Action: plan.ActionRun, Reason: "run " + r.subject}, nil
 	case err != nil:
 		return step.Prediction{}, fmt.Errorf("%s: %w", r.subject, err)
 	case !Owned(old):
 		return step.Prediction{}, notOwned(r)
 	case req.Step.Job.SkipIf == spec.SkipIfSucceeded && Succeeded(old):
-		return step.Prediction{Action: step.ActionSkip, Reason: r.subject + " already completed successfully" + completedAt(old)}, nil
+		return step.Prediction{Action: plan.ActionSkip, Reason: r.subject + " already completed successfully" + completedAt(old)}, nil
 	}
-	return step.Prediction{Action: step.ActionRun, Reason: "replace the previous run's " + r.subject}, nil
+	return step.Prediction{Action: plan.ActionRun, Reason: "replace the previous run's " + r.subject}, nil
 }
 
 // Destroy deletes the step's Job (never one khook does not own) and waits

@@ -20,19 +20,11 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"khook.io/core/diff"
-	"khook.io/core/kube"
+	"khook.io/core/internal/english"
+	"khook.io/core/objects"
+	"khook.io/core/plan"
 	"khook.io/core/spec"
 	"khook.io/core/step"
-)
-
-// FieldManager is the field manager khook patches as.
-const FieldManager = "khook"
-
-// Plan actions of a patch step.
-const (
-	ActionNoOp    = "no-op"
-	ActionPatch   = "patch"
-	ActionUnknown = "unknown"
 )
 
 // maxDetails bounds the changed fields a plan lists.
@@ -52,13 +44,14 @@ func (*Executor) Type() string { return spec.TypePatch }
 
 // target is a resolved patch: its object, patch type and body.
 type target struct {
-	mapping   *meta.RESTMapping
-	ri        dynamic.ResourceInterface
-	name      string
-	subject   string // "Deployment ns/web", "StorageClass gp3"
-	patchType types.PatchType
-	typ       string // strategic, merge, json
-	body      []byte
+	mapping      *meta.RESTMapping
+	ri           dynamic.ResourceInterface
+	fieldManager string
+	name         string
+	subject      string // "Deployment ns/web", "StorageClass gp3"
+	patchType    types.PatchType
+	typ          string // strategic, merge, json
+	body         []byte
 }
 
 func resolve(ctx context.Context, req *step.Request) (*target, error) {
@@ -73,19 +66,14 @@ func resolve(ctx context.Context, req *step.Request) (*target, error) {
 	if ref.Name == "" {
 		return nil, fmt.Errorf("patch.target %q: want kind/name", p.Target)
 	}
-	m, err := req.Kube.MappingForType(ctx, ref.Type)
+	om := req.Objects()
+	m, err := om.MappingForType(ctx, ref.Type)
 	if err != nil {
 		return nil, fmt.Errorf("patch target %s: %w", p.Target, err)
 	}
-	t := &target{mapping: m, name: ref.Name, typ: p.PatchType()}
-	ns := ""
-	if kube.Namespaced(m) {
-		ns = req.Namespace(p.Namespace)
-		t.subject = m.GroupVersionKind.Kind + " " + ns + "/" + ref.Name
-	} else {
-		t.subject = m.GroupVersionKind.Kind + " " + ref.Name
-	}
-	t.ri = req.Kube.Resource(m, ns)
+	ns := req.Namespace(p.Namespace)
+	t := &target{mapping: m, name: ref.Name, typ: p.PatchType(), fieldManager: om.FieldManager(),
+		subject: objects.RefFor(m, ns, ref.Name).Path(), ri: om.Client(m, ns)}
 	switch t.typ {
 	case spec.PatchStrategic:
 		t.patchType = types.StrategicMergePatchType
@@ -104,17 +92,21 @@ func resolve(ctx context.Context, req *step.Request) (*target, error) {
 
 // Run patches the target, which must exist.
 func (e *Executor) Run(ctx context.Context, req *step.Request) (step.Outcome, error) {
+	return req.Done(e.run(ctx, req))
+}
+
+func (e *Executor) run(ctx context.Context, req *step.Request) (step.Outcome, error) {
 	t, err := resolve(ctx, req)
 	if err != nil {
-		return step.Outcome{}, req.Redact(err)
+		return step.Outcome{}, err
 	}
 	live, err := t.ri.Get(ctx, t.name, metav1.GetOptions{})
 	if err != nil {
-		return step.Outcome{}, req.Redact(t.explain(err))
+		return step.Outcome{}, t.explain(err)
 	}
-	out, err := t.ri.Patch(ctx, t.name, t.patchType, t.body, metav1.PatchOptions{FieldManager: FieldManager})
+	out, err := t.ri.Patch(ctx, t.name, t.patchType, t.body, metav1.PatchOptions{FieldManager: t.fieldManager})
 	if err != nil {
-		return step.Outcome{}, req.Redact(t.explain(err))
+		return step.Outcome{}, t.explain(err)
 	}
 	diff.Learn(req.Redactor, out.Object, live.Object)
 	// unchanged when the patch changed nothing but what controllers write
@@ -129,29 +121,49 @@ func (e *Executor) Run(ctx context.Context, req *step.Request) (step.Outcome, er
 // no-op, or patch with the changed fields as details; unknown when the
 // target (or its type) does not exist yet.
 func (e *Executor) Plan(ctx context.Context, req *step.Request) (step.Prediction, error) {
-	t, err := resolve(ctx, req)
-	if err != nil {
-		if meta.IsNoMatchError(err) {
-			return step.Prediction{Action: ActionUnknown, Reason: err.Error() + " (yet: a CRD an earlier step installs?)"}, nil
-		}
-		return step.Prediction{}, req.Redact(err)
-	}
-	live, dry, err := t.dryRun(ctx)
-	if apierrors.IsNotFound(err) {
-		return step.Prediction{Action: ActionUnknown, Reason: t.subject + " does not exist yet"}, nil
+	return req.Predicted(e.plan(ctx, req))
+}
+
+func (e *Executor) plan(ctx context.Context, req *step.Request) (step.Prediction, error) {
+	t, live, dry, err := resolveAndDryRun(ctx, req)
+	var un *step.UnavailableError
+	if errors.As(err, &un) {
+		return step.Prediction{Action: plan.ActionUnknown, Reason: un.Reason}, nil
 	}
 	if err != nil {
-		return step.Prediction{}, req.Redact(t.explain(err))
+		return step.Prediction{}, err
 	}
 	diff.Learn(req.Redactor, dry.Object, live.Object)
 	changed := ChangedFields(live, dry)
 	if len(changed) == 0 {
-		return step.Prediction{Action: ActionNoOp, Reason: t.subject + " already matches the patch"}, nil
+		return step.Prediction{Action: plan.ActionNoOp, Reason: t.subject + " already matches the patch"}, nil
 	}
 	if len(changed) > maxDetails {
 		changed = append(changed[:maxDetails], fmt.Sprintf("and %d more", len(changed)-maxDetails))
 	}
-	return step.Prediction{Action: ActionPatch, Reason: fmt.Sprintf("%s: %s patch changes %s", t.subject, t.typ, plural(len(changed), "field")), Details: changed}, nil
+	return step.Prediction{Action: plan.ActionPatch, Reason: fmt.Sprintf("%s: %s patch changes %s", t.subject, t.typ, english.CountNoun(len(changed), "field")), Details: changed}, nil
+}
+
+// resolveAndDryRun is what Plan and Diff share: the target, and a server
+// dry run of the patch next to the live object. A target (or type) that
+// does not exist yet is an *step.UnavailableError whose reason a plan
+// reports as unknown.
+func resolveAndDryRun(ctx context.Context, req *step.Request) (*target, *unstructured.Unstructured, *unstructured.Unstructured, error) {
+	t, err := resolve(ctx, req)
+	switch {
+	case meta.IsNoMatchError(err):
+		return nil, nil, nil, &step.UnavailableError{Reason: err.Error() + " (yet: a CRD an earlier step installs?)"}
+	case err != nil:
+		return nil, nil, nil, err
+	}
+	live, dry, err := t.dryRun(ctx)
+	switch {
+	case apierrors.IsNotFound(err):
+		return t, nil, nil, &step.UnavailableError{Reason: t.subject + " does not exist yet"}
+	case err != nil:
+		return t, nil, nil, t.explain(err)
+	}
+	return t, live, dry, nil
 }
 
 // dryRun reads the target and patches it with a server-side dry run. The
@@ -165,7 +177,7 @@ func (t *target) dryRun(ctx context.Context) (live, dry *unstructured.Unstructur
 			return nil, nil, err
 		}
 		dry, err = t.ri.Patch(ctx, t.name, t.patchType, t.body, metav1.PatchOptions{
-			FieldManager: FieldManager,
+			FieldManager: t.fieldManager,
 			DryRun:       []string{metav1.DryRunAll},
 		})
 		if err != nil {
@@ -180,21 +192,15 @@ func (t *target) dryRun(ctx context.Context) (live, dry *unstructured.Unstructur
 // Diff is the patch as a server-side dry run against the live target;
 // unavailable while the target (or its type) does not exist yet.
 func (e *Executor) Diff(ctx context.Context, req *step.Request) (step.Diff, error) {
-	t, err := resolve(ctx, req)
-	if err != nil {
-		if meta.IsNoMatchError(err) {
-			return step.Diff{}, &step.UnavailableError{Reason: req.Redactor.String(err.Error() + " (yet: a CRD an earlier step installs?)")}
-		}
-		return step.Diff{}, req.Redact(err)
-	}
-	live, dry, err := t.dryRun(ctx)
-	if apierrors.IsNotFound(err) {
-		return step.Diff{}, &step.UnavailableError{Reason: req.Redactor.String(t.subject + " does not exist yet (an earlier step may create it)")}
+	t, live, dry, err := resolveAndDryRun(ctx, req)
+	var un *step.UnavailableError
+	if errors.As(err, &un) && t != nil {
+		un.Reason += " (an earlier step may create it)"
 	}
 	if err != nil {
-		return step.Diff{}, req.Redact(t.explain(err))
+		return req.Diffed(step.Diff{}, err)
 	}
-	return step.Diff{Objects: []step.ObjectDiff{{Name: req.Redactor.String(t.subject), Live: live, Merged: dry}}}, nil
+	return req.Diffed(step.Diff{Objects: []step.ObjectDiff{{Name: t.subject, Live: live, Merged: dry}}}, nil)
 }
 
 func changedBesidesStatus(paths []string) bool {
@@ -204,13 +210,6 @@ func changedBesidesStatus(paths []string) bool {
 		}
 	}
 	return false
-}
-
-func plural(n int, what string) string {
-	if n == 1 {
-		return "1 " + what
-	}
-	return fmt.Sprintf("%d %ss", n, what)
 }
 
 // explain turns an API error into a line naming the target: a missing

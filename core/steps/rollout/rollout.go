@@ -26,20 +26,11 @@ import (
 	"k8s.io/kubectl/pkg/scheme"
 
 	"khook.io/core/kube"
+	"khook.io/core/objects"
+	"khook.io/core/plan"
 	"khook.io/core/spec"
 	"khook.io/core/step"
 	"khook.io/core/waiter"
-)
-
-// FieldManager is the field manager khook patches as.
-const FieldManager = "khook"
-
-// Plan actions of a rollout step.
-const (
-	ActionRestart = "restart"
-	ActionNoOp    = "no-op"
-	ActionWait    = "wait"
-	ActionUnknown = "unknown"
 )
 
 // Executor runs rollout: steps.
@@ -53,11 +44,12 @@ func (*Executor) Type() string { return spec.TypeRollout }
 
 // workload is a resolved rollout target.
 type workload struct {
-	mapping *meta.RESTMapping
-	ri      dynamic.ResourceInterface
-	ns      string
-	name    string
-	subject string // "Deployment ns/web"
+	mapping      *meta.RESTMapping
+	ri           dynamic.ResourceInterface
+	fieldManager string
+	ns           string
+	name         string
+	subject      string // "Deployment ns/web"
 }
 
 func resolve(ctx context.Context, req *step.Request) (*workload, error) {
@@ -69,7 +61,8 @@ func resolve(ctx context.Context, req *step.Request) (*workload, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rollout target %w", err)
 	}
-	m, err := req.Kube.MappingForType(ctx, ref.Type)
+	om := req.Objects()
+	m, err := om.MappingForType(ctx, ref.Type)
 	if err != nil {
 		return nil, fmt.Errorf("rollout target %s: %w", r.Target(), err)
 	}
@@ -78,11 +71,12 @@ func resolve(ctx context.Context, req *step.Request) (*workload, error) {
 	}
 	ns := req.Namespace(r.Namespace)
 	return &workload{
-		mapping: m,
-		ri:      req.Kube.Resource(m, ns),
-		ns:      ns,
-		name:    ref.Name,
-		subject: m.GroupVersionKind.Kind + " " + ns + "/" + ref.Name,
+		mapping:      m,
+		ri:           om.Client(m, ns),
+		fieldManager: om.FieldManager(),
+		ns:           ns,
+		name:         ref.Name,
+		subject:      objects.RefFor(m, ns, ref.Name).Path(),
 	}, nil
 }
 
@@ -111,16 +105,18 @@ func (w *workload) get(ctx context.Context) (*unstructured.Unstructured, error) 
 
 // Run restarts the workload, or waits for its rollout to complete.
 func (e *Executor) Run(ctx context.Context, req *step.Request) (step.Outcome, error) {
+	return req.Done(e.run(ctx, req))
+}
+
+func (e *Executor) run(ctx context.Context, req *step.Request) (step.Outcome, error) {
 	w, err := resolve(ctx, req)
 	if err != nil {
-		return step.Outcome{}, req.Redact(err)
+		return step.Outcome{}, err
 	}
 	if req.Step.Rollout.Restart != "" {
-		out, err := w.restart(ctx)
-		return out, req.Redact(err)
+		return w.restart(ctx)
 	}
-	out, err := w.status(ctx, req)
-	return out, req.Redact(err)
+	return w.status(ctx, req)
 }
 
 // Restart patches the pod template's kubectl.kubernetes.io/restartedAt
@@ -139,7 +135,7 @@ func (w *workload) restart(ctx context.Context) (step.Outcome, error) {
 		// this very second, which is what this step asks for
 		return step.Outcome{Message: w.subject + " was restarted within the last second already"}, nil
 	}
-	if _, err := w.ri.Patch(ctx, w.name, types.StrategicMergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager}); err != nil {
+	if _, err := w.ri.Patch(ctx, w.name, types.StrategicMergePatchType, patch, metav1.PatchOptions{FieldManager: w.fieldManager}); err != nil {
 		return step.Outcome{}, fmt.Errorf("%s: restart: %w", w.subject, err)
 	}
 	return step.Outcome{Message: w.subject + " restarted"}, nil
@@ -186,7 +182,7 @@ func (w *workload) status(ctx context.Context, req *step.Request) (step.Outcome,
 		Targets:  []waiter.Target{{Mapping: w.mapping, Namespace: w.ns, Name: w.name}},
 		What:     "rollout",
 		Check:    w.check(ctx, req.Kube, viewer),
-		Progress: func(line string) { req.Logf("%s", line) },
+		Progress: req.Progress,
 	})
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
@@ -318,19 +314,23 @@ func optional(s string) string {
 // Plan predicts restart, or for status no-op (rolled out) or wait;
 // unknown when the workload does not exist yet.
 func (e *Executor) Plan(ctx context.Context, req *step.Request) (step.Prediction, error) {
+	return req.Predicted(e.plan(ctx, req))
+}
+
+func (e *Executor) plan(ctx context.Context, req *step.Request) (step.Prediction, error) {
 	w, err := resolve(ctx, req)
 	if err != nil {
-		return step.Prediction{}, req.Redact(err)
+		return step.Prediction{}, err
 	}
 	u, err := w.ri.Get(ctx, w.name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return step.Prediction{Action: ActionUnknown, Reason: w.subject + " does not exist yet"}, nil
+		return step.Prediction{Action: plan.ActionUnknown, Reason: w.subject + " does not exist yet"}, nil
 	}
 	if err != nil {
-		return step.Prediction{}, req.Redact(fmt.Errorf("%s: %w", w.subject, err))
+		return step.Prediction{}, fmt.Errorf("%s: %w", w.subject, err)
 	}
 	if req.Step.Rollout.Restart != "" {
-		return step.Prediction{Action: ActionRestart, Reason: "restart " + w.subject}, nil
+		return step.Prediction{Action: plan.ActionRestart, Reason: "restart " + w.subject}, nil
 	}
 	viewer, err := polymorphichelpers.StatusViewerFor(w.mapping.GroupVersionKind.GroupKind())
 	if err != nil {
@@ -340,11 +340,11 @@ func (e *Executor) Plan(ctx context.Context, req *step.Request) (step.Prediction
 	switch {
 	case err != nil:
 		if d := deadlineExceeded(u); d != "" {
-			return step.Prediction{Action: ActionWait, Reason: w.subject + " " + d}, nil
+			return step.Prediction{Action: plan.ActionWait, Reason: w.subject + " " + d}, nil
 		}
-		return step.Prediction{Action: ActionWait, Reason: w.subject + ": " + err.Error()}, nil
+		return step.Prediction{Action: plan.ActionWait, Reason: w.subject + ": " + err.Error()}, nil
 	case done:
-		return step.Prediction{Action: ActionNoOp, Reason: strings.TrimSpace(msg)}, nil
+		return step.Prediction{Action: plan.ActionNoOp, Reason: strings.TrimSpace(msg)}, nil
 	}
-	return step.Prediction{Action: ActionWait, Reason: strings.TrimSpace(msg)}, nil
+	return step.Prediction{Action: plan.ActionWait, Reason: strings.TrimSpace(msg)}, nil
 }

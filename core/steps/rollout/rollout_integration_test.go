@@ -17,6 +17,7 @@ import (
 	"khook.io/core/internal/steptest"
 	"khook.io/core/internal/testcluster"
 	"khook.io/core/kube"
+	khplan "khook.io/core/plan"
 	"khook.io/core/spec"
 	"khook.io/core/step"
 	"khook.io/core/steps/rollout"
@@ -84,11 +85,11 @@ func TestRestartThenStatus(t *testing.T) {
 			if _, err := run(t, status); err != nil {
 				t.Fatalf("first rollout: %v", err)
 			}
-			if p := plan(t, status); p.Action != step.ActionNoOp {
+			if p := plan(t, status); p.Action != khplan.ActionNoOp {
 				t.Errorf("plan of status after the rollout = %+v, want no-op", p)
 			}
 			restart := request(t, c, "name: r\nrollout:\n  restart: "+tc.short+"/"+name+"\n  namespace: "+ns, time.Minute)
-			if p := plan(t, restart); p.Action != step.ActionRestart {
+			if p := plan(t, restart); p.Action != khplan.ActionRestart {
 				t.Errorf("plan of restart = %+v", p)
 			}
 			out, err := run(t, restart)
@@ -107,7 +108,7 @@ func TestRestartThenStatus(t *testing.T) {
 				t.Fatalf("rollout after the restart: %v", err)
 			}
 			t.Logf("%s after %s", out.Message, time.Since(began).Round(time.Millisecond))
-			if p := plan(t, status); p.Action != step.ActionNoOp {
+			if p := plan(t, status); p.Action != khplan.ActionNoOp {
 				t.Errorf("plan of status after the restart = %+v, want no-op", p)
 			}
 		})
@@ -134,7 +135,7 @@ func TestProgressDeadlineFailsAtOnce(t *testing.T) {
 		t.Errorf("err = %v\nwant it to start with %q and name the unschedulable pod", err, want)
 	}
 	t.Logf("failed after %s: %v", took.Round(time.Millisecond), err)
-	if p := plan(t, req); p.Action != step.ActionWait || !strings.Contains(p.Reason, "exceeded its progress deadline") {
+	if p := plan(t, req); p.Action != khplan.ActionWait || !strings.Contains(p.Reason, "exceeded its progress deadline") {
 		t.Errorf("plan = %+v", p)
 	}
 }
@@ -160,7 +161,7 @@ func TestMissingWorkload(t *testing.T) {
 		if _, err := run(t, req); err == nil || err.Error() != "Deployment "+ns+"/nope not found" {
 			t.Errorf("err = %v", err)
 		}
-		if p := plan(t, req); p.Action != step.ActionUnknown {
+		if p := plan(t, req); p.Action != khplan.ActionUnknown {
 			t.Errorf("plan = %+v, want unknown", p)
 		}
 	}

@@ -19,7 +19,7 @@ import (
 	"khook.io/core/internal/steptest"
 	"khook.io/core/internal/testcluster"
 	"khook.io/core/kube"
-	"khook.io/core/step"
+	khplan "khook.io/core/plan"
 	"khook.io/core/steps/wait"
 )
 
@@ -91,7 +91,7 @@ func TestResourceFormsAsKubectl(t *testing.T) {
 		{g.category, size},
 	} {
 		req := request(t, c, "name: f\nwait:\n  for: "+tc.for_+"\n  on: "+tc.on+"\n  namespace: "+ns, 30*time.Second)
-		if p := plan(t, req); p.Action != step.ActionNoOp {
+		if p := plan(t, req); p.Action != khplan.ActionNoOp {
 			t.Errorf("on: %s: plan %+v, want no-op", tc.on, p)
 		}
 		if _, err := run(t, req); err != nil {
@@ -189,11 +189,11 @@ spec:
 					t.Errorf("kubectl fails with %q; the run: %v", kerr, err)
 				}
 			case met:
-				if err != nil || p.Action != step.ActionNoOp {
+				if err != nil || p.Action != khplan.ActionNoOp {
 					t.Errorf("kubectl: met; the plan: %+v, %v", p, err)
 				}
 			default:
-				if err != nil || p.Action != step.ActionWait {
+				if err != nil || p.Action != khplan.ActionWait {
 					t.Errorf("kubectl: not met; the plan: %+v, %v", p, err)
 				}
 			}

@@ -10,19 +10,12 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"khook.io/core/kube"
+	"khook.io/core/plan"
 	"khook.io/core/spec"
 	"khook.io/core/step"
 	"khook.io/core/waiter"
-)
-
-// Plan actions of a wait step.
-const (
-	ActionNoOp    = "no-op"
-	ActionWait    = "wait"
-	ActionUnknown = "unknown"
 )
 
 // Executor runs wait: steps.
@@ -58,7 +51,7 @@ func resolve(ctx context.Context, req *step.Request) (resolved, error) {
 		return resolved{}, fmt.Errorf("wait.on %w", err)
 	}
 	r := resolved{cond: cond}
-	m, err := req.Kube.MappingForType(ctx, ref.Type)
+	m, err := req.Objects().MappingForType(ctx, ref.Type)
 	if err != nil {
 		return r, err
 	}
@@ -81,18 +74,21 @@ func describe(t waiter.Target, ref spec.ResourceRef) string { return ref.String(
 
 // Run waits until the condition holds, bounded by ctx (the step timeout).
 func (e *Executor) Run(ctx context.Context, req *step.Request) (step.Outcome, error) {
+	return req.Done(e.run(ctx, req))
+}
+
+func (e *Executor) run(ctx context.Context, req *step.Request) (step.Outcome, error) {
 	r, err := resolve(ctx, req)
 	if err != nil {
 		if r.cond.Kind == spec.ForDelete && meta.IsNoMatchError(err) {
 			// nothing of a type the cluster does not serve can exist
 			return step.Outcome{Message: fmt.Sprintf("nothing to wait for: %v", err)}, nil
 		}
-		return step.Outcome{}, req.Redact(err)
+		return step.Outcome{}, err
 	}
 	began := time.Now()
-	err = waiter.Until(ctx, req.Kube, []waiter.Target{r.target}, r.cond, func(line string) { req.Logf("%s", line) })
-	if err != nil {
-		return step.Outcome{}, req.Redact(err)
+	if err := waiter.Until(ctx, req.Kube, []waiter.Target{r.target}, r.cond, req.Progress); err != nil {
+		return step.Outcome{}, err
 	}
 	return step.Outcome{Message: fmt.Sprintf("%s holds for %s (waited %s)",
 		waiter.Describe(r.cond), r.what, time.Since(began).Round(time.Millisecond))}, nil
@@ -101,34 +97,37 @@ func (e *Executor) Run(ctx context.Context, req *step.Request) (step.Outcome, er
 // Plan predicts no-op (the condition holds now), wait, or unknown when the
 // type or the namespace does not exist yet (an earlier step may create it).
 func (e *Executor) Plan(ctx context.Context, req *step.Request) (step.Prediction, error) {
+	return req.Predicted(e.plan(ctx, req))
+}
+
+func (e *Executor) plan(ctx context.Context, req *step.Request) (step.Prediction, error) {
 	r, err := resolve(ctx, req)
 	if err != nil {
 		if meta.IsNoMatchError(err) {
 			if r.cond.Kind == spec.ForDelete {
-				return step.Prediction{Action: ActionNoOp, Reason: err.Error()}, nil
+				return step.Prediction{Action: plan.ActionNoOp, Reason: err.Error()}, nil
 			}
-			return step.Prediction{Action: ActionUnknown, Reason: err.Error() + " (yet: a CRD an earlier step installs?)"}, nil
+			return step.Prediction{Action: plan.ActionUnknown, Reason: err.Error() + " (yet: a CRD an earlier step installs?)"}, nil
 		}
-		return step.Prediction{}, req.Redact(err)
+		return step.Prediction{}, err
 	}
 	if ns := r.target.Namespace; ns != "" {
-		_, err := req.Kube.Typed.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		ok, err := req.Objects().NamespaceExists(ctx, ns)
 		switch {
-		case apierrors.IsNotFound(err):
-			if r.cond.Kind == spec.ForDelete {
-				return step.Prediction{Action: ActionNoOp, Reason: "namespace " + ns + " does not exist"}, nil
-			}
-			return step.Prediction{Action: ActionUnknown, Reason: "namespace " + ns + " does not exist yet"}, nil
 		case err != nil && !apierrors.IsForbidden(err):
-			return step.Prediction{}, req.Redact(fmt.Errorf("namespace %s: %w", ns, err))
+			return step.Prediction{}, err
+		case err == nil && !ok && r.cond.Kind == spec.ForDelete:
+			return step.Prediction{Action: plan.ActionNoOp, Reason: "namespace " + ns + " does not exist"}, nil
+		case err == nil && !ok:
+			return step.Prediction{Action: plan.ActionUnknown, Reason: "namespace " + ns + " does not exist yet"}, nil
 		}
 	}
 	ok, why, err := waiter.Ready(ctx, req.Kube, []waiter.Target{r.target}, r.cond)
 	if err != nil {
-		return step.Prediction{}, req.Redact(err)
+		return step.Prediction{}, err
 	}
 	if ok {
-		return step.Prediction{Action: ActionNoOp, Reason: waiter.Describe(r.cond) + " already holds"}, nil
+		return step.Prediction{Action: plan.ActionNoOp, Reason: waiter.Describe(r.cond) + " already holds"}, nil
 	}
-	return step.Prediction{Action: ActionWait, Reason: req.Redactor.String(why)}, nil
+	return step.Prediction{Action: plan.ActionWait, Reason: why}, nil
 }
