@@ -41,8 +41,8 @@ type Request struct {
 	// HTTP fetches url: sources (manifests, values).
 	HTTP *http.Client
 	// Redactor masks secrets. An executor masks what it returns once, at
-	// its exit (Done, Predicted, Diffed); progress goes through Logf,
-	// which masks it.
+	// its exit (RedactOutcome, RedactPrediction, RedactDiff); progress
+	// goes through Logf, which masks it.
 	Redactor *redact.Redactor
 	// Log reports progress ("waiting for 2 pods"). Safe for concurrent use.
 	Log func(format string, args ...any)
@@ -81,34 +81,37 @@ func (r *Request) Redact(err error) error {
 	return r.Redactor.Error(err)
 }
 
-// Done is what an executor's Run or Destroy returns: out and err with
-// every secret masked, the one redaction of a step's outcome (an error
-// and a message may quote a manifest, a server's answer or a pod's log).
-func (r *Request) Done(out Outcome, err error) (Outcome, error) {
+// RedactOutcome masks every secret in what an executor's Run or Destroy
+// returns, in place: deferred first thing, it is the one redaction of a
+// step's outcome (an error and a message may quote a manifest, a server's
+// answer or a pod's log).
+func (r *Request) RedactOutcome(out *Outcome, err *error) {
 	out.Message, out.SkipReason = r.Redactor.String(out.Message), r.Redactor.String(out.SkipReason)
-	return out, r.Redact(err)
+	*err = r.Redact(*err)
 }
 
-// Predicted is what an executor's Plan returns: p or err with every
-// secret masked.
-func (r *Request) Predicted(p Prediction, err error) (Prediction, error) {
-	if err != nil {
-		return Prediction{}, r.Redact(err)
+// RedactPrediction is RedactOutcome for a Plan: a failed plan returns no
+// prediction.
+func (r *Request) RedactPrediction(p *Prediction, err *error) {
+	if *err != nil {
+		*p, *err = Prediction{}, r.Redact(*err)
+		return
 	}
-	return p.Redacted(r.Redactor), nil
+	*p = p.Redacted(r.Redactor)
 }
 
-// Diffed is what an executor's Diff returns: d or err with every secret
-// masked, an *UnavailableError's reason included.
-func (r *Request) Diffed(d Diff, err error) (Diff, error) {
+// RedactDiff is RedactOutcome for a Diff, an *UnavailableError's reason
+// included: a failed diff returns no objects.
+func (r *Request) RedactDiff(d *Diff, err *error) {
 	var un *UnavailableError
 	switch {
-	case errors.As(err, &un):
-		return Diff{}, &UnavailableError{Reason: r.Redactor.String(un.Reason)}
-	case err != nil:
-		return Diff{}, r.Redact(err)
+	case errors.As(*err, &un):
+		*d, *err = Diff{}, &UnavailableError{Reason: r.Redactor.String(un.Reason)}
+	case *err != nil:
+		*d, *err = Diff{}, r.Redact(*err)
+	default:
+		*d = d.Redacted(r.Redactor)
 	}
-	return d.Redacted(r.Redactor), nil
 }
 
 // WithCause is an error whose message is msg (which already says what

@@ -80,18 +80,24 @@ func Objects(ctx context.Context, req *step.Request) ([]*unstructured.Unstructur
 	return manifest.Load(ctx, a.Manifests, req.BaseDir, req.HTTP)
 }
 
-// Run applies the step's objects and waits for waitFor.
-func (e *Executor) Run(ctx context.Context, req *step.Request) (step.Outcome, error) {
-	return req.Done(e.run(ctx, req))
+// load is how every verb of apply begins: the step's objects, and the
+// namespace those without one get.
+func load(ctx context.Context, req *step.Request) ([]*unstructured.Unstructured, string, error) {
+	objs, err := Objects(ctx, req)
+	if err != nil {
+		return nil, "", err
+	}
+	return objs, req.Namespace(req.Step.Apply.Namespace), nil
 }
 
-func (e *Executor) run(ctx context.Context, req *step.Request) (step.Outcome, error) {
-	objs, err := Objects(ctx, req)
+// Run applies the step's objects and waits for waitFor.
+func (e *Executor) Run(ctx context.Context, req *step.Request) (result step.Outcome, err error) {
+	defer req.RedactOutcome(&result, &err)
+	objs, ns, err := load(ctx, req)
 	if err != nil {
 		return step.Outcome{}, err
 	}
 	a := req.Step.Apply
-	ns := req.Namespace(a.Namespace)
 	cond, err := waitCondition(a)
 	if err != nil {
 		return step.Outcome{}, err
@@ -251,18 +257,15 @@ func existing(ctx context.Context, m *objects.Manager, objs []*unstructured.Unst
 // Destroy deletes the step's objects, last manifest first, and waits
 // until they are gone; objects already gone count as success. Namespace
 // objects are never deleted (see the package documentation).
-func (e *Executor) Destroy(ctx context.Context, req *step.Request) (step.Outcome, error) {
-	return req.Done(e.destroy(ctx, req))
-}
-
-func (e *Executor) destroy(ctx context.Context, req *step.Request) (step.Outcome, error) {
-	objs, err := Objects(ctx, req)
+func (e *Executor) Destroy(ctx context.Context, req *step.Request) (result step.Outcome, err error) {
+	defer req.RedactOutcome(&result, &err)
+	objs, ns, err := load(ctx, req)
 	if err != nil {
 		return step.Outcome{}, err
 	}
 	a := req.Step.Apply
 	sum, err := req.Objects().DeleteAll(ctx, objs, objects.DeleteOptions{
-		Namespace:      req.Namespace(a.Namespace),
+		Namespace:      ns,
 		KeepNamespaces: true,
 		IgnoreNotFound: true,
 		Progress:       req.Progress,

@@ -64,9 +64,8 @@ type preview struct {
 // A namespace the user may not read is taken to exist (the object's own
 // read, or dry run, then says), as apply takes it. With resolveUnnamed,
 // objects named by generateName are resolved too.
-func walk(ctx context.Context, req *step.Request, objs []*unstructured.Unstructured, resolveUnnamed bool) (*preview, error) {
+func walk(ctx context.Context, req *step.Request, objs []*unstructured.Unstructured, ns string, resolveUnnamed bool) (*preview, error) {
 	a := req.Step.Apply
-	ns := req.Namespace(a.Namespace)
 	pv := &preview{m: req.Objects()}
 	// what this step itself creates before later objects need it
 	crds := map[schema.GroupKind]*unstructured.Unstructured{}
@@ -159,16 +158,13 @@ func (pv *preview) namespaceExists(ctx context.Context, seen map[string]bool, na
 // reads, and decides from what the user may read: a namespace it may not
 // read is taken to exist (the object's own read then says whether it
 // does), as apply and diff take it.
-func (e *Executor) Plan(ctx context.Context, req *step.Request) (step.Prediction, error) {
-	return req.Predicted(e.plan(ctx, req))
-}
-
-func (e *Executor) plan(ctx context.Context, req *step.Request) (step.Prediction, error) {
-	objs, err := Objects(ctx, req)
+func (e *Executor) Plan(ctx context.Context, req *step.Request) (result step.Prediction, err error) {
+	defer req.RedactPrediction(&result, &err)
+	objs, ns, err := load(ctx, req)
 	if err != nil {
 		return step.Prediction{}, err
 	}
-	pv, err := walk(ctx, req, objs, false)
+	pv, err := walk(ctx, req, objs, ns, false)
 	if err != nil {
 		return step.Prediction{}, err
 	}
@@ -272,17 +268,13 @@ func (c *planCounts) add(ctx context.Context, req *step.Request, m *objects.Mana
 // the reason; the other objects are still diffed. A dry run the server
 // refuses (an invalid object, a server-side apply conflict) is the
 // error: apply would fail there.
-func (e *Executor) Diff(ctx context.Context, req *step.Request) (step.Diff, error) {
-	return req.Diffed(e.diff(ctx, req))
-}
-
-func (e *Executor) diff(ctx context.Context, req *step.Request) (step.Diff, error) {
-	objs, err := Objects(ctx, req)
+func (e *Executor) Diff(ctx context.Context, req *step.Request) (result step.Diff, err error) {
+	defer req.RedactDiff(&result, &err)
+	objs, ns, err := load(ctx, req)
 	if err != nil {
 		return step.Diff{}, err
 	}
 	a := req.Step.Apply
-	ns := req.Namespace(a.Namespace)
 	if a.SkipIf == spec.SkipIfExists {
 		_, all, err := existing(ctx, req.Objects(), objs, ns)
 		if err != nil {
@@ -292,7 +284,7 @@ func (e *Executor) diff(ctx context.Context, req *step.Request) (step.Diff, erro
 			return step.Diff{Skip: allExist(len(objs))}, nil
 		}
 	}
-	pv, err := walk(ctx, req, objs, true)
+	pv, err := walk(ctx, req, objs, ns, true)
 	if err != nil {
 		return step.Diff{}, err
 	}

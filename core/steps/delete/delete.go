@@ -82,15 +82,12 @@ func (e *Executor) Type() string { return spec.TypeDelete }
 var ErrNoReleaseDeleter = errors.New("delete by release needs the helm engine, and none is registered with the delete executor")
 
 // Run deletes what the step names and waits until it is gone.
-func (e *Executor) Run(ctx context.Context, req *step.Request) (step.Outcome, error) {
+func (e *Executor) Run(ctx context.Context, req *step.Request) (result step.Outcome, err error) {
+	defer req.RedactOutcome(&result, &err)
 	d := req.Step.Delete
 	if d == nil {
 		return step.Outcome{}, errors.New("not a delete step")
 	}
-	return req.Done(e.run(ctx, req, d))
-}
-
-func (e *Executor) run(ctx context.Context, req *step.Request, d *spec.Delete) (step.Outcome, error) {
 	switch d.Form() {
 	case spec.DeleteByManifests:
 		objs, err := manifest.Load(ctx, d.Manifests, req.BaseDir, req.HTTP)
@@ -257,15 +254,12 @@ func absentPhrase(s selection) string {
 
 // Plan predicts delete (something matches) or no-op, without changing the
 // cluster.
-func (e *Executor) Plan(ctx context.Context, req *step.Request) (step.Prediction, error) {
+func (e *Executor) Plan(ctx context.Context, req *step.Request) (result step.Prediction, err error) {
+	defer req.RedactPrediction(&result, &err)
 	d := req.Step.Delete
 	if d == nil {
 		return step.Prediction{}, errors.New("not a delete step")
 	}
-	return req.Predicted(e.plan(ctx, req, d))
-}
-
-func (e *Executor) plan(ctx context.Context, req *step.Request, d *spec.Delete) (step.Prediction, error) {
 	switch d.Form() {
 	case spec.DeleteByManifests:
 		objs, err := manifest.Load(ctx, d.Manifests, req.BaseDir, req.HTTP)

@@ -49,7 +49,8 @@ const (
 	logLineMax   = 400
 )
 
-// Executor runs job: steps.
+// Executor runs job: steps. It implements step.Executor, step.Planner
+// and step.Destroyer.
 type Executor struct{}
 
 // New returns the job: executor.
@@ -69,7 +70,7 @@ func jobRef(req *step.Request) (ref, error) {
 		return ref{}, fmt.Errorf("step %s is not a job step", req.Step.Name)
 	}
 	ns := req.Namespace(req.Step.Job.Namespace)
-	return ref{ns: ns, name: req.Step.Name, subject: "Job " + ns + "/" + req.Step.Name}, nil
+	return ref{ns: ns, name: req.Step.Name, subject: objects.Ref{Kind: "Job", Namespace: ns, Name: req.Step.Name}.Path()}, nil
 }
 
 // Owned reports whether khook manages j.
@@ -152,11 +153,8 @@ func Build(st *spec.Step, specName, ns string, timeout time.Duration) *batchv1.J
 
 // Run creates the step's Job (replacing the previous run's) and waits for
 // it to complete; skipIf: succeeded skips when the Job already completed.
-func (e *Executor) Run(ctx context.Context, req *step.Request) (step.Outcome, error) {
-	return req.Done(e.run(ctx, req))
-}
-
-func (e *Executor) run(ctx context.Context, req *step.Request) (step.Outcome, error) {
+func (e *Executor) Run(ctx context.Context, req *step.Request) (result step.Outcome, err error) {
+	defer req.RedactOutcome(&result, &err)
 	r, err := jobRef(req)
 	if err != nil {
 		return step.Outcome{}, err
@@ -529,11 +527,8 @@ func deleteAndWait(ctx context.Context, m *objects.Manager, r ref, uid types.UID
 
 // Plan predicts run, or skip when skipIf: succeeded holds; unknown when
 // the namespace does not exist yet and the step does not create it.
-func (e *Executor) Plan(ctx context.Context, req *step.Request) (step.Prediction, error) {
-	return req.Predicted(e.plan(ctx, req))
-}
-
-func (e *Executor) plan(ctx context.Context, req *step.Request) (step.Prediction, error) {
+func (e *Executor) Plan(ctx context.Context, req *step.Request) (result step.Prediction, err error) {
+	defer req.RedactPrediction(&result, &err)
 	r, err := jobRef(req)
 	if err != nil {
 		return step.Prediction{}, err
@@ -563,11 +558,8 @@ func (e *Executor) plan(ctx context.Context, req *step.Request) (step.Prediction
 
 // Destroy deletes the step's Job (never one khook does not own) and waits
 // until it is gone; a Job already gone is success.
-func (e *Executor) Destroy(ctx context.Context, req *step.Request) (step.Outcome, error) {
-	return req.Done(e.destroy(ctx, req))
-}
-
-func (e *Executor) destroy(ctx context.Context, req *step.Request) (step.Outcome, error) {
+func (e *Executor) Destroy(ctx context.Context, req *step.Request) (result step.Outcome, err error) {
+	defer req.RedactOutcome(&result, &err)
 	r, err := jobRef(req)
 	if err != nil {
 		return step.Outcome{}, err

@@ -91,11 +91,8 @@ func resolve(ctx context.Context, req *step.Request) (*target, error) {
 }
 
 // Run patches the target, which must exist.
-func (e *Executor) Run(ctx context.Context, req *step.Request) (step.Outcome, error) {
-	return req.Done(e.run(ctx, req))
-}
-
-func (e *Executor) run(ctx context.Context, req *step.Request) (step.Outcome, error) {
+func (e *Executor) Run(ctx context.Context, req *step.Request) (result step.Outcome, err error) {
+	defer req.RedactOutcome(&result, &err)
 	t, err := resolve(ctx, req)
 	if err != nil {
 		return step.Outcome{}, err
@@ -120,11 +117,8 @@ func (e *Executor) run(ctx context.Context, req *step.Request) (step.Outcome, er
 // Plan compares a server-side dry run of the patch with the live object:
 // no-op, or patch with the changed fields as details; unknown when the
 // target (or its type) does not exist yet.
-func (e *Executor) Plan(ctx context.Context, req *step.Request) (step.Prediction, error) {
-	return req.Predicted(e.plan(ctx, req))
-}
-
-func (e *Executor) plan(ctx context.Context, req *step.Request) (step.Prediction, error) {
+func (e *Executor) Plan(ctx context.Context, req *step.Request) (result step.Prediction, err error) {
+	defer req.RedactPrediction(&result, &err)
 	t, live, dry, err := resolveAndDryRun(ctx, req)
 	var un *step.UnavailableError
 	if errors.As(err, &un) {
@@ -191,16 +185,17 @@ func (t *target) dryRun(ctx context.Context) (live, dry *unstructured.Unstructur
 
 // Diff is the patch as a server-side dry run against the live target;
 // unavailable while the target (or its type) does not exist yet.
-func (e *Executor) Diff(ctx context.Context, req *step.Request) (step.Diff, error) {
+func (e *Executor) Diff(ctx context.Context, req *step.Request) (result step.Diff, err error) {
+	defer req.RedactDiff(&result, &err)
 	t, live, dry, err := resolveAndDryRun(ctx, req)
 	var un *step.UnavailableError
 	if errors.As(err, &un) && t != nil {
 		un.Reason += " (an earlier step may create it)"
 	}
 	if err != nil {
-		return req.Diffed(step.Diff{}, err)
+		return step.Diff{}, err
 	}
-	return req.Diffed(step.Diff{Objects: []step.ObjectDiff{{Name: t.subject, Live: live, Merged: dry}}}, nil)
+	return step.Diff{Objects: []step.ObjectDiff{{Name: t.subject, Live: live, Merged: dry}}}, nil
 }
 
 func changedBesidesStatus(paths []string) bool {

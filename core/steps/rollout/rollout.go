@@ -33,7 +33,8 @@ import (
 	"khook.io/core/waiter"
 )
 
-// Executor runs rollout: steps.
+// Executor runs rollout: steps. It implements step.Executor and
+// step.Planner.
 type Executor struct{}
 
 // New returns the rollout: executor.
@@ -104,11 +105,8 @@ func (w *workload) get(ctx context.Context) (*unstructured.Unstructured, error) 
 }
 
 // Run restarts the workload, or waits for its rollout to complete.
-func (e *Executor) Run(ctx context.Context, req *step.Request) (step.Outcome, error) {
-	return req.Done(e.run(ctx, req))
-}
-
-func (e *Executor) run(ctx context.Context, req *step.Request) (step.Outcome, error) {
+func (e *Executor) Run(ctx context.Context, req *step.Request) (result step.Outcome, err error) {
+	defer req.RedactOutcome(&result, &err)
 	w, err := resolve(ctx, req)
 	if err != nil {
 		return step.Outcome{}, err
@@ -313,11 +311,8 @@ func optional(s string) string {
 
 // Plan predicts restart, or for status no-op (rolled out) or wait;
 // unknown when the workload does not exist yet.
-func (e *Executor) Plan(ctx context.Context, req *step.Request) (step.Prediction, error) {
-	return req.Predicted(e.plan(ctx, req))
-}
-
-func (e *Executor) plan(ctx context.Context, req *step.Request) (step.Prediction, error) {
+func (e *Executor) Plan(ctx context.Context, req *step.Request) (result step.Prediction, err error) {
+	defer req.RedactPrediction(&result, &err)
 	w, err := resolve(ctx, req)
 	if err != nil {
 		return step.Prediction{}, err

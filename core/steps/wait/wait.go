@@ -18,7 +18,8 @@ import (
 	"khook.io/core/waiter"
 )
 
-// Executor runs wait: steps.
+// Executor runs wait: steps. It implements step.Executor and step.Planner;
+// destroy leaves a wait alone.
 type Executor struct{}
 
 // New returns the wait: executor.
@@ -73,11 +74,8 @@ func resolve(ctx context.Context, req *step.Request) (resolved, error) {
 func describe(t waiter.Target, ref spec.ResourceRef) string { return ref.String() + waiter.Scope(t) }
 
 // Run waits until the condition holds, bounded by ctx (the step timeout).
-func (e *Executor) Run(ctx context.Context, req *step.Request) (step.Outcome, error) {
-	return req.Done(e.run(ctx, req))
-}
-
-func (e *Executor) run(ctx context.Context, req *step.Request) (step.Outcome, error) {
+func (e *Executor) Run(ctx context.Context, req *step.Request) (result step.Outcome, err error) {
+	defer req.RedactOutcome(&result, &err)
 	r, err := resolve(ctx, req)
 	if err != nil {
 		if r.cond.Kind == spec.ForDelete && meta.IsNoMatchError(err) {
@@ -96,11 +94,8 @@ func (e *Executor) run(ctx context.Context, req *step.Request) (step.Outcome, er
 
 // Plan predicts no-op (the condition holds now), wait, or unknown when the
 // type or the namespace does not exist yet (an earlier step may create it).
-func (e *Executor) Plan(ctx context.Context, req *step.Request) (step.Prediction, error) {
-	return req.Predicted(e.plan(ctx, req))
-}
-
-func (e *Executor) plan(ctx context.Context, req *step.Request) (step.Prediction, error) {
+func (e *Executor) Plan(ctx context.Context, req *step.Request) (result step.Prediction, err error) {
+	defer req.RedactPrediction(&result, &err)
 	r, err := resolve(ctx, req)
 	if err != nil {
 		if meta.IsNoMatchError(err) {
