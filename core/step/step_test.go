@@ -1,6 +1,8 @@
 package step
 
 import (
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -39,5 +41,83 @@ func TestRedacted(t *testing.T) {
 	}
 	if (Diff{}).Redacted(r).Objects != nil || (Prediction{}).Redacted(r).Details != nil {
 		t.Error("Redacted turned nil slices into empty ones")
+	}
+}
+
+// An executor's exit masks what it returns: outcome, prediction, diff,
+// errors (still unwrappable), an interruption's note and an unavailable
+// diff's reason; progress through Logf is masked too.
+func TestRequestRedactsAtTheExit(t *testing.T) {
+	const secret = "s3cr3t-value"
+	r := redact.New()
+	r.Add(secret)
+	var logged []string
+	req := &Request{Redactor: r, Log: func(format string, args ...any) { logged = append(logged, fmt.Sprintf(format, args...)) }}
+	leaks := func(what, s string) {
+		t.Helper()
+		if strings.Contains(s, secret) || !strings.Contains(s, "***") {
+			t.Errorf("%s: %q", what, s)
+		}
+	}
+
+	base := errors.New("refused: " + secret)
+	out, err := Outcome{Message: "m " + secret, SkipReason: "s " + secret}, base
+	req.RedactOutcome(&out, &err)
+	leaks("outcome message", out.Message)
+	leaks("outcome skip reason", out.SkipReason)
+	leaks("outcome error", err.Error())
+	if !errors.Is(err, base) {
+		t.Error("the redacted error does not unwrap to the cause")
+	}
+
+	err = Interrupted("deleted Job "+secret, base)
+	req.RedactOutcome(&out, &err)
+	var note interface{ InterruptNote() string }
+	if !errors.As(err, &note) {
+		t.Fatalf("the interruption is lost: %v", err)
+	}
+	leaks("interruption note", note.InterruptNote())
+	leaks("interruption error", err.Error())
+
+	p, err := Prediction{Action: "create", Reason: "r " + secret}, error(nil)
+	req.RedactPrediction(&p, &err)
+	leaks("prediction reason", p.Reason)
+	p, err = Prediction{Action: "create"}, base
+	req.RedactPrediction(&p, &err)
+	if p.Action != "" {
+		t.Errorf("a failed plan kept its prediction: %+v", p)
+	}
+	leaks("plan error", err.Error())
+
+	d, err := Diff{Notes: []string{"n " + secret}}, error(nil)
+	req.RedactDiff(&d, &err)
+	leaks("diff note", d.Notes[0])
+	d, err = Diff{Notes: []string{"x"}}, &UnavailableError{Reason: "ns " + secret}
+	req.RedactDiff(&d, &err)
+	var un *UnavailableError
+	if !errors.As(err, &un) || d.Notes != nil {
+		t.Fatalf("unavailable: %v %+v", err, d)
+	}
+	leaks("unavailable reason", un.Reason)
+	d, err = Diff{}, base
+	req.RedactDiff(&d, &err)
+	leaks("diff error", err.Error())
+
+	req.Logf("applying %s", secret)
+	req.Progress("line " + secret)
+	if len(logged) != 2 {
+		t.Fatalf("logged %q", logged)
+	}
+	leaks("Logf", logged[0])
+	leaks("Progress", logged[1])
+	(&Request{}).Logf("dropped without a Log")
+}
+
+func TestObjectsManager(t *testing.T) {
+	if m := (&Request{}).Objects(); m.FieldManager() != "khook" {
+		t.Errorf("default field manager %q", m.FieldManager())
+	}
+	if m := (&Request{FieldManager: "ops"}).Objects(); m.FieldManager() != "ops" {
+		t.Errorf("configured field manager %q", m.FieldManager())
 	}
 }
