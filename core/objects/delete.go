@@ -110,19 +110,19 @@ func (m *Manager) DeleteAll(ctx context.Context, objs []*unstructured.Unstructur
 				continue
 			}
 			if o.GetName() == "" {
-				sum.Unnamed = append(sum.Unnamed, manifest.Ref(o))
+				sum.Unnamed = append(sum.Unnamed, RefOf(o).KindName())
 				continue
 			}
 			r, err := m.Resolve(ctx, o, opts.Namespace)
 			if meta.IsNoMatchError(err) {
-				sum.Absent = append(sum.Absent, manifest.Ref(o))
+				sum.Absent = append(sum.Absent, RefOf(o).KindName())
 				continue
 			}
 			if err != nil {
 				if ctx.Err() != nil {
-					return sum, fmt.Errorf("%s: %w", manifest.Ref(o), err)
+					return sum, fmt.Errorf("%s: %w", RefOf(o).KindName(), err)
 				}
-				sum.Failed = append(sum.Failed, fmt.Errorf("%s: %w", manifest.Ref(o), err))
+				sum.Failed = append(sum.Failed, fmt.Errorf("%s: %w", RefOf(o).KindName(), err))
 				continue
 			}
 			d := r.Ref().String()
@@ -131,7 +131,7 @@ func (m *Manager) DeleteAll(ctx context.Context, objs []*unstructured.Unstructur
 			case apierrors.IsNotFound(err):
 				sum.Absent = append(sum.Absent, d)
 			case err != nil && ctx.Err() != nil:
-				return sum, fmt.Errorf("%s delete failed: %w", manifest.Ref(o), err)
+				return sum, fmt.Errorf("%s delete failed: %w", RefOf(o).KindName(), err)
 			case err != nil:
 				// like kubectl delete -f: the others are still deleted,
 				// and every refusal reported at the end
@@ -238,11 +238,11 @@ func (m *Manager) Existing(ctx context.Context, objs []*unstructured.Unstructure
 		}
 		r, err := m.Resolve(ctx, o, namespace)
 		if meta.IsNoMatchError(err) {
-			absent = append(absent, manifest.Ref(o))
+			absent = append(absent, RefOf(o).KindName())
 			continue
 		}
 		if err != nil {
-			return nil, nil, fmt.Errorf("%s: %w", manifest.Ref(o), err)
+			return nil, nil, fmt.Errorf("%s: %w", RefOf(o).KindName(), err)
 		}
 		d := r.Ref().String()
 		_, err = m.Get(ctx, r)
@@ -250,7 +250,7 @@ func (m *Manager) Existing(ctx context.Context, objs []*unstructured.Unstructure
 		case apierrors.IsNotFound(err):
 			absent = append(absent, d)
 		case err != nil:
-			return nil, nil, fmt.Errorf("%s: %w", manifest.Ref(o), err)
+			return nil, nil, fmt.Errorf("%s: %w", RefOf(o).KindName(), err)
 		default:
 			existing = append(existing, d)
 		}

@@ -174,7 +174,7 @@ func applyAll(ctx context.Context, req *step.Request, m *objects.Manager, objs [
 	for i, o := range objs {
 		res, err := m.Apply(ctx, o, ns, opts)
 		if err != nil {
-			return set, nil, partial(ctx, req, i, len(objs), manifest.Ref(o), "apply failed", err)
+			return set, nil, partial(ctx, req, i, len(objs), objects.RefOf(o).KindName(), "apply failed", err)
 		}
 		set.Add(res)
 		ref := res.Ref().KindName()
@@ -240,14 +240,14 @@ func existing(ctx context.Context, m *objects.Manager, objs []*unstructured.Unst
 			return nil, false, nil
 		}
 		if err != nil {
-			return nil, false, fmt.Errorf("%s: %w", manifest.Ref(o), err)
+			return nil, false, fmt.Errorf("%s: %w", objects.RefOf(o).KindName(), err)
 		}
 		_, err = m.Get(ctx, r)
 		if apierrors.IsNotFound(err) {
 			return nil, false, nil
 		}
 		if err != nil {
-			return nil, false, fmt.Errorf("%s: check whether it exists: %w", manifest.Ref(o), err)
+			return nil, false, fmt.Errorf("%s: check whether it exists: %w", objects.RefOf(o).KindName(), err)
 		}
 		targets = append(targets, waiter.Target{Mapping: r.Mapping, Namespace: r.Object.GetNamespace(), Name: r.Object.GetName()})
 	}

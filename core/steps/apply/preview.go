@@ -115,7 +115,7 @@ func (pv *preview) object(ctx context.Context, o *unstructured.Unstructured, ns 
 		p.reason = fmt.Sprintf("the cluster does not serve %s: its CustomResourceDefinition does not exist yet (an earlier step may create it)", kindString(gvk))
 		return p, nil
 	case err != nil:
-		return p, fmt.Errorf("%s: %w", manifest.Ref(o), err)
+		return p, fmt.Errorf("%s: %w", objects.RefOf(o).KindName(), err)
 	}
 	p.res = r
 	if !r.Namespaced() {
@@ -203,7 +203,7 @@ func (c *planCounts) unknownBecause(where, detail, reason string) {
 }
 
 func (c *planCounts) add(ctx context.Context, req *step.Request, m *objects.Manager, p previewed) error {
-	ref := manifest.Ref(p.obj)
+	ref := objects.RefOf(p.obj).KindName()
 	switch p.verdict {
 	case unnamed:
 		c.details = append(c.details, ref+": create (generateName)")
@@ -334,7 +334,7 @@ func diffObject(ctx context.Context, m *objects.Manager, p previewed, ns string,
 func asSent(o *unstructured.Unstructured, serverSide bool, note string) (step.ObjectDiff, error) {
 	if !serverSide {
 		if err := kubectlutil.CreateApplyAnnotation(o, unstructured.UnstructuredJSONScheme); err != nil {
-			return step.ObjectDiff{}, fmt.Errorf("%s: record the last-applied configuration: %w", manifest.Ref(o), err)
+			return step.ObjectDiff{}, fmt.Errorf("%s: record the last-applied configuration: %w", objects.RefOf(o).KindName(), err)
 		}
 	}
 	return step.ObjectDiff{Name: objects.RefOf(o).Path(), Merged: o, Note: note}, nil
