@@ -155,7 +155,7 @@ func (m *Manager) DeleteAll(ctx context.Context, objs []*unstructured.Unstructur
 	return sum, nil
 }
 
-// PartialError is a DeleteObjects that could not delete every object: it
+// PartialError is a DeleteAll that could not delete every object: it
 // deleted the others (Summary says what it did) and names each object it
 // could not delete, with why. It unwraps to those errors, so
 // apierrors.IsForbidden and the like see them.
