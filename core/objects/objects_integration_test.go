@@ -248,7 +248,7 @@ func TestDeleteAll(t *testing.T) {
 		configMap(t, "b", "1"),
 		configMap(t, "gone", "1"),
 		obj(t, "apiVersion: v1\nkind: Pod\nmetadata: {generateName: p-}\n"),
-		obj(t, "apiVersion: nothing.khook.test/v1\nkind: Nothing\nmetadata: {name: n}\n"),
+		obj(t, "apiVersion: nothing.khook.test/v1\nkind: Nothing\nmetadata: {name: nothing}\n"),
 	}
 	var lines []string
 	sum, err := m.DeleteAll(ctx(t), objs, objects.DeleteOptions{Namespace: ns, KeepNamespaces: true, Progress: func(l string) { lines = append(lines, l) }})
@@ -258,7 +258,7 @@ func TestDeleteAll(t *testing.T) {
 	}
 	wantDeleted := []string{"ConfigMap/b in " + ns, "ConfigMap/a in " + ns}
 	if !slices.Equal(sum.Deleted, wantDeleted) || !slices.Equal(sum.Kept, []string{"namespace " + ns}) ||
-		!slices.Equal(sum.Unnamed, []string{"Pod/p-*"}) || !slices.Equal(sum.Absent, []string{"Nothing/n", "ConfigMap/gone in " + ns}) {
+		!slices.Equal(sum.Unnamed, []string{"Pod/p-*"}) || !slices.Equal(sum.Absent, []string{"Nothing/nothing", "ConfigMap/gone in " + ns}) {
 		t.Errorf("summary %+v", sum)
 	}
 	if len(lines) == 0 || lines[0] != "waiting until 2 objects are gone" {
