@@ -131,14 +131,14 @@ func (o *RunOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	progress := s.progress(o.command, ex.order)
+	progress := o.app.progressOutput().progress(o.command, s.doc, ex.order)
 	if err := s.start(pctx, ex, progress); err != nil {
 		progress.Close()
 		return err
 	}
 	res, stateErr := s.runSteps(ctx, ex, o.flags.Parallelism)
 	progress.Close()
-	err = s.finish(o.command, o.flags.Output.value, res, stateErr)
+	err = s.finish(o.app.out, o.command, o.flags.Output.value, res, stateErr)
 	var exitErr *ExitError
 	if res.Status == run.RunInterrupted && (err == nil || errors.As(err, &exitErr)) {
 		// the summary said so; the state record's error, if any, follows

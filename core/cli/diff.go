@@ -224,13 +224,13 @@ func (o *DiffOptions) diff(ctx context.Context, s *session, out, errOut io.Write
 		}
 		for _, od := range r.raw.Objects {
 			if od.Live != nil && od.Merged != nil {
-				diff.Learn(s.app.red, od.Merged.Object, od.Live.Object)
+				diff.Learn(s.red, od.Merged.Object, od.Live.Object)
 			}
 		}
 	}
 	for i, r := range results {
 		if r.raw != nil {
-			results[i] = diffResult(*r.raw, s.app.red)
+			results[i] = diffResult(*r.raw, s.red)
 		}
 	}
 	return o.print(ctx, s, results, out, errOut)
@@ -267,7 +267,7 @@ func (s *session) diffStep(ctx context.Context, i int, exec step.Executor) *step
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	req := s.request(i, 1, timeout, s.sink)
-	red := s.app.red
+	red := s.red
 	if d, ok := exec.(step.Differ); ok {
 		res, err := d.Diff(ctx, req)
 		var un *step.UnavailableError

@@ -33,29 +33,39 @@ func (f *SpecFlags) AddFlags(cmd *cobra.Command) {
 	_ = cmd.MarkFlagFilename("var-file", "yaml", "yml")
 }
 
-// loadOptions turns the flags into load options.
-func (f *SpecFlags) loadOptions(a *app) (load.Options, error) {
+// ToOptions checks the flags and turns them into the options of the
+// spec's load.
+func (f *SpecFlags) ToOptions(src SpecSource) (*SpecOptions, error) {
 	if f.File == "" {
-		return load.Options{}, invalid(fmt.Errorf("no spec given: pass -f <file> (or -f - to read standard input)"))
+		return nil, invalid(fmt.Errorf("no spec given: pass -f <file> (or -f - to read standard input)"))
 	}
 	if f.VarPrefix == "" || f.SecretPrefix == "" {
-		return load.Options{}, invalid(fmt.Errorf("--var-prefix and --secret-prefix must not be empty"))
+		return nil, invalid(fmt.Errorf("--var-prefix and --secret-prefix must not be empty"))
 	}
 	if f.VarPrefix == f.SecretPrefix {
-		return load.Options{}, invalid(fmt.Errorf("--var-prefix and --secret-prefix must differ (both are %q)", f.VarPrefix))
+		return nil, invalid(fmt.Errorf("--var-prefix and --secret-prefix must differ (both are %q)", f.VarPrefix))
 	}
-	return load.Options{
+	return &SpecOptions{Loader: src.Loader, Options: load.Options{
 		File:     f.File,
-		Stdin:    a.cfg.In,
-		Redactor: a.red,
+		Stdin:    src.Stdin,
+		Redactor: src.Redactor,
 		Vars: vars.Options{
 			Set:          f.Set,
 			VarFiles:     f.VarFiles,
-			Environ:      a.cfg.Environ,
+			Environ:      src.Environ,
 			VarPrefix:    f.VarPrefix,
 			SecretPrefix: f.SecretPrefix,
 		},
-	}, nil
+	}}, nil
+}
+
+// loadOptions turns the flags into load options.
+func (f *SpecFlags) loadOptions(a *app) (load.Options, error) {
+	o, err := f.ToOptions(a.specSource())
+	if err != nil {
+		return load.Options{}, err
+	}
+	return o.Options, nil
 }
 
 // load reads and checks the spec the flags name.

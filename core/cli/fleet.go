@@ -38,12 +38,7 @@ type ContextFlagger interface {
 }
 
 // contextFlag is the name of the connection's flag for one context.
-func (a *app) contextFlag() string {
-	if c, ok := a.cfg.Connection.(ContextFlagger); ok {
-		return c.ContextFlag()
-	}
-	return "context"
-}
+func (a *app) contextFlag() string { return a.clusters().contextFlag() }
 
 // FleetFlags make a command run on several clusters, a fleet: the
 // kubeconfig contexts --contexts names, each with variables of its own.
@@ -258,7 +253,7 @@ func (o *RunOptions) runFleet(ctx context.Context) error {
 	for i, m := range members {
 		infos[i] = render.ClusterInfo{Context: m.context, Steps: stepInfos(m.doc, order)}
 	}
-	popts, w := a.progressOptions(o.command)
+	popts, w := a.progressOutput().options(o.command)
 	progress := render.NewFleetProgress(w, infos, popts)
 	start := time.Now()
 	runs := make([]render.ClusterRun, len(members))
@@ -312,7 +307,7 @@ func (o *RunOptions) runMember(ctx context.Context, m *member, cp *render.Cluste
 		return fail(errors.New(fleetInterrupted))
 	}
 	cp.Connecting()
-	s, err := a.newSession(ctx, m.doc, m.getter, &linePrefixer{w: a.errOut, prefix: m.context + ": "})
+	s, err := a.clusters().newSession(ctx, m.doc, m.getter, &linePrefixer{w: a.errOut, prefix: m.context + ": "})
 	if err != nil {
 		return fail(err)
 	}

@@ -126,7 +126,7 @@ func (o *PlanOptions) runFleet(ctx context.Context) error {
 	outs := a.forEachMember(ctx, members, o.flags.Fleet.Parallelism, !structured, func(ctx context.Context, i int, m *member, out, _ io.Writer) error {
 		p := m.doc.OfflinePlan()
 		if !o.flags.Offline {
-			s, err := a.newSession(ctx, m.doc, m.getter, &linePrefixer{w: a.errOut, prefix: m.context + ": "})
+			s, err := a.clusters().newSession(ctx, m.doc, m.getter, &linePrefixer{w: a.errOut, prefix: m.context + ": "})
 			if err != nil {
 				return err
 			}
@@ -171,7 +171,7 @@ func (o *DiffOptions) runFleet(ctx context.Context) error {
 	}
 	differs := make([]bool, len(members))
 	outs := a.forEachMember(ctx, members, o.flags.Fleet.Parallelism, true, func(ctx context.Context, i int, m *member, out, errOut io.Writer) error {
-		s, err := a.newSession(ctx, m.doc, m.getter, &linePrefixer{w: a.errOut, prefix: m.context + ": "})
+		s, err := a.clusters().newSession(ctx, m.doc, m.getter, &linePrefixer{w: a.errOut, prefix: m.context + ": "})
 		if err != nil {
 			return err
 		}
@@ -231,7 +231,7 @@ func (o *StatusOptions) runFleet(ctx context.Context) error {
 	structured := o.flags.Output.value == "json"
 	statuses := make([]*state.Status, len(members))
 	outs := a.forEachMember(ctx, members, o.flags.Fleet.Parallelism, !structured, func(ctx context.Context, i int, m *member, out, _ io.Writer) error {
-		clients, err := a.clientsFor(ctx, m.getter, &linePrefixer{w: a.errOut, prefix: m.context + ": "})
+		clients, err := a.clusters().clientsFor(ctx, m.getter, &linePrefixer{w: a.errOut, prefix: m.context + ": "})
 		if err != nil {
 			return err
 		}

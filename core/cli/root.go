@@ -116,6 +116,30 @@ type app struct {
 	verbosity int
 }
 
+// specSource is where the app's specs come from.
+func (a *app) specSource() SpecSource {
+	return SpecSource{Stdin: a.cfg.In, Environ: a.cfg.Environ, Redactor: a.red, Loader: &a.loader}
+}
+
+// clusters is how the app's commands reach clusters.
+func (a *app) clusters() *Clusters {
+	return &Clusters{Connection: a.cfg.Connection, Steps: a.cfg.Steps, Redactor: a.red, Warnings: a.errOut, BeforeClients: a.routeClientLogs}
+}
+
+// progressOutput is where the app's progress goes.
+func (a *app) progressOutput() ProgressOutput {
+	return ProgressOutput{ErrOut: a.errOut, Terminal: a.cfg.ErrOut, Console: a.console, Redactor: a.red, Environ: a.cfg.Environ}
+}
+
+// connect loads the spec and connects to the cluster.
+func (a *app) connect(ctx context.Context, sf *SpecFlags) (*session, error) {
+	doc, err := sf.load(a)
+	if err != nil {
+		return nil, err
+	}
+	return a.clusters().connect(ctx, doc)
+}
+
 // Execute runs the command tree with args and returns the exit code.
 // Signals are the caller's: cancel ctx to stop (main uses
 // signal.NotifyContext).

@@ -130,7 +130,7 @@ func (rs *runState) sink(next event.Sink, s *session, command string, tasks []ru
 	for i, st := range s.doc.Spec.Steps {
 		index[st.Name] = i
 	}
-	red := s.app.red
+	red := s.red
 	return event.SinkFunc(func(e event.Event) {
 		next.Emit(e)
 		i, ok := index[e.Step]
@@ -269,7 +269,7 @@ func (o *StatusOptions) Run(ctx context.Context) error {
 	if err := needsState(doc); err != nil {
 		return err
 	}
-	clients, err := a.clients(ctx)
+	clients, err := a.clusters().clients(ctx)
 	if err != nil {
 		return err
 	}
@@ -299,7 +299,7 @@ func (a *app) readStatus(ctx context.Context, doc *load.Document, clients *kube.
 	if err != nil || !found {
 		return nil, err
 	}
-	s := &session{app: a, doc: doc}
+	s := &session{red: a.red, doc: doc}
 	ins, err := s.stepInputs(ctx, rec.SaltBytes(), rec)
 	if err != nil {
 		return nil, err
