@@ -14,7 +14,6 @@ import (
 	"khook.io/core/plan"
 	"khook.io/core/render"
 	"khook.io/core/schema"
-	"khook.io/core/version"
 )
 
 // ---- validate ----
@@ -284,28 +283,6 @@ Point yaml-language-server at it from the first line of a spec:
 			return err
 		},
 	}
-}
-
-// ---- version ----
-
-func (a *app) newVersionCommand() *cobra.Command {
-	out := newOutputFlag("text", "text", "json")
-	cmd := &cobra.Command{
-		Use:   "version",
-		Short: "Print khook's version, commit, build date and platform",
-		Args:  noArgs,
-		RunE: func(*cobra.Command, []string) error {
-			info := version.Get()
-			if out.value == "json" {
-				return render.JSON(a.out, info)
-			}
-			_, err := fmt.Fprintf(a.out, "%s %s\ncommit: %s\ndate: %s\nplatform: %s\ngo: %s\n",
-				a.cfg.Name, info.Version, info.Commit, info.Date, info.Platform, info.GoVersion)
-			return err
-		},
-	}
-	out.add(cmd, "output", "o", "output format")
-	return cmd
 }
 
 // examples indents each example line and prefixes it with the plugin's

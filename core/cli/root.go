@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"khook.io/core/load"
 	"khook.io/core/redact"
@@ -114,6 +115,12 @@ type app struct {
 	loader  load.Loader
 	// verbosity is client-go's log level (-v), as kubectl's.
 	verbosity int
+}
+
+// streams are the app's standard streams, standard output and error
+// redacting.
+func (a *app) streams() genericiooptions.IOStreams {
+	return genericiooptions.IOStreams{In: a.cfg.In, Out: a.out, ErrOut: a.errOut}
 }
 
 // specSource is where the app's specs come from.
@@ -230,7 +237,7 @@ conditions.`,
 		a.newStatusCommand(),
 		a.newGraphCommand(),
 		a.newSchemaCommand(),
-		a.newVersionCommand(),
+		NewCmdVersion(a.cfg.Name, a.streams()),
 	)
 	// unknown subcommands and bad arguments are usage errors (exit 2)
 	root.Args = func(cmd *cobra.Command, args []string) error {
