@@ -13,7 +13,6 @@ import (
 	"khook.io/core/load"
 	"khook.io/core/plan"
 	"khook.io/core/render"
-	"khook.io/core/schema"
 )
 
 // ---- validate ----
@@ -265,24 +264,6 @@ graph -f bootstrap.yaml --format dot | dot -Tsvg > dag.svg`),
 	f.Spec.AddFlags(cmd)
 	f.Format.add(cmd, "format", "", "graph format")
 	return cmd
-}
-
-// ---- schema ----
-
-func (a *app) newSchemaCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "schema",
-		Short: "Print the JSON Schema of the khook v1 spec",
-		Long: fmt.Sprintf(`Print the JSON Schema (draft 2020-12) of the khook v1 spec, $id %s.
-Point yaml-language-server at it from the first line of a spec:
-
-  # yaml-language-server: $schema=%s`, schema.ID, schema.ID),
-		Args: noArgs,
-		RunE: func(*cobra.Command, []string) error {
-			_, err := a.out.Write(schema.JSON())
-			return err
-		},
-	}
 }
 
 // examples indents each example line and prefixes it with the plugin's

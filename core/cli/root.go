@@ -236,7 +236,7 @@ conditions.`,
 		a.newDiffCommand(),
 		a.newStatusCommand(),
 		a.newGraphCommand(),
-		a.newSchemaCommand(),
+		NewCmdSchema(a.streams()),
 		NewCmdVersion(a.cfg.Name, a.streams()),
 	)
 	// unknown subcommands and bad arguments are usage errors (exit 2)
