@@ -72,7 +72,7 @@ glob patterns), several clusters at once (--fleet-parallelism), each with its
 own connection, state record and variables (KHOOK_CONTEXT is the context's
 name; --var-dir adds DIR/<context>.yaml), then a summary line per cluster.
 Exit code 1 when any cluster failed.`,
-		Example: a.examples(`apply -f bootstrap.yaml
+		Example: examples(a.cfg.Name, `apply -f bootstrap.yaml
 apply -f bootstrap.yaml -o json > result.json
 apply -f bootstrap.yaml --contexts 'prod-*,staging-eu' --var-dir vars/ -o junit > report.xml`),
 		Args: noArgs,
@@ -100,7 +100,7 @@ khook does not own). delete, patch, wait and rollout steps are skipped, and
 so are steps a when: excludes. What is already gone counts as success, so a
 destroy can be re-run. Namespaces are left in place. With --contexts, on
 each cluster of a fleet, as apply.`,
-		Example: a.examples(`destroy -f bootstrap.yaml
+		Example: examples(a.cfg.Name, `destroy -f bootstrap.yaml
 destroy -f bootstrap.yaml --contexts 'staging-*'`),
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

@@ -73,7 +73,7 @@ program that failed, an interruption by Ctrl-C).
 With --contexts, each cluster of a fleet is diffed (several at once), its
 output under a "==> context NAME <==" line, in the order of the contexts;
 the exit code is the worst of theirs.`,
-		Example: a.examples(`diff -f bootstrap.yaml
+		Example: examples(a.cfg.Name, `diff -f bootstrap.yaml
 KUBECTL_EXTERNAL_DIFF="meld" %s diff -f bootstrap.yaml`),
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

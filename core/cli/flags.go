@@ -21,6 +21,11 @@ type SpecFlags struct {
 	SecretPrefix string
 }
 
+// NewSpecFlags returns the spec flags with their defaults.
+func NewSpecFlags() SpecFlags {
+	return SpecFlags{VarPrefix: vars.DefaultVarPrefix, SecretPrefix: vars.DefaultSecretPrefix}
+}
+
 // AddFlags registers the spec flags.
 func (f *SpecFlags) AddFlags(cmd *cobra.Command) {
 	fs := cmd.Flags()

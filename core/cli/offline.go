@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"khook.io/core/kube"
 	"khook.io/core/load"
@@ -23,45 +24,55 @@ type ValidateFlags struct {
 	Output *outputFlag
 }
 
-// ValidateOptions is a ready-to-run validate.
-type ValidateOptions struct {
-	Load   load.Options
-	Output string
-	Out    io.Writer
-	loader *load.Loader
+// NewValidateFlags returns validate's flags with their defaults.
+func NewValidateFlags() *ValidateFlags {
+	return &ValidateFlags{Spec: NewSpecFlags(), Output: newOutputFlag("text", "text", "json")}
 }
 
-func (a *app) newValidateCommand() *cobra.Command {
-	f := &ValidateFlags{Output: newOutputFlag("text", "text", "json")}
+// AddFlags registers the flags.
+func (f *ValidateFlags) AddFlags(cmd *cobra.Command) {
+	f.Spec.AddFlags(cmd)
+	f.Output.add(cmd, "output", "o", "output format")
+}
+
+// ValidateOptions is a ready-to-run validate.
+type ValidateOptions struct {
+	Spec   *SpecOptions
+	Output string
+	Out    io.Writer
+}
+
+// NewCmdValidate is the validate command.
+func NewCmdValidate(name string, streams genericiooptions.IOStreams, src SpecSource) *cobra.Command {
+	f := NewValidateFlags()
 	cmd := &cobra.Command{
 		Use:   "validate -f SPEC",
 		Short: "Check a spec without touching a cluster",
 		Long: `Check a spec without touching a cluster: variables, YAML, every rule of the
 DSL, when: conditions and the needs graph. Every problem is reported at once,
 with file:line:col and field path. Exit code 0 when valid, 2 when not.`,
-		Example: a.examples(`validate -f bootstrap.yaml
+		Example: examples(name, `validate -f bootstrap.yaml
 KHOOK_VAR_ENV=prod %s validate -f bootstrap.yaml --set REGION=eu-west-1`),
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			o, err := f.ToOptions(a)
+			o, err := f.ToOptions(streams, src)
 			if err != nil {
 				return err
 			}
 			return o.Run(cmd.Context())
 		},
 	}
-	f.Spec.AddFlags(cmd)
-	f.Output.add(cmd, "output", "o", "output format")
+	f.AddFlags(cmd)
 	return cmd
 }
 
 // ToOptions resolves the flags.
-func (f *ValidateFlags) ToOptions(a *app) (*ValidateOptions, error) {
-	lo, err := f.Spec.loadOptions(a)
+func (f *ValidateFlags) ToOptions(streams genericiooptions.IOStreams, src SpecSource) (*ValidateOptions, error) {
+	so, err := f.Spec.ToOptions(src)
 	if err != nil {
 		return nil, err
 	}
-	return &ValidateOptions{Load: lo, Output: f.Output.value, Out: a.out, loader: &a.loader}, nil
+	return &ValidateOptions{Spec: so, Output: f.Output.value, Out: streams.Out}, nil
 }
 
 // validateResult is validate -o json.
@@ -85,9 +96,9 @@ type problemEntry struct {
 
 // Run validates the spec.
 func (o *ValidateOptions) Run(_ context.Context) error {
-	doc, err := o.loader.Load(o.Load)
+	doc, err := o.Spec.Load()
 	if o.Output == "json" {
-		res := validateResult{Valid: err == nil, File: o.Load.File, Problems: []problemEntry{}}
+		res := validateResult{Valid: err == nil, File: o.Spec.Options.File, Problems: []problemEntry{}}
 		var inv *load.InvalidError
 		switch {
 		case err == nil:
@@ -110,7 +121,7 @@ func (o *ValidateOptions) Run(_ context.Context) error {
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(o.Out, "%s is valid: %s, %s in %s.\n", displayFile(o.Load.File), doc.Spec.Metadata.Name,
+	_, err = fmt.Fprintf(o.Out, "%s is valid: %s, %s in %s.\n", displayFile(o.Spec.Options.File), doc.Spec.Metadata.Name,
 		countOf(len(doc.Spec.Steps), "step"), countOf(len(doc.Graph.Levels()), "level"))
 	return err
 }
@@ -157,7 +168,7 @@ func (a *app) newPlanCommand() *cobra.Command {
 		Long: `Show what apply would do: the steps in DAG order with their level, type,
 needs, when: outcome and a one-line summary with variables resolved (secrets
 masked).`,
-		Example: a.examples(`plan -f bootstrap.yaml --offline
+		Example: examples(a.cfg.Name, `plan -f bootstrap.yaml --offline
 plan -f bootstrap.yaml -o json`),
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -243,7 +254,7 @@ func (a *app) newGraphCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "graph -f SPEC",
 		Short: "Print the step DAG as Mermaid or Graphviz DOT",
-		Example: a.examples(`graph -f bootstrap.yaml > dag.mmd
+		Example: examples(a.cfg.Name, `graph -f bootstrap.yaml > dag.mmd
 graph -f bootstrap.yaml --format dot | dot -Tsvg > dag.svg`),
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -268,13 +279,13 @@ graph -f bootstrap.yaml --format dot | dot -Tsvg > dag.svg`),
 
 // examples indents each example line and prefixes it with the plugin's
 // name; a line holding %s gets the name there instead.
-func (a *app) examples(lines string) string {
+func examples(name, lines string) string {
 	out := strings.Split(lines, "\n")
 	for i, l := range out {
 		if strings.Contains(l, "%s") {
-			out[i] = "  " + fmt.Sprintf(l, a.cfg.Name)
+			out[i] = "  " + fmt.Sprintf(l, name)
 		} else {
-			out[i] = "  " + a.cfg.Name + " " + l
+			out[i] = "  " + name + " " + l
 		}
 	}
 	return strings.Join(out, "\n")

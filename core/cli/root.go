@@ -229,7 +229,7 @@ conditions.`,
 		return nil
 	}
 	root.AddCommand(
-		a.newValidateCommand(),
+		NewCmdValidate(a.cfg.Name, a.streams(), a.specSource()),
 		a.newPlanCommand(),
 		a.newApplyCommand(),
 		a.newDestroyCommand(),

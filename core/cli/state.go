@@ -227,7 +227,7 @@ step's outcome, and what the next apply will do with each step (resume it,
 re-run it because it failed or its inputs changed, run it for the first
 time). The spec must have a state: block. Without a record yet: "not applied
 yet", exit 0. With --contexts, the record of each cluster of a fleet.`,
-		Example: a.examples(`status -f bootstrap.yaml
+		Example: examples(a.cfg.Name, `status -f bootstrap.yaml
 status -f bootstrap.yaml -o json
 status -f bootstrap.yaml --contexts 'prod-*'`),
 		Args: noArgs,
