@@ -235,7 +235,7 @@ conditions.`,
 		a.newDestroyCommand(),
 		a.newDiffCommand(),
 		a.newStatusCommand(),
-		a.newGraphCommand(),
+		NewCmdGraph(a.cfg.Name, a.streams(), a.specSource()),
 		NewCmdSchema(a.streams()),
 		NewCmdVersion(a.cfg.Name, a.streams()),
 	)
