@@ -24,7 +24,7 @@ type RunFlags struct {
 
 func (f *RunFlags) add(cmd *cobra.Command, a *app) {
 	f.Spec.AddFlags(cmd)
-	f.Fleet.AddFlags(cmd, a)
+	f.Fleet.AddFlags(cmd, a.clusters().contextFlag())
 	f.Output.add(cmd, "output", "o", "report format (junit: a JUnit XML report, one test suite per cluster, one test case per step); progress always goes to standard error")
 	cmd.Flags().IntVar(&f.Parallelism, "parallelism", 16, "how many steps may run at once (0: no limit); with --contexts, on each cluster")
 }

@@ -85,7 +85,7 @@ KUBECTL_EXTERNAL_DIFF="meld" %s diff -f bootstrap.yaml`),
 		},
 	}
 	f.Spec.AddFlags(cmd)
-	f.Fleet.AddFlags(cmd, a)
+	f.Fleet.AddFlags(cmd, a.clusters().contextFlag())
 	cmd.Flags().IntVar(&f.Parallelism, "parallelism", diffParallelism, "how many steps may be diffed at once (0: no limit); with --contexts, on each cluster")
 	return cmd
 }

@@ -37,9 +37,6 @@ type ContextFlagger interface {
 	ContextFlag() string
 }
 
-// contextFlag is the name of the connection's flag for one context.
-func (a *app) contextFlag() string { return a.clusters().contextFlag() }
-
 // FleetFlags make a command run on several clusters, a fleet: the
 // kubeconfig contexts --contexts names, each with variables of its own.
 type FleetFlags struct {
@@ -50,13 +47,18 @@ type FleetFlags struct {
 }
 
 // AddFlags registers the fleet flags.
-func (f *FleetFlags) AddFlags(cmd *cobra.Command, a *app) {
+// contextFlag is the name of the connection's own flag for one context
+// (--contexts is refused with it).
+func (f *FleetFlags) AddFlags(cmd *cobra.Command, contextFlag string) {
 	fs := cmd.Flags()
-	fs.StringSliceVar(&f.Contexts, "contexts", nil, fmt.Sprintf("run on each of these kubeconfig contexts (a fleet): names and glob patterns (*, ?, [...]; * does not match /), comma-separated or repeated, e.g. 'prod-*,staging-eu'; not with --%s", a.contextFlag()))
+	fs.StringSliceVar(&f.Contexts, "contexts", nil, fmt.Sprintf("run on each of these kubeconfig contexts (a fleet): names and glob patterns (*, ?, [...]; * does not match /), comma-separated or repeated, e.g. 'prod-*,staging-eu'; not with --%s", contextFlag))
 	fs.StringVar(&f.VarDir, "var-dir", "", "with --contexts: each context's variables from DIR/<context>.yaml (a flat map, like --var-file, winning over the --var-file files); one must exist for every context")
 	fs.IntVar(&f.Parallelism, "fleet-parallelism", defaultFleetParallelism, "with --contexts: how many clusters run at once (0: no limit)")
 	_ = cmd.MarkFlagDirname("var-dir")
 }
+
+// NewFleetFlags returns the fleet flags with their defaults.
+func NewFleetFlags() FleetFlags { return FleetFlags{Parallelism: defaultFleetParallelism} }
 
 func (f *FleetFlags) enabled() bool { return len(f.Contexts) > 0 }
 
@@ -126,13 +128,13 @@ func (e *FleetInvalidError) Unwrap() []error {
 // contacts a cluster. Every problem of every context is reported at once:
 // a context whose variables file is missing, a spec invalid for some
 // contexts (a variable missing in one only); then nothing runs anywhere.
-func (a *app) loadFleet(ff *FleetFlags, sf *SpecFlags) ([]*member, error) {
-	if a.cfg.Connection == nil {
+func loadFleet(clusters *Clusters, ff *FleetFlags, so *SpecOptions) ([]*member, error) {
+	if clusters == nil || clusters.Connection == nil {
 		return nil, kube.ErrNoKubeconfig
 	}
-	base := a.cfg.Connection.RESTClientGetter()
+	base := clusters.Connection.RESTClientGetter()
 	if c := kube.ContextFlag(base); c != "" {
-		return nil, invalid(fmt.Errorf("--contexts and --%s (%q) both choose the context: pass one", a.contextFlag(), c))
+		return nil, invalid(fmt.Errorf("--contexts and --%s (%q) both choose the context: pass one", clusters.contextFlag(), c))
 	}
 	names, files, err := kube.Contexts(base)
 	if err != nil {
@@ -142,10 +144,7 @@ func (a *app) loadFleet(ff *FleetFlags, sf *SpecFlags) ([]*member, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts, err := sf.loadOptions(a)
-	if err != nil {
-		return nil, err
-	}
+	opts := so.Options
 	// the spec is read once: every cluster runs the same text (standard
 	// input can be read only once anyway)
 	src, err := readSpecOnce(opts)
@@ -172,7 +171,7 @@ func (a *app) loadFleet(ff *FleetFlags, sf *SpecFlags) ([]*member, error) {
 			}
 			o.Vars.VarFiles = append(o.Vars.VarFiles, file)
 		}
-		doc, err := a.loader.Load(o)
+		doc, err := so.load(o)
 		var inv *load.InvalidError
 		switch {
 		case errors.As(err, &inv):
@@ -187,6 +186,16 @@ func (a *app) loadFleet(ff *FleetFlags, sf *SpecFlags) ([]*member, error) {
 		return nil, &ExitError{Code: ExitInvalid, Err: &FleetInvalidError{Contexts: len(selected), Problems: problems}}
 	}
 	return members, nil
+}
+
+// loadFleet resolves the fleet (see loadFleet) for a command not
+// converted yet.
+func (a *app) loadFleet(ff *FleetFlags, sf *SpecFlags) ([]*member, error) {
+	so, err := sf.ToOptions(a.specSource())
+	if err != nil {
+		return nil, err
+	}
+	return loadFleet(a.clusters(), ff, so)
 }
 
 // readSpecOnce reads the spec opts names (standard input for "-").

@@ -9,8 +9,10 @@ import (
 	"strings"
 
 	"golang.org/x/sync/errgroup"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"khook.io/core/plan"
+	"khook.io/core/redact"
 	"khook.io/core/render"
 	"khook.io/core/state"
 )
@@ -34,7 +36,7 @@ func silent(err error) bool {
 // "==> context NAME <==" line (its error, if any, last), in the fleet's
 // order, as soon as it and the clusters before it are done. A cluster
 // whose turn comes after Ctrl-C does not run.
-func (a *app) forEachMember(ctx context.Context, members []*member, parallelism int, sections bool,
+func forEachMember(ctx context.Context, streams genericiooptions.IOStreams, red *redact.Redactor, members []*member, parallelism int, sections bool,
 	fn func(ctx context.Context, i int, m *member, out, errOut io.Writer) error) []*memberOutput {
 	outs := make([]*memberOutput, len(members))
 	done := make([]chan struct{}, len(members))
@@ -65,13 +67,13 @@ func (a *app) forEachMember(ctx context.Context, members []*member, parallelism 
 			continue
 		}
 		if i > 0 {
-			fmt.Fprintln(a.out)
+			fmt.Fprintln(streams.Out)
 		}
-		fmt.Fprintf(a.out, "==> context %s <==\n", m.context)
-		_, _ = a.out.Write(outs[i].out.Bytes())
-		_, _ = a.errOut.Write(outs[i].errOut.Bytes())
+		fmt.Fprintf(streams.Out, "==> context %s <==\n", m.context)
+		_, _ = streams.Out.Write(outs[i].out.Bytes())
+		_, _ = streams.ErrOut.Write(outs[i].errOut.Bytes())
 		if err := outs[i].err; err != nil && !silent(err) {
-			fmt.Fprintf(a.out, "Error: %s\n", a.red.String(err.Error()))
+			fmt.Fprintf(streams.Out, "Error: %s\n", red.String(err.Error()))
 		}
 	}
 	return outs
@@ -92,12 +94,19 @@ func fleetError(members []*member, outs []*memberOutput, code int) error {
 	return &ExitError{Code: code, Err: fmt.Errorf("%d of %d clusters failed: %s", len(failed), len(members), strings.Join(failed, ", "))}
 }
 
+// forEachMember is forEachMember with the app's streams, for the
+// commands not converted yet.
+func (a *app) forEachMember(ctx context.Context, members []*member, parallelism int, sections bool,
+	fn func(ctx context.Context, i int, m *member, out, errOut io.Writer) error) []*memberOutput {
+	return forEachMember(ctx, a.streams(), a.red, members, parallelism, sections, fn)
+}
+
 // errorText is err's text for a report, redacted; "" for nil.
-func (a *app) errorText(err error) string {
+func errorText(red *redact.Redactor, err error) string {
 	if err == nil {
 		return ""
 	}
-	return a.red.String(err.Error())
+	return red.String(err.Error())
 }
 
 // ---- plan ----
@@ -116,17 +125,16 @@ type clusterPlan struct {
 // runFleet plans every cluster of the fleet: live (or offline with
 // --offline), each with its own variables.
 func (o *PlanOptions) runFleet(ctx context.Context) error {
-	a := o.app
-	members, err := a.loadFleet(&o.flags.Fleet, &o.flags.Spec)
+	members, err := loadFleet(o.Clusters, &o.Fleet, o.Spec)
 	if err != nil {
 		return err
 	}
 	structured := o.Output != "text"
 	plans := make([]*plan.Plan, len(members))
-	outs := a.forEachMember(ctx, members, o.flags.Fleet.Parallelism, !structured, func(ctx context.Context, i int, m *member, out, _ io.Writer) error {
+	outs := forEachMember(ctx, o.Streams, o.Redactor, members, o.Fleet.Parallelism, !structured, func(ctx context.Context, i int, m *member, out, _ io.Writer) error {
 		p := m.doc.OfflinePlan()
-		if !o.flags.Offline {
-			s, err := a.clusters().newSession(ctx, m.doc, m.getter, &linePrefixer{w: a.errOut, prefix: m.context + ": "})
+		if !o.Offline {
+			s, err := o.Clusters.newSession(ctx, m.doc, m.getter, &linePrefixer{w: o.Streams.ErrOut, prefix: m.context + ": "})
 			if err != nil {
 				return err
 			}
@@ -144,13 +152,13 @@ func (o *PlanOptions) runFleet(ctx context.Context) error {
 	if structured {
 		fp := fleetPlan{Clusters: make([]clusterPlan, len(members))}
 		for i, m := range members {
-			fp.Clusters[i] = clusterPlan{Context: m.context, Plan: plans[i], Error: a.errorText(outs[i].err)}
+			fp.Clusters[i] = clusterPlan{Context: m.context, Plan: plans[i], Error: errorText(o.Redactor, outs[i].err)}
 		}
 		var err error
 		if o.Output == "yaml" {
-			err = render.YAML(o.Out, fp)
+			err = render.YAML(o.Streams.Out, fp)
 		} else {
-			err = render.JSON(o.Out, fp)
+			err = render.JSON(o.Streams.Out, fp)
 		}
 		if err != nil {
 			return err
@@ -246,7 +254,7 @@ func (o *StatusOptions) runFleet(ctx context.Context) error {
 	if structured {
 		fs := fleetStatus{Clusters: make([]clusterStatus, len(members))}
 		for i, m := range members {
-			fs.Clusters[i] = clusterStatus{Context: m.context, Error: a.errorText(outs[i].err)}
+			fs.Clusters[i] = clusterStatus{Context: m.context, Error: errorText(a.red, outs[i].err)}
 			if outs[i].err == nil {
 				r := render.NewStatusReport(statuses[i])
 				fs.Clusters[i].Status = &r

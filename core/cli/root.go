@@ -230,7 +230,7 @@ conditions.`,
 	}
 	root.AddCommand(
 		NewCmdValidate(a.cfg.Name, a.streams(), a.specSource()),
-		a.newPlanCommand(),
+		NewCmdPlan(a.cfg.Name, a.streams(), a.specSource(), a.clusters()),
 		a.newApplyCommand(),
 		a.newDestroyCommand(),
 		a.newDiffCommand(),

@@ -240,7 +240,7 @@ status -f bootstrap.yaml --contexts 'prod-*'`),
 		},
 	}
 	f.Spec.AddFlags(cmd)
-	f.Fleet.AddFlags(cmd, a)
+	f.Fleet.AddFlags(cmd, a.clusters().contextFlag())
 	f.Output.add(cmd, "output", "o", "output format")
 	return cmd
 }
