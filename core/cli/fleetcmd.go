@@ -222,8 +222,7 @@ type clusterStatus struct {
 
 // runFleet shows the state record of every cluster of the fleet.
 func (o *StatusOptions) runFleet(ctx context.Context) error {
-	a := o.app
-	members, err := a.loadFleet(&o.flags.Fleet, &o.flags.Spec)
+	members, err := loadFleet(o.Clusters, &o.Fleet, o.Spec)
 	if err != nil {
 		return err
 	}
@@ -236,14 +235,14 @@ func (o *StatusOptions) runFleet(ctx context.Context) error {
 	if len(problems) > 0 {
 		return &ExitError{Code: ExitInvalid, Err: &FleetInvalidError{Contexts: len(members), Problems: problems}}
 	}
-	structured := o.flags.Output.value == "json"
+	structured := o.Output == "json"
 	statuses := make([]*state.Status, len(members))
-	outs := a.forEachMember(ctx, members, o.flags.Fleet.Parallelism, !structured, func(ctx context.Context, i int, m *member, out, _ io.Writer) error {
-		clients, err := a.clusters().clientsFor(ctx, m.getter, &linePrefixer{w: a.errOut, prefix: m.context + ": "})
+	outs := forEachMember(ctx, o.Streams, o.Redactor, members, o.Fleet.Parallelism, !structured, func(ctx context.Context, i int, m *member, out, _ io.Writer) error {
+		clients, err := o.Clusters.clientsFor(ctx, m.getter, &linePrefixer{w: o.Streams.ErrOut, prefix: m.context + ": "})
 		if err != nil {
 			return err
 		}
-		if statuses[i], err = a.readStatus(ctx, m.doc, clients); err != nil {
+		if statuses[i], err = readStatus(ctx, o.Redactor, m.doc, clients.Typed); err != nil {
 			return err
 		}
 		if structured {
@@ -254,13 +253,13 @@ func (o *StatusOptions) runFleet(ctx context.Context) error {
 	if structured {
 		fs := fleetStatus{Clusters: make([]clusterStatus, len(members))}
 		for i, m := range members {
-			fs.Clusters[i] = clusterStatus{Context: m.context, Error: errorText(a.red, outs[i].err)}
+			fs.Clusters[i] = clusterStatus{Context: m.context, Error: errorText(o.Redactor, outs[i].err)}
 			if outs[i].err == nil {
 				r := render.NewStatusReport(statuses[i])
 				fs.Clusters[i].Status = &r
 			}
 		}
-		if err := render.JSON(a.out, fs); err != nil {
+		if err := render.JSON(o.Streams.Out, fs); err != nil {
 			return err
 		}
 	}
