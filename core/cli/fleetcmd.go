@@ -172,14 +172,13 @@ func (o *PlanOptions) runFleet(ctx context.Context) error {
 // runFleet diffs every cluster of the fleet; the exit code is the worst
 // of theirs (an error, then differences).
 func (o *DiffOptions) runFleet(ctx context.Context) error {
-	a := o.app
-	members, err := a.loadFleet(&o.flags.Fleet, &o.flags.Spec)
+	members, err := loadFleet(o.Clusters, &o.Fleet, o.Spec)
 	if err != nil {
 		return err
 	}
 	differs := make([]bool, len(members))
-	outs := a.forEachMember(ctx, members, o.flags.Fleet.Parallelism, true, func(ctx context.Context, i int, m *member, out, errOut io.Writer) error {
-		s, err := a.clusters().newSession(ctx, m.doc, m.getter, &linePrefixer{w: a.errOut, prefix: m.context + ": "})
+	outs := forEachMember(ctx, o.Streams, o.Redactor, members, o.Fleet.Parallelism, true, func(ctx context.Context, i int, m *member, out, errOut io.Writer) error {
+		s, err := o.Clusters.newSession(ctx, m.doc, m.getter, &linePrefixer{w: o.Streams.ErrOut, prefix: m.context + ": "})
 		if err != nil {
 			return err
 		}
@@ -197,10 +196,10 @@ func (o *DiffOptions) runFleet(ctx context.Context) error {
 		line = fmt.Sprintf("\nDifferences on %d of %s: %s", len(differ), countOf(len(members), "cluster"), strings.Join(differ, ", "))
 	}
 	if err := fleetError(members, outs, ExitDiffError); err != nil {
-		fmt.Fprintf(a.out, "%s; %s.\n", line, err)
+		fmt.Fprintf(o.Streams.Out, "%s; %s.\n", line, err)
 		return err
 	}
-	fmt.Fprintln(a.out, line+".")
+	fmt.Fprintln(o.Streams.Out, line+".")
 	if len(differ) > 0 {
 		return &ExitError{Code: ExitFailed, Silent: true}
 	}
