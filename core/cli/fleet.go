@@ -248,26 +248,25 @@ const fleetInterrupted = "not run: the fleet run was interrupted before its turn
 // record not writable) fails alone. Ctrl-C cancels every cluster: those
 // running stop their steps cleanly, those not started yet never start.
 func (o *RunOptions) runFleet(ctx context.Context) error {
-	a := o.app
-	members, err := a.loadFleet(&o.flags.Fleet, &o.flags.Spec)
+	members, err := loadFleet(o.Clusters, &o.Fleet, o.Spec)
 	if err != nil {
 		return err
 	}
 	doc := members[0].doc
 	order := doc.Graph.Order()
-	if o.command == "destroy" {
+	if o.Command == "destroy" {
 		order = doc.Graph.Reverse()
 	}
 	infos := make([]render.ClusterInfo, len(members))
 	for i, m := range members {
 		infos[i] = render.ClusterInfo{Context: m.context, Steps: stepInfos(m.doc, order)}
 	}
-	popts, w := a.progressOutput().options(o.command)
+	popts, w := o.Progress.options(o.Command)
 	progress := render.NewFleetProgress(w, infos, popts)
 	start := time.Now()
 	runs := make([]render.ClusterRun, len(members))
 	var g errgroup.Group
-	if p := o.flags.Fleet.Parallelism; p > 0 {
+	if p := o.Fleet.Parallelism; p > 0 {
 		g.SetLimit(p)
 	}
 	for i, m := range members {
@@ -278,15 +277,20 @@ func (o *RunOptions) runFleet(ctx context.Context) error {
 	}
 	_ = g.Wait()
 	progress.Close()
-	elapsed := time.Since(start)
-	name := doc.Spec.Metadata.Name
-	switch o.flags.Output.value {
+	return o.fleetReport(doc.Spec.Metadata.Name, runs, time.Since(start))
+}
+
+// fleetReport prints a fleet run's report; its error says whether every
+// cluster succeeded.
+func (o *RunOptions) fleetReport(name string, runs []render.ClusterRun, elapsed time.Duration) error {
+	var err error
+	switch o.Output {
 	case "json":
-		err = render.JSON(a.out, render.NewFleetReport(name, o.command, runs, elapsed))
+		err = render.JSON(o.Streams.Out, render.NewFleetReport(name, o.Command, runs, elapsed))
 	case "junit":
-		err = render.JUnit(a.out, name, o.command, runs, elapsed, a.red)
+		err = render.JUnit(o.Streams.Out, name, o.Command, runs, elapsed, o.Redactor)
 	default:
-		err = render.FleetSummary(a.out, name, o.command, runs, elapsed)
+		err = render.FleetSummary(o.Streams.Out, name, o.Command, runs, elapsed)
 	}
 	if err != nil {
 		return err
@@ -299,11 +303,11 @@ func (o *RunOptions) runFleet(ctx context.Context) error {
 
 // runMember runs the command on one cluster of the fleet.
 func (o *RunOptions) runMember(ctx context.Context, m *member, cp *render.ClusterProgress, steps []render.StepInfo) render.ClusterRun {
-	a := o.app
+	red := o.Redactor
 	cr := render.ClusterRun{Context: m.context, Started: time.Now()}
 	// fail ends the cluster's run before its steps ran
 	fail := func(err error) render.ClusterRun {
-		cr.Status, cr.Err = run.RunFailed, a.red.String(err.Error())
+		cr.Status, cr.Err = run.RunFailed, red.String(err.Error())
 		if ctx.Err() != nil {
 			cr.Status = run.RunInterrupted
 		}
@@ -316,23 +320,23 @@ func (o *RunOptions) runMember(ctx context.Context, m *member, cp *render.Cluste
 		return fail(errors.New(fleetInterrupted))
 	}
 	cp.Connecting()
-	s, err := a.clusters().newSession(ctx, m.doc, m.getter, &linePrefixer{w: a.errOut, prefix: m.context + ": "})
+	s, err := o.Clusters.newSession(ctx, m.doc, m.getter, &linePrefixer{w: o.Streams.ErrOut, prefix: m.context + ": "})
 	if err != nil {
 		return fail(err)
 	}
 	pctx, cancel := s.preflight(ctx)
 	defer cancel()
-	ex, err := s.prepare(pctx, o.command)
+	ex, err := s.prepare(pctx, o.Command)
 	if err != nil {
 		return fail(err)
 	}
 	if err := s.start(pctx, ex, cp); err != nil {
 		return fail(err)
 	}
-	res, stateErr := s.runSteps(ctx, ex, o.flags.Parallelism)
+	res, stateErr := s.runSteps(ctx, ex, o.Parallelism)
 	cr.Result, cr.Status, cr.Duration = res, res.Status, time.Since(cr.Started)
 	if stateErr != nil {
-		cr.Err = a.red.String(stateErr.Error())
+		cr.Err = red.String(stateErr.Error())
 		if cr.Status == run.RunOK {
 			cr.Status = run.RunFailed
 		}
