@@ -64,24 +64,6 @@ func (f *SpecFlags) ToOptions(src SpecSource) (*SpecOptions, error) {
 	}}, nil
 }
 
-// loadOptions turns the flags into load options.
-func (f *SpecFlags) loadOptions(a *app) (load.Options, error) {
-	o, err := f.ToOptions(a.specSource())
-	if err != nil {
-		return load.Options{}, err
-	}
-	return o.Options, nil
-}
-
-// load reads and checks the spec the flags name.
-func (f *SpecFlags) load(a *app) (*load.Document, error) {
-	opts, err := f.loadOptions(a)
-	if err != nil {
-		return nil, err
-	}
-	return a.loader.Load(opts)
-}
-
 // outputFlag is an -o/--output flag restricted to a set of formats.
 type outputFlag struct {
 	value   string

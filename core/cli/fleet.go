@@ -188,16 +188,6 @@ func loadFleet(clusters *Clusters, ff *FleetFlags, so *SpecOptions) ([]*member, 
 	return members, nil
 }
 
-// loadFleet resolves the fleet (see loadFleet) for a command not
-// converted yet.
-func (a *app) loadFleet(ff *FleetFlags, sf *SpecFlags) ([]*member, error) {
-	so, err := sf.ToOptions(a.specSource())
-	if err != nil {
-		return nil, err
-	}
-	return loadFleet(a.clusters(), ff, so)
-}
-
 // readSpecOnce reads the spec opts names (standard input for "-").
 func readSpecOnce(opts load.Options) ([]byte, error) {
 	if opts.File == "-" {

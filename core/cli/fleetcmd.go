@@ -94,13 +94,6 @@ func fleetError(members []*member, outs []*memberOutput, code int) error {
 	return &ExitError{Code: code, Err: fmt.Errorf("%d of %d clusters failed: %s", len(failed), len(members), strings.Join(failed, ", "))}
 }
 
-// forEachMember is forEachMember with the app's streams, for the
-// commands not converted yet.
-func (a *app) forEachMember(ctx context.Context, members []*member, parallelism int, sections bool,
-	fn func(ctx context.Context, i int, m *member, out, errOut io.Writer) error) []*memberOutput {
-	return forEachMember(ctx, a.streams(), a.red, members, parallelism, sections, fn)
-}
-
 // errorText is err's text for a report, redacted; "" for nil.
 func errorText(red *redact.Redactor, err error) string {
 	if err == nil {

@@ -102,51 +102,6 @@ func (e *ExitError) Unwrap() error { return e.Err }
 // invalid marks err as a usage or spec problem (exit 2).
 func invalid(err error) error { return &ExitError{Code: ExitInvalid, Err: err} }
 
-// app is the state every command shares: the resolved config and the one
-// redactor of this process.
-type app struct {
-	cfg    Config
-	red    *redact.Redactor
-	out    *redact.Writer
-	errOut *redact.Writer
-	// console is standard error beneath errOut, shared with a live
-	// progress block while one is shown.
-	console *render.Console
-	loader  load.Loader
-	// verbosity is client-go's log level (-v), as kubectl's.
-	verbosity int
-}
-
-// streams are the app's standard streams, standard output and error
-// redacting.
-func (a *app) streams() genericiooptions.IOStreams {
-	return genericiooptions.IOStreams{In: a.cfg.In, Out: a.out, ErrOut: a.errOut}
-}
-
-// specSource is where the app's specs come from.
-func (a *app) specSource() SpecSource {
-	return SpecSource{Stdin: a.cfg.In, Environ: a.cfg.Environ, Redactor: a.red, Loader: &a.loader}
-}
-
-// clusters is how the app's commands reach clusters.
-func (a *app) clusters() *Clusters {
-	return &Clusters{Connection: a.cfg.Connection, Steps: a.cfg.Steps, Redactor: a.red, Warnings: a.errOut, BeforeClients: a.routeClientLogs}
-}
-
-// progressOutput is where the app's progress goes.
-func (a *app) progressOutput() ProgressOutput {
-	return ProgressOutput{ErrOut: a.errOut, Terminal: a.cfg.ErrOut, Console: a.console, Redactor: a.red, Environ: a.cfg.Environ}
-}
-
-// connect loads the spec and connects to the cluster.
-func (a *app) connect(ctx context.Context, sf *SpecFlags) (*session, error) {
-	doc, err := sf.load(a)
-	if err != nil {
-		return nil, err
-	}
-	return a.clusters().connect(ctx, doc)
-}
-
 // Execute runs the command tree with args and returns the exit code.
 // Signals are the caller's: cancel ctx to stop (main uses
 // signal.NotifyContext).
@@ -163,16 +118,18 @@ func Execute(ctx context.Context, cfg Config, args []string) int {
 	if cfg.Environ == nil {
 		cfg.Environ = os.Environ()
 	}
-	a := &app{cfg: cfg, red: redact.New()}
-	a.out = a.red.Writer(cfg.Out)
-	a.console = render.NewConsole(cfg.ErrOut)
-	a.errOut = a.red.Writer(a.console)
+	// the one redactor of the run: everything printed goes through it
+	red := redact.New()
+	console := render.NewConsole(cfg.ErrOut)
+	out, errOut := red.Writer(cfg.Out), red.Writer(console)
+	streams := genericiooptions.IOStreams{In: cfg.In, Out: out, ErrOut: errOut}
+	logs := &clientLogs{errOut: errOut, connection: cfg.Connection}
 	defer func() {
-		_ = a.out.Flush()
-		_ = a.errOut.Flush()
+		_ = out.Flush()
+		_ = errOut.Flush()
 	}()
 
-	root := a.newRootCommand()
+	root := newRootCommand(cfg, streams, red, console, logs)
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
 	if err == nil {
@@ -196,11 +153,14 @@ func Execute(ctx context.Context, cfg Config, args []string) int {
 			err = errors.New("interrupted")
 		}
 	}
-	fmt.Fprintf(a.errOut, "Error: %s\n", a.red.String(err.Error()))
+	fmt.Fprintf(errOut, "Error: %s\n", red.String(err.Error()))
 	return code
 }
 
-func (a *app) newRootCommand() *cobra.Command {
+// newRootCommand is the command tree of one run: streams are the
+// redacting standard streams, console standard error beneath them, logs
+// the routing of client-go's logs (-v sets its level).
+func newRootCommand(cfg Config, streams genericiooptions.IOStreams, red *redact.Redactor, console *render.Console, logs *clientLogs) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "khook",
 		Short: "Bootstrap a Kubernetes cluster from one declarative spec",
@@ -208,41 +168,44 @@ func (a *app) newRootCommand() *cobra.Command {
 kind: Khook): helm releases, manifests, deletes, patches, waits, rollouts and
 jobs, ordered as a DAG, with variables, secrets that never leak and CEL
 conditions.`,
-		Annotations:       map[string]string{cobra.CommandDisplayNameAnnotation: a.cfg.Name},
+		Annotations:       map[string]string{cobra.CommandDisplayNameAnnotation: cfg.Name},
 		SilenceErrors:     true,
 		SilenceUsage:      true,
 		CompletionOptions: cobra.CompletionOptions{HiddenDefaultCmd: false},
 	}
-	root.SetIn(a.cfg.In)
-	root.SetOut(a.out)
-	root.SetErr(a.errOut)
+	root.SetIn(streams.In)
+	root.SetOut(streams.Out)
+	root.SetErr(streams.ErrOut)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return invalid(err) })
-	if a.cfg.Connection != nil {
-		a.cfg.Connection.AddFlags(root.PersistentFlags())
+	if cfg.Connection != nil {
+		cfg.Connection.AddFlags(root.PersistentFlags())
 	}
-	root.PersistentFlags().IntVarP(&a.verbosity, "v", "v", 0,
+	root.PersistentFlags().IntVarP(&logs.verbosity, "v", "v", 0,
 		"client-go's log level, as kubectl's -v: 6 logs every request, 7 their headers (at most 7: bodies could carry secrets past the redactor)")
 	root.PersistentPreRunE = func(*cobra.Command, []string) error {
-		if a.verbosity < 0 || a.verbosity > maxVerbosity {
-			return invalid(fmt.Errorf("-v %d: the log level is 0 to %d (above %d client-go logs request bodies, truncated and escaped, where secrets could not be masked reliably)", a.verbosity, maxVerbosity, maxVerbosity))
+		if v := logs.verbosity; v < 0 || v > maxVerbosity {
+			return invalid(fmt.Errorf("-v %d: the log level is 0 to %d (above %d client-go logs request bodies, truncated and escaped, where secrets could not be masked reliably)", v, maxVerbosity, maxVerbosity))
 		}
 		return nil
 	}
+	src := SpecSource{Stdin: cfg.In, Environ: cfg.Environ, Redactor: red, Loader: &load.Loader{}}
+	clusters := &Clusters{Connection: cfg.Connection, Steps: cfg.Steps, Redactor: red, Warnings: streams.ErrOut, BeforeClients: logs.route}
+	progress := ProgressOutput{ErrOut: streams.ErrOut, Terminal: cfg.ErrOut, Console: console, Redactor: red, Environ: cfg.Environ}
 	root.AddCommand(
-		NewCmdValidate(a.cfg.Name, a.streams(), a.specSource()),
-		NewCmdPlan(a.cfg.Name, a.streams(), a.specSource(), a.clusters()),
-		NewCmdApply(a.cfg.Name, a.streams(), a.specSource(), a.clusters(), a.progressOutput()),
-		NewCmdDestroy(a.cfg.Name, a.streams(), a.specSource(), a.clusters(), a.progressOutput()),
-		NewCmdDiff(a.cfg.Name, a.streams(), a.specSource(), a.clusters(), a.cfg.Out),
-		NewCmdStatus(a.cfg.Name, a.streams(), a.specSource(), a.clusters()),
-		NewCmdGraph(a.cfg.Name, a.streams(), a.specSource()),
-		NewCmdSchema(a.streams()),
-		NewCmdVersion(a.cfg.Name, a.streams()),
+		NewCmdValidate(cfg.Name, streams, src),
+		NewCmdPlan(cfg.Name, streams, src, clusters),
+		NewCmdApply(cfg.Name, streams, src, clusters, progress),
+		NewCmdDestroy(cfg.Name, streams, src, clusters, progress),
+		NewCmdDiff(cfg.Name, streams, src, clusters, cfg.Out),
+		NewCmdStatus(cfg.Name, streams, src, clusters),
+		NewCmdGraph(cfg.Name, streams, src),
+		NewCmdSchema(streams),
+		NewCmdVersion(cfg.Name, streams),
 	)
 	// unknown subcommands and bad arguments are usage errors (exit 2)
 	root.Args = func(cmd *cobra.Command, args []string) error {
 		if len(args) > 0 {
-			return invalid(fmt.Errorf("unknown command %q for %q", args[0], a.cfg.Name))
+			return invalid(fmt.Errorf("unknown command %q for %q", args[0], cfg.Name))
 		}
 		return nil
 	}

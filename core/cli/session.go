@@ -66,11 +66,19 @@ var (
 	klogFlags *flag.FlagSet
 )
 
-// routeClientLogs sends client-go's klog lines through khook's redacting
-// standard error, never raw to the process's stderr, at the log level of
-// -v (or the connection's debug switch). klog is global to the process, so
-// the routing happens once.
-func (a *app) routeClientLogs() {
+// clientLogs routes client-go's logs for a run, at the log level of -v
+// (or the connection's debug switch).
+type clientLogs struct {
+	errOut     io.Writer
+	connection Connection
+	verbosity  int
+}
+
+// route sends client-go's klog lines through khook's redacting standard
+// error, never raw to the process's stderr, at the log level of -v (or
+// the connection's debug switch). klog is global to the process, so the
+// routing happens once.
+func (l *clientLogs) route() {
 	klogOnce.Do(func() {
 		fs := flag.NewFlagSet("klog", flag.ContinueOnError)
 		klog.InitFlags(fs)
@@ -79,14 +87,14 @@ func (a *app) routeClientLogs() {
 		_ = fs.Set("alsologtostderr", "false")
 		_ = fs.Set("stderrthreshold", "FATAL")
 		_ = fs.Set("skip_headers", "true")
-		klog.SetOutput(a.errOut)
+		klog.SetOutput(l.errOut)
 		// libraries that use the standard logger (kustomize's deprecation
 		// warnings) go the same way
 		log.SetFlags(0)
-		log.SetOutput(a.errOut)
+		log.SetOutput(l.errOut)
 	})
-	v := a.verbosity
-	if d, ok := a.cfg.Connection.(Debugger); ok && v == 0 && d.Debug() {
+	v := l.verbosity
+	if d, ok := l.connection.(Debugger); ok && v == 0 && d.Debug() {
 		v = debugVerbosity
 	}
 	if v > 0 {
