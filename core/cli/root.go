@@ -73,6 +73,14 @@ type Config struct {
 	// registers them explicitly); nil means the cluster commands are
 	// unavailable.
 	Steps func() (*step.Registry, error)
+	// Logs routes the process's loggers (klog, which client-go logs
+	// through, and the standard log package) to errOut, the run's
+	// redacting standard error, at client-go log level verbosity (-v),
+	// and returns what undoes it. It is called once per run, before the
+	// run's first clients are built; restore when the run ends. The
+	// loggers are the process's, so only an entrypoint sets it (to
+	// RouteProcessLogs); nil leaves them alone, and -v has no effect.
+	Logs func(errOut io.Writer, verbosity int) (restore func())
 }
 
 // Exit codes.
@@ -123,11 +131,12 @@ func Execute(ctx context.Context, cfg Config, args []string) int {
 	console := render.NewConsole(cfg.ErrOut)
 	out, errOut := red.Writer(cfg.Out), red.Writer(console)
 	streams := genericiooptions.IOStreams{In: cfg.In, Out: out, ErrOut: errOut}
-	logs := &clientLogs{errOut: errOut, connection: cfg.Connection}
+	logs := &clientLogs{router: cfg.Logs, errOut: errOut, connection: cfg.Connection}
 	defer func() {
 		_ = out.Flush()
 		_ = errOut.Flush()
 	}()
+	defer logs.done()
 
 	root := newRootCommand(cfg, streams, red, console, logs)
 	root.SetArgs(args)

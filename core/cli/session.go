@@ -2,17 +2,12 @@ package cli
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
-	"log"
 	"net/http"
-	"strconv"
-	"sync"
 	"time"
 
 	"k8s.io/cli-runtime/pkg/genericclioptions"
-	"k8s.io/klog/v2"
 
 	"khook.io/core/event"
 	"khook.io/core/kube"
@@ -59,47 +54,6 @@ func defaultNamespace(getter genericclioptions.RESTClientGetter) string {
 		return "default"
 	}
 	return ns
-}
-
-var (
-	klogOnce  sync.Once
-	klogFlags *flag.FlagSet
-)
-
-// clientLogs routes client-go's logs for a run, at the log level of -v
-// (or the connection's debug switch).
-type clientLogs struct {
-	errOut     io.Writer
-	connection Connection
-	verbosity  int
-}
-
-// route sends client-go's klog lines through khook's redacting standard
-// error, never raw to the process's stderr, at the log level of -v (or
-// the connection's debug switch). klog is global to the process, so the
-// routing happens once.
-func (l *clientLogs) route() {
-	klogOnce.Do(func() {
-		fs := flag.NewFlagSet("klog", flag.ContinueOnError)
-		klog.InitFlags(fs)
-		klogFlags = fs
-		_ = fs.Set("logtostderr", "false")
-		_ = fs.Set("alsologtostderr", "false")
-		_ = fs.Set("stderrthreshold", "FATAL")
-		_ = fs.Set("skip_headers", "true")
-		klog.SetOutput(l.errOut)
-		// libraries that use the standard logger (kustomize's deprecation
-		// warnings) go the same way
-		log.SetFlags(0)
-		log.SetOutput(l.errOut)
-	})
-	v := l.verbosity
-	if d, ok := l.connection.(Debugger); ok && v == 0 && d.Debug() {
-		v = debugVerbosity
-	}
-	if v > 0 {
-		_ = klogFlags.Set("v", strconv.Itoa(v))
-	}
 }
 
 // request builds the request for step i, attempt n.
