@@ -92,3 +92,17 @@ func (o *outputFlag) add(cmd *cobra.Command, name, short, usage string) {
 }
 
 var _ pflag.Value = (*outputFlag)(nil)
+
+// examples indents each example line and prefixes it with the plugin's
+// name; a line holding %s gets the name there instead.
+func examples(name, lines string) string {
+	out := strings.Split(lines, "\n")
+	for i, l := range out {
+		if strings.Contains(l, "%s") {
+			out[i] = "  " + fmt.Sprintf(l, name)
+		} else {
+			out[i] = "  " + name + " " + l
+		}
+	}
+	return strings.Join(out, "\n")
+}

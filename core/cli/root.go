@@ -1,7 +1,10 @@
 // Package cli is the command tree both plugins share: `kubectl khook` and
 // `helm khook` differ only in how they build their cluster connection (see
 // Connection) and in the name their help text shows. Commands follow
-// kubectl's shape: a Flags struct, ToOptions, Options.Run(ctx).
+// kubectl's shape: a constructor (NewCmdPlan), a Flags struct bound to
+// pflag, Flags.ToOptions taking every input explicitly (IOStreams, the
+// spec's sources, the way to clusters) and Options.Run(ctx); a test
+// builds any command's Options without the command tree.
 //
 // Everything a command prints goes through the run's secret redactor.
 package cli
