@@ -4,7 +4,6 @@ import (
 	"flag"
 	"io"
 	"log"
-	"os"
 	"strconv"
 	"sync"
 
@@ -52,14 +51,15 @@ func (l *clientLogs) done() {
 // which client-go logs through, at log level verbosity and without its
 // headers, and the standard log package (kustomize's deprecation
 // warnings), without timestamps. Both are global to the process: an
-// entrypoint passes this function as Config.Logs, and the returned
-// restore puts back what they were.
+// entrypoint passes this function as Config.Logs. restore, when the run
+// ends, puts back the standard logger and klog's level, and drops klog's
+// later lines (a background goroutine's, after the run) rather than write
+// them raw to stderr: the next run routes them again, to its own writer.
 func RouteProcessLogs(errOut io.Writer, verbosity int) (restore func()) {
 	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(fs)
-	saved := map[string]string{}
+	level := fs.Lookup("v").Value.String()
 	for _, kv := range [][2]string{{"logtostderr", "false"}, {"alsologtostderr", "false"}, {"stderrthreshold", "FATAL"}, {"skip_headers", "true"}, {"v", strconv.Itoa(verbosity)}} {
-		saved[kv[0]] = fs.Lookup(kv[0]).Value.String()
 		_ = fs.Set(kv[0], kv[1])
 	}
 	klog.SetOutput(errOut)
@@ -68,10 +68,8 @@ func RouteProcessLogs(errOut io.Writer, verbosity int) (restore func()) {
 	log.SetOutput(errOut)
 	return func() {
 		klog.Flush()
-		klog.SetOutput(os.Stderr)
-		for name, value := range saved {
-			_ = fs.Set(name, value)
-		}
+		klog.SetOutput(io.Discard)
+		_ = fs.Set("v", level)
 		log.SetFlags(logFlags)
 		log.SetOutput(logOut)
 	}

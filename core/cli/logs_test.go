@@ -20,8 +20,9 @@ import (
 
 // TestRouteProcessLogs: the process's loggers go through the writer
 // given, klog at the level given, masked by the redacting writer; restore
-// puts them back, and the next routing sends them to its own writer, not
-// the first one's.
+// puts back the standard logger and klog's level (klog's later lines are
+// dropped, not written raw), and the next routing sends them to its own
+// writer, not the first one's.
 func TestRouteProcessLogs(t *testing.T) {
 	const secret = "t0p-s3cret-value"
 	prevLog := log.Writer()
@@ -43,13 +44,14 @@ func TestRouteProcessLogs(t *testing.T) {
 	klog.Info("second run")
 	log.Print("second run's warning")
 	restore()
+	klog.Info("after the second run")
 	_ = w2.Flush()
 
 	if got := first.String(); !strings.Contains(got, "GET https://example/api?token=***") || strings.Contains(got, "above") ||
 		!strings.Contains(got, "\nkustomize: a deprecated field\n") || strings.Contains(got, "second") {
 		t.Errorf("the first run's stderr:\n%s", got)
 	}
-	if got := second.String(); !strings.Contains(got, "second run") || !strings.Contains(got, "second run's warning") || strings.Contains(got, "above") || strings.Contains(got, "GET") {
+	if got := second.String(); !strings.Contains(got, "second run") || !strings.Contains(got, "second run's warning") || strings.Contains(got, "above") || strings.Contains(got, "GET") || strings.Contains(got, "after") {
 		t.Errorf("the second run's stderr:\n%s", got)
 	}
 	if strings.Contains(first.String()+second.String(), secret) {
