@@ -46,9 +46,8 @@ type FleetFlags struct {
 	Parallelism int
 }
 
-// AddFlags registers the fleet flags.
-// contextFlag is the name of the connection's own flag for one context
-// (--contexts is refused with it).
+// AddFlags registers the fleet flags; contextFlag is the name of the
+// connection's own flag for one context (--contexts is refused with it).
 func (f *FleetFlags) AddFlags(cmd *cobra.Command, contextFlag string) {
 	fs := cmd.Flags()
 	fs.StringSliceVar(&f.Contexts, "contexts", nil, fmt.Sprintf("run on each of these kubeconfig contexts (a fleet): names and glob patterns (*, ?, [...]; * does not match /), comma-separated or repeated, e.g. 'prod-*,staging-eu'; not with --%s", contextFlag))
