@@ -58,6 +58,9 @@ func main() {
 		Name:       "helm khook",
 		Connection: helmConnection{settings: cli.New()},
 		Steps:      builtin.Registry,
+		// klog and the standard logger are this process's: client-go's
+		// log lines go through the run's redacting standard error
+		Logs: khookcli.RouteProcessLogs,
 	}, os.Args[1:])
 	stop()
 	os.Exit(code)

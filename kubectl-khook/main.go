@@ -31,6 +31,9 @@ func main() {
 		Name:       "kubectl khook",
 		Connection: kubectlConnection{flags: genericclioptions.NewConfigFlags(true)},
 		Steps:      builtin.Registry,
+		// klog and the standard logger are this process's: client-go's
+		// log lines go through the run's redacting standard error
+		Logs: cli.RouteProcessLogs,
 	}, os.Args[1:])
 	stop()
 	os.Exit(code)

@@ -7,8 +7,10 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"khook.io/core/event"
+	"khook.io/core/redact"
 	"khook.io/core/run"
 	"khook.io/core/state"
 	"khook.io/core/step"
@@ -22,41 +24,73 @@ type RunFlags struct {
 	Parallelism int
 }
 
-func (f *RunFlags) add(cmd *cobra.Command, a *app) {
+// NewRunFlags returns apply's and destroy's flags with their defaults.
+func NewRunFlags() *RunFlags {
+	return &RunFlags{Spec: NewSpecFlags(), Fleet: NewFleetFlags(), Output: newOutputFlag("text", "text", "json", "junit"), Parallelism: defaultParallelism}
+}
+
+// defaultParallelism is how many steps apply and destroy run at once.
+const defaultParallelism = 16
+
+// AddFlags registers the flags; contextFlag is the connection's flag for
+// one context.
+func (f *RunFlags) AddFlags(cmd *cobra.Command, contextFlag string) {
 	f.Spec.AddFlags(cmd)
-	f.Fleet.AddFlags(cmd, a)
+	f.Fleet.AddFlags(cmd, contextFlag)
 	f.Output.add(cmd, "output", "o", "report format (junit: a JUnit XML report, one test suite per cluster, one test case per step); progress always goes to standard error")
-	cmd.Flags().IntVar(&f.Parallelism, "parallelism", 16, "how many steps may run at once (0: no limit); with --contexts, on each cluster")
+	cmd.Flags().IntVar(&f.Parallelism, "parallelism", defaultParallelism, "how many steps may run at once (0: no limit); with --contexts, on each cluster")
 }
 
 // RunOptions is a ready-to-run apply or destroy.
 type RunOptions struct {
-	flags   *RunFlags
-	app     *app
-	command string
+	// Command is "apply" or "destroy".
+	Command     string
+	Spec        *SpecOptions
+	Fleet       FleetFlags
+	Output      string
+	Parallelism int
+	// Streams: the summary goes to Out, progress to Progress (standard
+	// error).
+	Streams  genericiooptions.IOStreams
+	Progress ProgressOutput
+	Redactor *redact.Redactor
+	Clusters *Clusters
 }
 
-func newRunFlags() *RunFlags {
-	return &RunFlags{Output: newOutputFlag("text", "text", "json", "junit"), Fleet: FleetFlags{Parallelism: defaultFleetParallelism}}
-}
-
-// ToOptions resolves the flags.
-func (f *RunFlags) ToOptions(a *app, command string) (*RunOptions, error) {
+// ToOptions resolves the flags of command ("apply" or "destroy").
+func (f *RunFlags) ToOptions(command string, streams genericiooptions.IOStreams, src SpecSource, clusters *Clusters, progress ProgressOutput) (*RunOptions, error) {
 	if f.Parallelism < 0 {
 		return nil, invalid(fmt.Errorf("--parallelism must not be negative"))
 	}
 	if err := f.Fleet.check(); err != nil {
 		return nil, err
 	}
-	if _, err := f.Spec.loadOptions(a); err != nil {
+	so, err := f.Spec.ToOptions(src)
+	if err != nil {
 		return nil, err
 	}
-	return &RunOptions{flags: f, app: a, command: command}, nil
+	return &RunOptions{Command: command, Spec: so, Fleet: f.Fleet, Output: f.Output.value, Parallelism: f.Parallelism,
+		Streams: streams, Progress: progress, Redactor: src.Redactor, Clusters: clusters}, nil
 }
 
-func (a *app) newApplyCommand() *cobra.Command {
-	f := newRunFlags()
-	cmd := &cobra.Command{
+// newRunCommand is apply's or destroy's command, cmd its help.
+func newRunCommand(cmd *cobra.Command, command string, streams genericiooptions.IOStreams, src SpecSource, clusters *Clusters, progress ProgressOutput) *cobra.Command {
+	f := NewRunFlags()
+	cmd.Args = noArgs
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		o, err := f.ToOptions(command, streams, src, clusters, progress)
+		if err != nil {
+			return err
+		}
+		return o.Run(cmd.Context())
+	}
+	f.AddFlags(cmd, clusters.contextFlag())
+	return cmd
+}
+
+// NewCmdApply is the apply command.
+func NewCmdApply(name string, streams genericiooptions.IOStreams, src SpecSource, clusters *Clusters, progress ProgressOutput) *cobra.Command {
+	return newRunCommand(&cobra.Command{
 		Use:   "apply -f SPEC",
 		Short: "Run a spec against the cluster",
 		Long: `Run a spec against the cluster: every step as soon as its needs have
@@ -72,25 +106,15 @@ glob patterns), several clusters at once (--fleet-parallelism), each with its
 own connection, state record and variables (KHOOK_CONTEXT is the context's
 name; --var-dir adds DIR/<context>.yaml), then a summary line per cluster.
 Exit code 1 when any cluster failed.`,
-		Example: a.examples(`apply -f bootstrap.yaml
+		Example: examples(name, `apply -f bootstrap.yaml
 apply -f bootstrap.yaml -o json > result.json
 apply -f bootstrap.yaml --contexts 'prod-*,staging-eu' --var-dir vars/ -o junit > report.xml`),
-		Args: noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			o, err := f.ToOptions(a, "apply")
-			if err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
-	}
-	f.add(cmd, a)
-	return cmd
+	}, "apply", streams, src, clusters, progress)
 }
 
-func (a *app) newDestroyCommand() *cobra.Command {
-	f := newRunFlags()
-	cmd := &cobra.Command{
+// NewCmdDestroy is the destroy command.
+func NewCmdDestroy(name string, streams genericiooptions.IOStreams, src SpecSource, clusters *Clusters, progress ProgressOutput) *cobra.Command {
+	return newRunCommand(&cobra.Command{
 		Use:   "destroy -f SPEC",
 		Short: "Undo what a spec's steps created, in reverse order",
 		Long: `Undo what a spec's steps created, in reverse dependency order (independent
@@ -100,45 +124,39 @@ khook does not own). delete, patch, wait and rollout steps are skipped, and
 so are steps a when: excludes. What is already gone counts as success, so a
 destroy can be re-run. Namespaces are left in place. With --contexts, on
 each cluster of a fleet, as apply.`,
-		Example: a.examples(`destroy -f bootstrap.yaml
+		Example: examples(name, `destroy -f bootstrap.yaml
 destroy -f bootstrap.yaml --contexts 'staging-*'`),
-		Args: noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			o, err := f.ToOptions(a, "destroy")
-			if err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
-	}
-	f.add(cmd, a)
-	return cmd
+	}, "destroy", streams, src, clusters, progress)
 }
 
 // Run connects, runs the steps and prints the summary; with --contexts,
 // on every cluster of the fleet.
 func (o *RunOptions) Run(ctx context.Context) error {
-	if o.flags.Fleet.enabled() {
+	if o.Fleet.enabled() {
 		return o.runFleet(ctx)
 	}
-	s, err := o.app.connect(ctx, &o.flags.Spec)
+	doc, err := o.Spec.Load()
+	if err != nil {
+		return err
+	}
+	s, err := o.Clusters.connect(ctx, doc)
 	if err != nil {
 		return err
 	}
 	pctx, cancel := s.preflight(ctx)
 	defer cancel()
-	ex, err := s.prepare(pctx, o.command)
+	ex, err := s.prepare(pctx, o.Command)
 	if err != nil {
 		return err
 	}
-	progress := s.progress(o.command, ex.order)
+	progress := o.Progress.progress(o.Command, s.doc, ex.order)
 	if err := s.start(pctx, ex, progress); err != nil {
 		progress.Close()
 		return err
 	}
-	res, stateErr := s.runSteps(ctx, ex, o.flags.Parallelism)
+	res, stateErr := s.runSteps(ctx, ex, o.Parallelism)
 	progress.Close()
-	err = s.finish(o.command, o.flags.Output.value, res, stateErr)
+	err = s.finish(o.Streams.Out, o.Command, o.Output, res, stateErr)
 	var exitErr *ExitError
 	if res.Status == run.RunInterrupted && (err == nil || errors.As(err, &exitErr)) {
 		// the summary said so; the state record's error, if any, follows

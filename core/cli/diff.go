@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/term"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"khook.io/core/diff"
 	"khook.io/core/event"
@@ -37,20 +38,43 @@ type DiffFlags struct {
 	Parallelism int
 }
 
-// DiffOptions is a ready-to-run diff.
-type DiffOptions struct {
-	flags *DiffFlags
-	app   *app
-	// external is KUBECTL_EXTERNAL_DIFF's program; zero for the built-in
-	// unified diff.
-	external diff.Program
-	// color paints the built-in diff (standard output is a terminal and
-	// NO_COLOR is unset).
-	color bool
+// NewDiffFlags returns diff's flags with their defaults.
+func NewDiffFlags() *DiffFlags {
+	return &DiffFlags{Spec: NewSpecFlags(), Fleet: NewFleetFlags(), Parallelism: diffParallelism}
 }
 
-func (a *app) newDiffCommand() *cobra.Command {
-	f := &DiffFlags{Fleet: FleetFlags{Parallelism: defaultFleetParallelism}}
+// AddFlags registers the flags; contextFlag is the connection's flag for
+// one context.
+func (f *DiffFlags) AddFlags(cmd *cobra.Command, contextFlag string) {
+	f.Spec.AddFlags(cmd)
+	f.Fleet.AddFlags(cmd, contextFlag)
+	cmd.Flags().IntVar(&f.Parallelism, "parallelism", diffParallelism, "how many steps may be diffed at once (0: no limit); with --contexts, on each cluster")
+}
+
+// DiffOptions is a ready-to-run diff.
+type DiffOptions struct {
+	Spec        *SpecOptions
+	Fleet       FleetFlags
+	Parallelism int
+	Streams     genericiooptions.IOStreams
+	Redactor    *redact.Redactor
+	Clusters    *Clusters
+	// External is KUBECTL_EXTERNAL_DIFF's program; zero for the built-in
+	// unified diff.
+	External diff.Program
+	// Color paints the built-in diff (standard output is a terminal and
+	// NO_COLOR is unset).
+	Color bool
+	// Environ is khook's environment, which the external program gets
+	// without the secret variables (those of SecretPrefix).
+	Environ      []string
+	SecretPrefix string
+}
+
+// NewCmdDiff is the diff command; stdout is standard output as the
+// process has it (a terminal gets colors).
+func NewCmdDiff(name string, streams genericiooptions.IOStreams, src SpecSource, clusters *Clusters, stdout io.Writer) *cobra.Command {
+	f := NewDiffFlags()
 	cmd := &cobra.Command{
 		Use:   "diff -f SPEC",
 		Short: "Show what apply would change, changing nothing",
@@ -73,37 +97,38 @@ program that failed, an interruption by Ctrl-C).
 With --contexts, each cluster of a fleet is diffed (several at once), its
 output under a "==> context NAME <==" line, in the order of the contexts;
 the exit code is the worst of theirs.`,
-		Example: a.examples(`diff -f bootstrap.yaml
+		Example: examples(name, `diff -f bootstrap.yaml
 KUBECTL_EXTERNAL_DIFF="meld" %s diff -f bootstrap.yaml`),
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			o, err := f.ToOptions(a)
+			o, err := f.ToOptions(streams, src, clusters, stdout)
 			if err != nil {
 				return err
 			}
 			return o.Run(cmd.Context())
 		},
 	}
-	f.Spec.AddFlags(cmd)
-	f.Fleet.AddFlags(cmd, a)
-	cmd.Flags().IntVar(&f.Parallelism, "parallelism", diffParallelism, "how many steps may be diffed at once (0: no limit); with --contexts, on each cluster")
+	f.AddFlags(cmd, clusters.contextFlag())
 	return cmd
 }
 
-// ToOptions resolves the flags and the environment.
-func (f *DiffFlags) ToOptions(a *app) (*DiffOptions, error) {
+// ToOptions resolves the flags and the environment (src.Environ);
+// stdout is standard output as the process has it.
+func (f *DiffFlags) ToOptions(streams genericiooptions.IOStreams, src SpecSource, clusters *Clusters, stdout io.Writer) (*DiffOptions, error) {
 	if f.Parallelism < 0 {
 		return nil, invalid(fmt.Errorf("--parallelism must not be negative"))
 	}
 	if err := f.Fleet.check(); err != nil {
 		return nil, err
 	}
-	if _, err := f.Spec.loadOptions(a); err != nil {
+	so, err := f.Spec.ToOptions(src)
+	if err != nil {
 		return nil, err
 	}
-	o := &DiffOptions{flags: f, app: a, external: diff.ParseProgram(envLookup(a.cfg.Environ, diff.ExternalEnv))}
-	if out, ok := a.cfg.Out.(*os.File); ok && term.IsTerminal(int(out.Fd())) {
-		o.color = envLookup(a.cfg.Environ, "NO_COLOR") == ""
+	o := &DiffOptions{Spec: so, Fleet: f.Fleet, Parallelism: f.Parallelism, Streams: streams, Redactor: src.Redactor, Clusters: clusters,
+		External: diff.ParseProgram(envLookup(src.Environ, diff.ExternalEnv)), Environ: src.Environ, SecretPrefix: f.Spec.SecretPrefix}
+	if out, ok := stdout.(*os.File); ok && term.IsTerminal(int(out.Fd())) {
+		o.Color = envLookup(src.Environ, "NO_COLOR") == ""
 	}
 	return o, nil
 }
@@ -166,14 +191,18 @@ var actionChanges = map[string]bool{
 }
 
 func (o *DiffOptions) run(ctx context.Context) error {
-	if o.flags.Fleet.enabled() {
+	if o.Fleet.enabled() {
 		return o.runFleet(ctx)
 	}
-	s, err := o.app.connect(ctx, &o.flags.Spec)
+	doc, err := o.Spec.Load()
 	if err != nil {
 		return err
 	}
-	_, err = o.diff(ctx, s, o.app.out, o.app.errOut)
+	s, err := o.Clusters.connect(ctx, doc)
+	if err != nil {
+		return err
+	}
+	_, err = o.diff(ctx, s, o.Streams.Out, o.Streams.ErrOut)
 	return err
 }
 
@@ -189,8 +218,8 @@ func (o *DiffOptions) diff(ctx context.Context, s *session, out, errOut io.Write
 	steps := s.doc.Spec.Steps
 	results := make([]*stepDiff, len(steps))
 	g, gctx := errgroup.WithContext(ctx)
-	if o.flags.Parallelism > 0 {
-		g.SetLimit(o.flags.Parallelism)
+	if o.Parallelism > 0 {
+		g.SetLimit(o.Parallelism)
 	}
 	for _, i := range s.doc.Graph.Order() {
 		st := &steps[i]
@@ -224,13 +253,13 @@ func (o *DiffOptions) diff(ctx context.Context, s *session, out, errOut io.Write
 		}
 		for _, od := range r.raw.Objects {
 			if od.Live != nil && od.Merged != nil {
-				diff.Learn(s.app.red, od.Merged.Object, od.Live.Object)
+				diff.Learn(s.red, od.Merged.Object, od.Live.Object)
 			}
 		}
 	}
 	for i, r := range results {
 		if r.raw != nil {
-			results[i] = diffResult(*r.raw, s.app.red)
+			results[i] = diffResult(*r.raw, s.red)
 		}
 	}
 	return o.print(ctx, s, results, out, errOut)
@@ -267,7 +296,7 @@ func (s *session) diffStep(ctx context.Context, i int, exec step.Executor) *step
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	req := s.request(i, 1, timeout, s.sink)
-	red := s.app.red
+	red := s.red
 	if d, ok := exec.(step.Differ); ok {
 		res, err := d.Diff(ctx, req)
 		var un *step.UnavailableError
@@ -368,8 +397,8 @@ func predictionResult(p step.Prediction, st *spec.Step) *stepDiff {
 // reports whether anything differs; the error of steps that could not be
 // diffed is an *ExitError.
 func (o *DiffOptions) print(ctx context.Context, s *session, results []*stepDiff, out, errOut io.Writer) (bool, error) {
-	external := o.external.Path != ""
-	w, color := out, o.color
+	external := o.External.Path != ""
+	w, color := out, o.Color
 	var trees *diff.Trees
 	if external {
 		w, color = errOut, false
@@ -419,7 +448,7 @@ func (o *DiffOptions) print(ctx context.Context, s *session, results []*stepDiff
 		}
 	}
 	if external {
-		differences, err := o.external.Run(ctx, trees, out, errOut, o.programEnv())
+		differences, err := o.External.Run(ctx, trees, out, errOut, o.programEnv())
 		if err != nil {
 			return false, err
 		}
@@ -451,10 +480,9 @@ func fileObject(od step.ObjectDiff) *unstructured.Unstructured {
 // programEnv is the external program's environment: khook's, without the
 // secret variables (a diff program has no use for them).
 func (o *DiffOptions) programEnv() []string {
-	prefix := o.flags.Spec.SecretPrefix
-	env := make([]string, 0, len(o.app.cfg.Environ))
-	for _, kv := range o.app.cfg.Environ {
-		if !strings.HasPrefix(kv, prefix) {
+	env := make([]string, 0, len(o.Environ))
+	for _, kv := range o.Environ {
+		if !strings.HasPrefix(kv, o.SecretPrefix) {
 			env = append(env, kv)
 		}
 	}

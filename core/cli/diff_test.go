@@ -1,8 +1,17 @@
 package cli
 
 import (
+	"bytes"
+	"context"
+	"errors"
 	"strings"
 	"testing"
+
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+
+	"khook.io/core/kube"
+	"khook.io/core/load"
+	"khook.io/core/redact"
 )
 
 // TestDiffExitCodesOffline: diff's exit codes without a cluster follow
@@ -45,6 +54,78 @@ func TestDiffHelpStatesExitCodes(t *testing.T) {
 	for _, want := range []string{"Exit code 0: no differences; 1: differences; 2: invalid spec", "3:", "KUBECTL_EXTERNAL_DIFF"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("diff --help lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// diffOptions builds diff's options alone, without a cluster.
+func diffOptions(t *testing.T, environ []string, stdin string) (*DiffOptions, *bytes.Buffer, *bytes.Buffer) {
+	t.Helper()
+	streams, _, out, errOut := genericiooptions.NewTestIOStreams()
+	f := NewDiffFlags()
+	f.Spec.File = "testdata/golden-spec.yaml"
+	if stdin != "" {
+		f.Spec.File = "-"
+	}
+	o, err := f.ToOptions(streams, SpecSource{Stdin: strings.NewReader(stdin), Environ: environ, Redactor: redact.New()}, nil, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o, out, errOut
+}
+
+// TestDiffOptions: diff's options built alone: without a cluster it
+// exits 3 (never 1, which means differences), an invalid spec 2; the
+// external program is KUBECTL_EXTERNAL_DIFF's and gets the environment
+// without the secret variables; a buffer is never painted.
+func TestDiffOptions(t *testing.T) {
+	env := []string{"PATH=/usr/bin", "KHOOK_SECRET_TOKEN=s3cret", "KUBECTL_EXTERNAL_DIFF=meld --newtab", "KHOOK_VAR_X=1"}
+	o, _, _ := diffOptions(t, env, "")
+	if o.Color {
+		t.Error("a buffer is painted")
+	}
+	if o.External.Path != "meld" || len(o.External.Args) != 1 {
+		t.Errorf("external program %+v", o.External)
+	}
+	if got := strings.Join(o.programEnv(), " "); strings.Contains(got, "s3cret") || !strings.Contains(got, "KHOOK_VAR_X=1") {
+		t.Errorf("the program's environment: %s", got)
+	}
+	var exit *ExitError
+	if err := o.Run(context.Background()); !errors.As(err, &exit) || exit.Code != ExitDiffError || !errors.Is(err, kube.ErrNoKubeconfig) {
+		t.Errorf("without a cluster: want exit %d, got %v", ExitDiffError, err)
+	}
+	o, _, _ = diffOptions(t, nil, "apiVersion: khook.io/v1\nkind: Khook\nmetadata: {name: x}\nsteps: [{name: a}]\n")
+	var inv *load.InvalidError
+	if err := o.Run(context.Background()); !errors.As(err, &inv) {
+		t.Errorf("an invalid spec: %v", err)
+	}
+}
+
+// TestDiffPrint: what diff prints of its steps' results, in DAG order,
+// and its closing line and exit code.
+func TestDiffPrint(t *testing.T) {
+	o, out, errOut := diffOptions(t, nil, "")
+	doc, err := o.Spec.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	results := make([]*stepDiff, len(doc.Spec.Steps))
+	for i := range results {
+		results[i] = &stepDiff{headline: "no changes (1 object)", counted: catUnchanged}
+	}
+	results[0] = &stepDiff{headline: "run (this step type cannot be diffed)", changes: true, counted: catChange}
+	differs, err := o.print(context.Background(), &session{doc: doc}, results, out, errOut)
+	var exit *ExitError
+	if !differs || !errors.As(err, &exit) || exit.Code != ExitFailed || !exit.Silent {
+		t.Errorf("differences: %v, %v", differs, err)
+	}
+	first := doc.Spec.Steps[0]
+	for _, want := range []string{
+		"=== " + first.Name + " (" + first.Type() + "): run (this step type cannot be diffed)\n",
+		"\nDifferences in golden (5 steps): 1 would change, 4 unchanged.\n",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
 	}
 }

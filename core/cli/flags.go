@@ -21,6 +21,11 @@ type SpecFlags struct {
 	SecretPrefix string
 }
 
+// NewSpecFlags returns the spec flags with their defaults.
+func NewSpecFlags() SpecFlags {
+	return SpecFlags{VarPrefix: vars.DefaultVarPrefix, SecretPrefix: vars.DefaultSecretPrefix}
+}
+
 // AddFlags registers the spec flags.
 func (f *SpecFlags) AddFlags(cmd *cobra.Command) {
 	fs := cmd.Flags()
@@ -33,38 +38,30 @@ func (f *SpecFlags) AddFlags(cmd *cobra.Command) {
 	_ = cmd.MarkFlagFilename("var-file", "yaml", "yml")
 }
 
-// loadOptions turns the flags into load options.
-func (f *SpecFlags) loadOptions(a *app) (load.Options, error) {
+// ToOptions checks the flags and turns them into the options of the
+// spec's load.
+func (f *SpecFlags) ToOptions(src SpecSource) (*SpecOptions, error) {
 	if f.File == "" {
-		return load.Options{}, invalid(fmt.Errorf("no spec given: pass -f <file> (or -f - to read standard input)"))
+		return nil, invalid(fmt.Errorf("no spec given: pass -f <file> (or -f - to read standard input)"))
 	}
 	if f.VarPrefix == "" || f.SecretPrefix == "" {
-		return load.Options{}, invalid(fmt.Errorf("--var-prefix and --secret-prefix must not be empty"))
+		return nil, invalid(fmt.Errorf("--var-prefix and --secret-prefix must not be empty"))
 	}
 	if f.VarPrefix == f.SecretPrefix {
-		return load.Options{}, invalid(fmt.Errorf("--var-prefix and --secret-prefix must differ (both are %q)", f.VarPrefix))
+		return nil, invalid(fmt.Errorf("--var-prefix and --secret-prefix must differ (both are %q)", f.VarPrefix))
 	}
-	return load.Options{
+	return &SpecOptions{Loader: src.Loader, Options: load.Options{
 		File:     f.File,
-		Stdin:    a.cfg.In,
-		Redactor: a.red,
+		Stdin:    src.Stdin,
+		Redactor: src.Redactor,
 		Vars: vars.Options{
 			Set:          f.Set,
 			VarFiles:     f.VarFiles,
-			Environ:      a.cfg.Environ,
+			Environ:      src.Environ,
 			VarPrefix:    f.VarPrefix,
 			SecretPrefix: f.SecretPrefix,
 		},
-	}, nil
-}
-
-// load reads and checks the spec the flags name.
-func (f *SpecFlags) load(a *app) (*load.Document, error) {
-	opts, err := f.loadOptions(a)
-	if err != nil {
-		return nil, err
-	}
-	return a.loader.Load(opts)
+	}}, nil
 }
 
 // outputFlag is an -o/--output flag restricted to a set of formats.
@@ -95,3 +92,17 @@ func (o *outputFlag) add(cmd *cobra.Command, name, short, usage string) {
 }
 
 var _ pflag.Value = (*outputFlag)(nil)
+
+// examples indents each example line and prefixes it with the plugin's
+// name; a line holding %s gets the name there instead.
+func examples(name, lines string) string {
+	out := strings.Split(lines, "\n")
+	for i, l := range out {
+		if strings.Contains(l, "%s") {
+			out[i] = "  " + fmt.Sprintf(l, name)
+		} else {
+			out[i] = "  " + name + " " + l
+		}
+	}
+	return strings.Join(out, "\n")
+}

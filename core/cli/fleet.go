@@ -37,14 +37,6 @@ type ContextFlagger interface {
 	ContextFlag() string
 }
 
-// contextFlag is the name of the connection's flag for one context.
-func (a *app) contextFlag() string {
-	if c, ok := a.cfg.Connection.(ContextFlagger); ok {
-		return c.ContextFlag()
-	}
-	return "context"
-}
-
 // FleetFlags make a command run on several clusters, a fleet: the
 // kubeconfig contexts --contexts names, each with variables of its own.
 type FleetFlags struct {
@@ -54,14 +46,18 @@ type FleetFlags struct {
 	Parallelism int
 }
 
-// AddFlags registers the fleet flags.
-func (f *FleetFlags) AddFlags(cmd *cobra.Command, a *app) {
+// AddFlags registers the fleet flags; contextFlag is the name of the
+// connection's own flag for one context (--contexts is refused with it).
+func (f *FleetFlags) AddFlags(cmd *cobra.Command, contextFlag string) {
 	fs := cmd.Flags()
-	fs.StringSliceVar(&f.Contexts, "contexts", nil, fmt.Sprintf("run on each of these kubeconfig contexts (a fleet): names and glob patterns (*, ?, [...]; * does not match /), comma-separated or repeated, e.g. 'prod-*,staging-eu'; not with --%s", a.contextFlag()))
+	fs.StringSliceVar(&f.Contexts, "contexts", nil, fmt.Sprintf("run on each of these kubeconfig contexts (a fleet): names and glob patterns (*, ?, [...]; * does not match /), comma-separated or repeated, e.g. 'prod-*,staging-eu'; not with --%s", contextFlag))
 	fs.StringVar(&f.VarDir, "var-dir", "", "with --contexts: each context's variables from DIR/<context>.yaml (a flat map, like --var-file, winning over the --var-file files); one must exist for every context")
 	fs.IntVar(&f.Parallelism, "fleet-parallelism", defaultFleetParallelism, "with --contexts: how many clusters run at once (0: no limit)")
 	_ = cmd.MarkFlagDirname("var-dir")
 }
+
+// NewFleetFlags returns the fleet flags with their defaults.
+func NewFleetFlags() FleetFlags { return FleetFlags{Parallelism: defaultFleetParallelism} }
 
 func (f *FleetFlags) enabled() bool { return len(f.Contexts) > 0 }
 
@@ -131,13 +127,13 @@ func (e *FleetInvalidError) Unwrap() []error {
 // contacts a cluster. Every problem of every context is reported at once:
 // a context whose variables file is missing, a spec invalid for some
 // contexts (a variable missing in one only); then nothing runs anywhere.
-func (a *app) loadFleet(ff *FleetFlags, sf *SpecFlags) ([]*member, error) {
-	if a.cfg.Connection == nil {
+func loadFleet(clusters *Clusters, ff *FleetFlags, so *SpecOptions) ([]*member, error) {
+	if clusters == nil || clusters.Connection == nil {
 		return nil, kube.ErrNoKubeconfig
 	}
-	base := a.cfg.Connection.RESTClientGetter()
+	base := clusters.Connection.RESTClientGetter()
 	if c := kube.ContextFlag(base); c != "" {
-		return nil, invalid(fmt.Errorf("--contexts and --%s (%q) both choose the context: pass one", a.contextFlag(), c))
+		return nil, invalid(fmt.Errorf("--contexts and --%s (%q) both choose the context: pass one", clusters.contextFlag(), c))
 	}
 	names, files, err := kube.Contexts(base)
 	if err != nil {
@@ -147,10 +143,7 @@ func (a *app) loadFleet(ff *FleetFlags, sf *SpecFlags) ([]*member, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts, err := sf.loadOptions(a)
-	if err != nil {
-		return nil, err
-	}
+	opts := so.Options
 	// the spec is read once: every cluster runs the same text (standard
 	// input can be read only once anyway)
 	src, err := readSpecOnce(opts)
@@ -177,7 +170,7 @@ func (a *app) loadFleet(ff *FleetFlags, sf *SpecFlags) ([]*member, error) {
 			}
 			o.Vars.VarFiles = append(o.Vars.VarFiles, file)
 		}
-		doc, err := a.loader.Load(o)
+		doc, err := so.load(o)
 		var inv *load.InvalidError
 		switch {
 		case errors.As(err, &inv):
@@ -244,26 +237,25 @@ const fleetInterrupted = "not run: the fleet run was interrupted before its turn
 // record not writable) fails alone. Ctrl-C cancels every cluster: those
 // running stop their steps cleanly, those not started yet never start.
 func (o *RunOptions) runFleet(ctx context.Context) error {
-	a := o.app
-	members, err := a.loadFleet(&o.flags.Fleet, &o.flags.Spec)
+	members, err := loadFleet(o.Clusters, &o.Fleet, o.Spec)
 	if err != nil {
 		return err
 	}
 	doc := members[0].doc
 	order := doc.Graph.Order()
-	if o.command == "destroy" {
+	if o.Command == "destroy" {
 		order = doc.Graph.Reverse()
 	}
 	infos := make([]render.ClusterInfo, len(members))
 	for i, m := range members {
 		infos[i] = render.ClusterInfo{Context: m.context, Steps: stepInfos(m.doc, order)}
 	}
-	popts, w := a.progressOptions(o.command)
+	popts, w := o.Progress.options(o.Command)
 	progress := render.NewFleetProgress(w, infos, popts)
 	start := time.Now()
 	runs := make([]render.ClusterRun, len(members))
 	var g errgroup.Group
-	if p := o.flags.Fleet.Parallelism; p > 0 {
+	if p := o.Fleet.Parallelism; p > 0 {
 		g.SetLimit(p)
 	}
 	for i, m := range members {
@@ -274,15 +266,20 @@ func (o *RunOptions) runFleet(ctx context.Context) error {
 	}
 	_ = g.Wait()
 	progress.Close()
-	elapsed := time.Since(start)
-	name := doc.Spec.Metadata.Name
-	switch o.flags.Output.value {
+	return o.fleetReport(doc.Spec.Metadata.Name, runs, time.Since(start))
+}
+
+// fleetReport prints a fleet run's report; its error says whether every
+// cluster succeeded.
+func (o *RunOptions) fleetReport(name string, runs []render.ClusterRun, elapsed time.Duration) error {
+	var err error
+	switch o.Output {
 	case "json":
-		err = render.JSON(a.out, render.NewFleetReport(name, o.command, runs, elapsed))
+		err = render.JSON(o.Streams.Out, render.NewFleetReport(name, o.Command, runs, elapsed))
 	case "junit":
-		err = render.JUnit(a.out, name, o.command, runs, elapsed, a.red)
+		err = render.JUnit(o.Streams.Out, name, o.Command, runs, elapsed, o.Redactor)
 	default:
-		err = render.FleetSummary(a.out, name, o.command, runs, elapsed)
+		err = render.FleetSummary(o.Streams.Out, name, o.Command, runs, elapsed)
 	}
 	if err != nil {
 		return err
@@ -295,11 +292,11 @@ func (o *RunOptions) runFleet(ctx context.Context) error {
 
 // runMember runs the command on one cluster of the fleet.
 func (o *RunOptions) runMember(ctx context.Context, m *member, cp *render.ClusterProgress, steps []render.StepInfo) render.ClusterRun {
-	a := o.app
+	red := o.Redactor
 	cr := render.ClusterRun{Context: m.context, Started: time.Now()}
 	// fail ends the cluster's run before its steps ran
 	fail := func(err error) render.ClusterRun {
-		cr.Status, cr.Err = run.RunFailed, a.red.String(err.Error())
+		cr.Status, cr.Err = run.RunFailed, red.String(err.Error())
 		if ctx.Err() != nil {
 			cr.Status = run.RunInterrupted
 		}
@@ -312,23 +309,23 @@ func (o *RunOptions) runMember(ctx context.Context, m *member, cp *render.Cluste
 		return fail(errors.New(fleetInterrupted))
 	}
 	cp.Connecting()
-	s, err := a.newSession(ctx, m.doc, m.getter, &linePrefixer{w: a.errOut, prefix: m.context + ": "})
+	s, err := o.Clusters.newSession(ctx, m.doc, m.getter, &linePrefixer{w: o.Streams.ErrOut, prefix: m.context + ": "})
 	if err != nil {
 		return fail(err)
 	}
 	pctx, cancel := s.preflight(ctx)
 	defer cancel()
-	ex, err := s.prepare(pctx, o.command)
+	ex, err := s.prepare(pctx, o.Command)
 	if err != nil {
 		return fail(err)
 	}
 	if err := s.start(pctx, ex, cp); err != nil {
 		return fail(err)
 	}
-	res, stateErr := s.runSteps(ctx, ex, o.flags.Parallelism)
+	res, stateErr := s.runSteps(ctx, ex, o.Parallelism)
 	cr.Result, cr.Status, cr.Duration = res, res.Status, time.Since(cr.Started)
 	if stateErr != nil {
-		cr.Err = a.red.String(stateErr.Error())
+		cr.Err = red.String(stateErr.Error())
 		if cr.Status == run.RunOK {
 			cr.Status = run.RunFailed
 		}

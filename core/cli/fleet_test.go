@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,9 @@ import (
 
 	"github.com/spf13/pflag"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+
+	"khook.io/core/redact"
 )
 
 // flagsConnection is kubectl's connection flags, for tests.
@@ -248,5 +252,53 @@ func TestLinePrefixer(t *testing.T) {
 	want := "prod-eu: Warning: a\nprod-eu: Warning: b\nprod-eu: Warning: c\nprod-eu: Warning: d\n"
 	if b.String() != want {
 		t.Errorf("got %q, want %q", b.String(), want)
+	}
+}
+
+// TestFleetOptions: the fleet forms' options built alone, with the
+// connection as the only way to the clusters: plan --contexts offline
+// prints a section per context, each with its own variables (its
+// KHOOK_CONTEXT decides a when:); status and
+// diff refuse a context the kubeconfig lacks before any cluster is
+// touched.
+func TestFleetOptions(t *testing.T) {
+	kc, spec, varDir := fleetDir(t, map[string]string{"prod-eu": "eu-west-1", "prod-us": "us-east-1"})
+	clusters := &Clusters{Connection: kubeconfigConnection(kc)}
+	red := redact.New()
+	src := SpecSource{Environ: []string{"KHOOK_SECRET_TOKEN=planted-secret-123"}, Redactor: red}
+
+	streams, _, out, _ := genericiooptions.NewTestIOStreams()
+	pf := NewPlanFlags()
+	pf.Spec.File, pf.Offline, pf.Fleet.Contexts, pf.Fleet.VarDir = spec, true, []string{"prod-*"}, varDir
+	po, err := pf.ToOptions(streams, src, clusters)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := po.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	eu, us, found := strings.Cut(out.String(), "==> context prod-us <==")
+	if !found || !strings.HasPrefix(eu, "==> context prod-eu <==") || strings.Contains(eu, "is false") || !strings.Contains(us, `when: vars.KHOOK_CONTEXT.endsWith("-eu") is false`) {
+		t.Errorf("plan: a section per context, eu-only skipped on prod-us only:\n%s", out.String())
+	}
+
+	sf := NewStatusFlags()
+	sf.Spec.File, sf.Fleet.Contexts = spec, []string{"prod-eu", "prod-asia"}
+	so, err := sf.ToOptions(streams, src, clusters)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := so.Run(context.Background()); err == nil || !strings.Contains(err.Error(), `context "prod-asia" is not in the kubeconfig`) {
+		t.Errorf("status: %v", err)
+	}
+	df := NewDiffFlags()
+	df.Spec.File, df.Fleet.Contexts = spec, []string{"dev-*"}
+	do, err := df.ToOptions(streams, src, clusters, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var exit *ExitError
+	if err := do.Run(context.Background()); !errors.As(err, &exit) || exit.Code != ExitDiffError || !strings.Contains(err.Error(), `pattern "dev-*" matches no context`) {
+		t.Errorf("diff: %v", err)
 	}
 }

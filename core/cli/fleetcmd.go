@@ -9,8 +9,10 @@ import (
 	"strings"
 
 	"golang.org/x/sync/errgroup"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"khook.io/core/plan"
+	"khook.io/core/redact"
 	"khook.io/core/render"
 	"khook.io/core/state"
 )
@@ -34,7 +36,7 @@ func silent(err error) bool {
 // "==> context NAME <==" line (its error, if any, last), in the fleet's
 // order, as soon as it and the clusters before it are done. A cluster
 // whose turn comes after Ctrl-C does not run.
-func (a *app) forEachMember(ctx context.Context, members []*member, parallelism int, sections bool,
+func forEachMember(ctx context.Context, streams genericiooptions.IOStreams, red *redact.Redactor, members []*member, parallelism int, sections bool,
 	fn func(ctx context.Context, i int, m *member, out, errOut io.Writer) error) []*memberOutput {
 	outs := make([]*memberOutput, len(members))
 	done := make([]chan struct{}, len(members))
@@ -65,13 +67,13 @@ func (a *app) forEachMember(ctx context.Context, members []*member, parallelism 
 			continue
 		}
 		if i > 0 {
-			fmt.Fprintln(a.out)
+			fmt.Fprintln(streams.Out)
 		}
-		fmt.Fprintf(a.out, "==> context %s <==\n", m.context)
-		_, _ = a.out.Write(outs[i].out.Bytes())
-		_, _ = a.errOut.Write(outs[i].errOut.Bytes())
+		fmt.Fprintf(streams.Out, "==> context %s <==\n", m.context)
+		_, _ = streams.Out.Write(outs[i].out.Bytes())
+		_, _ = streams.ErrOut.Write(outs[i].errOut.Bytes())
 		if err := outs[i].err; err != nil && !silent(err) {
-			fmt.Fprintf(a.out, "Error: %s\n", a.red.String(err.Error()))
+			fmt.Fprintf(streams.Out, "Error: %s\n", red.String(err.Error()))
 		}
 	}
 	return outs
@@ -93,11 +95,11 @@ func fleetError(members []*member, outs []*memberOutput, code int) error {
 }
 
 // errorText is err's text for a report, redacted; "" for nil.
-func (a *app) errorText(err error) string {
+func errorText(red *redact.Redactor, err error) string {
 	if err == nil {
 		return ""
 	}
-	return a.red.String(err.Error())
+	return red.String(err.Error())
 }
 
 // ---- plan ----
@@ -116,17 +118,16 @@ type clusterPlan struct {
 // runFleet plans every cluster of the fleet: live (or offline with
 // --offline), each with its own variables.
 func (o *PlanOptions) runFleet(ctx context.Context) error {
-	a := o.app
-	members, err := a.loadFleet(&o.flags.Fleet, &o.flags.Spec)
+	members, err := loadFleet(o.Clusters, &o.Fleet, o.Spec)
 	if err != nil {
 		return err
 	}
 	structured := o.Output != "text"
 	plans := make([]*plan.Plan, len(members))
-	outs := a.forEachMember(ctx, members, o.flags.Fleet.Parallelism, !structured, func(ctx context.Context, i int, m *member, out, _ io.Writer) error {
+	outs := forEachMember(ctx, o.Streams, o.Redactor, members, o.Fleet.Parallelism, !structured, func(ctx context.Context, i int, m *member, out, _ io.Writer) error {
 		p := m.doc.OfflinePlan()
-		if !o.flags.Offline {
-			s, err := a.newSession(ctx, m.doc, m.getter, &linePrefixer{w: a.errOut, prefix: m.context + ": "})
+		if !o.Offline {
+			s, err := o.Clusters.newSession(ctx, m.doc, m.getter, &linePrefixer{w: o.Streams.ErrOut, prefix: m.context + ": "})
 			if err != nil {
 				return err
 			}
@@ -144,13 +145,13 @@ func (o *PlanOptions) runFleet(ctx context.Context) error {
 	if structured {
 		fp := fleetPlan{Clusters: make([]clusterPlan, len(members))}
 		for i, m := range members {
-			fp.Clusters[i] = clusterPlan{Context: m.context, Plan: plans[i], Error: a.errorText(outs[i].err)}
+			fp.Clusters[i] = clusterPlan{Context: m.context, Plan: plans[i], Error: errorText(o.Redactor, outs[i].err)}
 		}
 		var err error
 		if o.Output == "yaml" {
-			err = render.YAML(o.Out, fp)
+			err = render.YAML(o.Streams.Out, fp)
 		} else {
-			err = render.JSON(o.Out, fp)
+			err = render.JSON(o.Streams.Out, fp)
 		}
 		if err != nil {
 			return err
@@ -164,14 +165,13 @@ func (o *PlanOptions) runFleet(ctx context.Context) error {
 // runFleet diffs every cluster of the fleet; the exit code is the worst
 // of theirs (an error, then differences).
 func (o *DiffOptions) runFleet(ctx context.Context) error {
-	a := o.app
-	members, err := a.loadFleet(&o.flags.Fleet, &o.flags.Spec)
+	members, err := loadFleet(o.Clusters, &o.Fleet, o.Spec)
 	if err != nil {
 		return err
 	}
 	differs := make([]bool, len(members))
-	outs := a.forEachMember(ctx, members, o.flags.Fleet.Parallelism, true, func(ctx context.Context, i int, m *member, out, errOut io.Writer) error {
-		s, err := a.newSession(ctx, m.doc, m.getter, &linePrefixer{w: a.errOut, prefix: m.context + ": "})
+	outs := forEachMember(ctx, o.Streams, o.Redactor, members, o.Fleet.Parallelism, true, func(ctx context.Context, i int, m *member, out, errOut io.Writer) error {
+		s, err := o.Clusters.newSession(ctx, m.doc, m.getter, &linePrefixer{w: o.Streams.ErrOut, prefix: m.context + ": "})
 		if err != nil {
 			return err
 		}
@@ -189,10 +189,10 @@ func (o *DiffOptions) runFleet(ctx context.Context) error {
 		line = fmt.Sprintf("\nDifferences on %d of %s: %s", len(differ), countOf(len(members), "cluster"), strings.Join(differ, ", "))
 	}
 	if err := fleetError(members, outs, ExitDiffError); err != nil {
-		fmt.Fprintf(a.out, "%s; %s.\n", line, err)
+		fmt.Fprintf(o.Streams.Out, "%s; %s.\n", line, err)
 		return err
 	}
-	fmt.Fprintln(a.out, line+".")
+	fmt.Fprintln(o.Streams.Out, line+".")
 	if len(differ) > 0 {
 		return &ExitError{Code: ExitFailed, Silent: true}
 	}
@@ -214,8 +214,7 @@ type clusterStatus struct {
 
 // runFleet shows the state record of every cluster of the fleet.
 func (o *StatusOptions) runFleet(ctx context.Context) error {
-	a := o.app
-	members, err := a.loadFleet(&o.flags.Fleet, &o.flags.Spec)
+	members, err := loadFleet(o.Clusters, &o.Fleet, o.Spec)
 	if err != nil {
 		return err
 	}
@@ -228,14 +227,14 @@ func (o *StatusOptions) runFleet(ctx context.Context) error {
 	if len(problems) > 0 {
 		return &ExitError{Code: ExitInvalid, Err: &FleetInvalidError{Contexts: len(members), Problems: problems}}
 	}
-	structured := o.flags.Output.value == "json"
+	structured := o.Output == "json"
 	statuses := make([]*state.Status, len(members))
-	outs := a.forEachMember(ctx, members, o.flags.Fleet.Parallelism, !structured, func(ctx context.Context, i int, m *member, out, _ io.Writer) error {
-		clients, err := a.clientsFor(ctx, m.getter, &linePrefixer{w: a.errOut, prefix: m.context + ": "})
+	outs := forEachMember(ctx, o.Streams, o.Redactor, members, o.Fleet.Parallelism, !structured, func(ctx context.Context, i int, m *member, out, _ io.Writer) error {
+		clients, err := o.Clusters.clientsFor(ctx, m.getter, &linePrefixer{w: o.Streams.ErrOut, prefix: m.context + ": "})
 		if err != nil {
 			return err
 		}
-		if statuses[i], err = a.readStatus(ctx, m.doc, clients); err != nil {
+		if statuses[i], err = readStatus(ctx, o.Redactor, m.doc, clients.Typed); err != nil {
 			return err
 		}
 		if structured {
@@ -246,13 +245,13 @@ func (o *StatusOptions) runFleet(ctx context.Context) error {
 	if structured {
 		fs := fleetStatus{Clusters: make([]clusterStatus, len(members))}
 		for i, m := range members {
-			fs.Clusters[i] = clusterStatus{Context: m.context, Error: a.errorText(outs[i].err)}
+			fs.Clusters[i] = clusterStatus{Context: m.context, Error: errorText(o.Redactor, outs[i].err)}
 			if outs[i].err == nil {
 				r := render.NewStatusReport(statuses[i])
 				fs.Clusters[i].Status = &r
 			}
 		}
-		if err := render.JSON(a.out, fs); err != nil {
+		if err := render.JSON(o.Streams.Out, fs); err != nil {
 			return err
 		}
 	}

@@ -14,7 +14,7 @@ import (
 // build. A step whose local inputs cannot be read gets no hash: it never
 // resumes, and reports the problem itself when it runs.
 func (s *session) stepInputs(ctx context.Context, salt []byte, prev *state.Record) ([]*state.Inputs, error) {
-	h := &state.Hasher{BaseDir: s.doc.BaseDir, Redactor: s.app.red, Salt: salt, Previous: prev}
+	h := &state.Hasher{BaseDir: s.doc.BaseDir, Redactor: s.red, Salt: salt, Previous: prev}
 	out := make([]*state.Inputs, len(s.doc.Spec.Steps))
 	for i := range s.doc.Spec.Steps {
 		in, err := h.Inputs(ctx, &s.doc.Spec.Steps[i])

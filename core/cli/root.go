@@ -1,7 +1,10 @@
 // Package cli is the command tree both plugins share: `kubectl khook` and
 // `helm khook` differ only in how they build their cluster connection (see
 // Connection) and in the name their help text shows. Commands follow
-// kubectl's shape: a Flags struct, ToOptions, Options.Run(ctx).
+// kubectl's shape: a constructor (NewCmdPlan), a Flags struct bound to
+// pflag, Flags.ToOptions taking every input explicitly (IOStreams, the
+// spec's sources, the way to clusters) and Options.Run(ctx); a test
+// builds any command's Options without the command tree.
 //
 // Everything a command prints goes through the run's secret redactor.
 package cli
@@ -16,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"khook.io/core/load"
 	"khook.io/core/redact"
@@ -72,6 +76,14 @@ type Config struct {
 	// registers them explicitly); nil means the cluster commands are
 	// unavailable.
 	Steps func() (*step.Registry, error)
+	// Logs routes the process's loggers (klog, which client-go logs
+	// through, and the standard log package) to errOut, the run's
+	// redacting standard error, at client-go log level verbosity (-v),
+	// and returns what undoes it. It is called once per run, before the
+	// run's first clients are built; restore when the run ends. The
+	// loggers are the process's, so only an entrypoint sets it (to
+	// RouteProcessLogs); nil leaves them alone, and -v has no effect.
+	Logs func(errOut io.Writer, verbosity int) (restore func())
 }
 
 // Exit codes.
@@ -101,21 +113,6 @@ func (e *ExitError) Unwrap() error { return e.Err }
 // invalid marks err as a usage or spec problem (exit 2).
 func invalid(err error) error { return &ExitError{Code: ExitInvalid, Err: err} }
 
-// app is the state every command shares: the resolved config and the one
-// redactor of this process.
-type app struct {
-	cfg    Config
-	red    *redact.Redactor
-	out    *redact.Writer
-	errOut *redact.Writer
-	// console is standard error beneath errOut, shared with a live
-	// progress block while one is shown.
-	console *render.Console
-	loader  load.Loader
-	// verbosity is client-go's log level (-v), as kubectl's.
-	verbosity int
-}
-
 // Execute runs the command tree with args and returns the exit code.
 // Signals are the caller's: cancel ctx to stop (main uses
 // signal.NotifyContext).
@@ -132,16 +129,19 @@ func Execute(ctx context.Context, cfg Config, args []string) int {
 	if cfg.Environ == nil {
 		cfg.Environ = os.Environ()
 	}
-	a := &app{cfg: cfg, red: redact.New()}
-	a.out = a.red.Writer(cfg.Out)
-	a.console = render.NewConsole(cfg.ErrOut)
-	a.errOut = a.red.Writer(a.console)
+	// the one redactor of the run: everything printed goes through it
+	red := redact.New()
+	console := render.NewConsole(cfg.ErrOut)
+	out, errOut := red.Writer(cfg.Out), red.Writer(console)
+	streams := genericiooptions.IOStreams{In: cfg.In, Out: out, ErrOut: errOut}
+	logs := &clientLogs{router: cfg.Logs, errOut: errOut, connection: cfg.Connection}
 	defer func() {
-		_ = a.out.Flush()
-		_ = a.errOut.Flush()
+		_ = out.Flush()
+		_ = errOut.Flush()
 	}()
+	defer logs.done()
 
-	root := a.newRootCommand()
+	root := newRootCommand(cfg, streams, red, console, logs)
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
 	if err == nil {
@@ -165,11 +165,14 @@ func Execute(ctx context.Context, cfg Config, args []string) int {
 			err = errors.New("interrupted")
 		}
 	}
-	fmt.Fprintf(a.errOut, "Error: %s\n", a.red.String(err.Error()))
+	fmt.Fprintf(errOut, "Error: %s\n", red.String(err.Error()))
 	return code
 }
 
-func (a *app) newRootCommand() *cobra.Command {
+// newRootCommand is the command tree of one run: streams are the
+// redacting standard streams, console standard error beneath them, logs
+// the routing of client-go's logs (-v sets its level).
+func newRootCommand(cfg Config, streams genericiooptions.IOStreams, red *redact.Redactor, console *render.Console, logs *clientLogs) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "khook",
 		Short: "Bootstrap a Kubernetes cluster from one declarative spec",
@@ -177,41 +180,44 @@ func (a *app) newRootCommand() *cobra.Command {
 kind: Khook): helm releases, manifests, deletes, patches, waits, rollouts and
 jobs, ordered as a DAG, with variables, secrets that never leak and CEL
 conditions.`,
-		Annotations:       map[string]string{cobra.CommandDisplayNameAnnotation: a.cfg.Name},
+		Annotations:       map[string]string{cobra.CommandDisplayNameAnnotation: cfg.Name},
 		SilenceErrors:     true,
 		SilenceUsage:      true,
 		CompletionOptions: cobra.CompletionOptions{HiddenDefaultCmd: false},
 	}
-	root.SetIn(a.cfg.In)
-	root.SetOut(a.out)
-	root.SetErr(a.errOut)
+	root.SetIn(streams.In)
+	root.SetOut(streams.Out)
+	root.SetErr(streams.ErrOut)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return invalid(err) })
-	if a.cfg.Connection != nil {
-		a.cfg.Connection.AddFlags(root.PersistentFlags())
+	if cfg.Connection != nil {
+		cfg.Connection.AddFlags(root.PersistentFlags())
 	}
-	root.PersistentFlags().IntVarP(&a.verbosity, "v", "v", 0,
+	root.PersistentFlags().IntVarP(&logs.verbosity, "v", "v", 0,
 		"client-go's log level, as kubectl's -v: 6 logs every request, 7 their headers (at most 7: bodies could carry secrets past the redactor)")
 	root.PersistentPreRunE = func(*cobra.Command, []string) error {
-		if a.verbosity < 0 || a.verbosity > maxVerbosity {
-			return invalid(fmt.Errorf("-v %d: the log level is 0 to %d (above %d client-go logs request bodies, truncated and escaped, where secrets could not be masked reliably)", a.verbosity, maxVerbosity, maxVerbosity))
+		if v := logs.verbosity; v < 0 || v > maxVerbosity {
+			return invalid(fmt.Errorf("-v %d: the log level is 0 to %d (above %d client-go logs request bodies, truncated and escaped, where secrets could not be masked reliably)", v, maxVerbosity, maxVerbosity))
 		}
 		return nil
 	}
+	src := SpecSource{Stdin: cfg.In, Environ: cfg.Environ, Redactor: red, Loader: &load.Loader{}}
+	clusters := &Clusters{Connection: cfg.Connection, Steps: cfg.Steps, Redactor: red, Warnings: streams.ErrOut, BeforeClients: logs.route}
+	progress := ProgressOutput{ErrOut: streams.ErrOut, Terminal: cfg.ErrOut, Console: console, Redactor: red, Environ: cfg.Environ}
 	root.AddCommand(
-		a.newValidateCommand(),
-		a.newPlanCommand(),
-		a.newApplyCommand(),
-		a.newDestroyCommand(),
-		a.newDiffCommand(),
-		a.newStatusCommand(),
-		a.newGraphCommand(),
-		a.newSchemaCommand(),
-		a.newVersionCommand(),
+		NewCmdValidate(cfg.Name, streams, src),
+		NewCmdPlan(cfg.Name, streams, src, clusters),
+		NewCmdApply(cfg.Name, streams, src, clusters, progress),
+		NewCmdDestroy(cfg.Name, streams, src, clusters, progress),
+		NewCmdDiff(cfg.Name, streams, src, clusters, cfg.Out),
+		NewCmdStatus(cfg.Name, streams, src, clusters),
+		NewCmdGraph(cfg.Name, streams, src),
+		NewCmdSchema(streams),
+		NewCmdVersion(cfg.Name, streams),
 	)
 	// unknown subcommands and bad arguments are usage errors (exit 2)
 	root.Args = func(cmd *cobra.Command, args []string) error {
 		if len(args) > 0 {
-			return invalid(fmt.Errorf("unknown command %q for %q", args[0], a.cfg.Name))
+			return invalid(fmt.Errorf("unknown command %q for %q", args[0], cfg.Name))
 		}
 		return nil
 	}

@@ -2,26 +2,18 @@ package cli
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"log"
 	"net/http"
-	"os"
-	"strconv"
-	"sync"
 	"time"
 
-	"golang.org/x/term"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
-	"k8s.io/klog/v2"
 
 	"khook.io/core/event"
-	"khook.io/core/fetch"
 	"khook.io/core/kube"
 	"khook.io/core/load"
 	"khook.io/core/plan"
+	"khook.io/core/redact"
 	"khook.io/core/render"
 	"khook.io/core/run"
 	"khook.io/core/step"
@@ -34,7 +26,7 @@ const checkTimeout = kube.DefaultCheckTimeout
 
 // session is one command's connection to the cluster for one spec.
 type session struct {
-	app       *app
+	red       *redact.Redactor
 	doc       *load.Document
 	clients   *kube.Clients
 	registry  *step.Registry
@@ -42,63 +34,6 @@ type session struct {
 	namespace string // where the spec leaves a namespace to its default
 	// sink receives the run's events (progress lines of the executors).
 	sink event.Sink
-}
-
-// connect loads the spec, builds the clients and checks the cluster up
-// front: a missing kubeconfig or an unreachable server is one clear error,
-// before anything runs.
-func (a *app) connect(ctx context.Context, sf *SpecFlags) (*session, error) {
-	doc, err := sf.load(a)
-	if err != nil {
-		return nil, err
-	}
-	if a.cfg.Connection == nil {
-		return nil, kube.ErrNoKubeconfig
-	}
-	return a.newSession(ctx, doc, a.cfg.Connection.RESTClientGetter(), a.errOut)
-}
-
-// newSession connects to the cluster getter names (checking it up front)
-// for doc; API warnings go to warnings.
-func (a *app) newSession(ctx context.Context, doc *load.Document, getter genericclioptions.RESTClientGetter, warnings io.Writer) (*session, error) {
-	clients, err := a.clientsFor(ctx, getter, warnings)
-	if err != nil {
-		return nil, err
-	}
-	if a.cfg.Steps == nil {
-		return nil, errors.New("this build of khook has no step executors")
-	}
-	reg, err := a.cfg.Steps()
-	if err != nil {
-		return nil, err
-	}
-	return &session{app: a, doc: doc, clients: clients, registry: reg, http: fetch.NewClient(), namespace: defaultNamespace(getter)}, nil
-}
-
-// clients builds and checks the clients of the connection's cluster.
-func (a *app) clients(ctx context.Context) (*kube.Clients, error) {
-	if a.cfg.Connection == nil {
-		return nil, kube.ErrNoKubeconfig
-	}
-	return a.clientsFor(ctx, a.cfg.Connection.RESTClientGetter(), a.errOut)
-}
-
-// clientsFor builds and checks the clients of the cluster getter names,
-// with the connection's client settings; API warnings go to warnings.
-func (a *app) clientsFor(ctx context.Context, getter genericclioptions.RESTClientGetter, warnings io.Writer) (*kube.Clients, error) {
-	a.routeClientLogs()
-	opts := kube.Options{Warnings: warnings}
-	if l, ok := a.cfg.Connection.(RateLimited); ok {
-		opts.QPS, opts.Burst = l.RateLimits()
-	}
-	c, err := kube.New(getter, opts)
-	if err != nil {
-		return nil, err
-	}
-	if err := c.Check(ctx, checkTimeout); err != nil {
-		return nil, err
-	}
-	return c, nil
 }
 
 // preflight bounds the calls made before the steps run (the state record
@@ -121,39 +56,6 @@ func defaultNamespace(getter genericclioptions.RESTClientGetter) string {
 	return ns
 }
 
-var (
-	klogOnce  sync.Once
-	klogFlags *flag.FlagSet
-)
-
-// routeClientLogs sends client-go's klog lines through khook's redacting
-// standard error, never raw to the process's stderr, at the log level of
-// -v (or the connection's debug switch). klog is global to the process, so
-// the routing happens once.
-func (a *app) routeClientLogs() {
-	klogOnce.Do(func() {
-		fs := flag.NewFlagSet("klog", flag.ContinueOnError)
-		klog.InitFlags(fs)
-		klogFlags = fs
-		_ = fs.Set("logtostderr", "false")
-		_ = fs.Set("alsologtostderr", "false")
-		_ = fs.Set("stderrthreshold", "FATAL")
-		_ = fs.Set("skip_headers", "true")
-		klog.SetOutput(a.errOut)
-		// libraries that use the standard logger (kustomize's deprecation
-		// warnings) go the same way
-		log.SetFlags(0)
-		log.SetOutput(a.errOut)
-	})
-	v := a.verbosity
-	if d, ok := a.cfg.Connection.(Debugger); ok && v == 0 && d.Debug() {
-		v = debugVerbosity
-	}
-	if v > 0 {
-		_ = klogFlags.Set("v", strconv.Itoa(v))
-	}
-}
-
 // request builds the request for step i, attempt n.
 func (s *session) request(i, attempt int, timeout time.Duration, sink event.Sink) *step.Request {
 	st := &s.doc.Spec.Steps[i]
@@ -166,20 +68,11 @@ func (s *session) request(i, attempt int, timeout time.Duration, sink event.Sink
 		DefaultNamespace: s.namespace,
 		Kube:             s.clients,
 		HTTP:             s.http,
-		Redactor:         s.app.red,
+		Redactor:         s.red,
 		Log: func(format string, args ...any) {
 			sink.Emit(event.Event{Kind: event.StepProgress, Time: time.Now(), Step: st.Name, Type: st.Type(), Message: fmt.Sprintf(format, args...)})
 		},
 	}
-}
-
-// progress returns the renderer for a run's events on standard error:
-// live lines on a terminal (colors unless NO_COLOR), one line per change
-// otherwise.
-func (s *session) progress(verb string, order []int) *render.Progress {
-	infos := stepInfos(s.doc, order)
-	opts, w := s.app.progressOptions(verb)
-	return render.NewProgress(w, infos, opts)
 }
 
 // stepInfos names doc's steps in order for a renderer.
@@ -192,53 +85,26 @@ func stepInfos(doc *load.Document, order []int) []render.StepInfo {
 	return infos
 }
 
-// progressOptions are how progress renders on standard error, and the
-// writer it renders to: live on a terminal (its size, colors unless
-// NO_COLOR, attached to the console so that other lines go above it).
-func (a *app) progressOptions(verb string) (render.ProgressOptions, io.Writer) {
-	opts := render.ProgressOptions{Verb: verb, Redactor: a.red}
-	if f, ok := a.cfg.ErrOut.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-		opts.Live = true
-		opts.Color = os.Getenv("NO_COLOR") == "" && envLookup(a.cfg.Environ, "NO_COLOR") == ""
-		if w, h, err := term.GetSize(int(f.Fd())); err == nil {
-			opts.Width, opts.Height = w, h
-		}
-		// warnings and client logs written meanwhile go above the block
-		opts.Console = a.console
-		return opts, a.red.Writer(a.console.Terminal())
-	}
-	return opts, a.errOut
-}
-
-func envLookup(environ []string, key string) string {
-	for _, kv := range environ {
-		if len(kv) > len(key) && kv[:len(key)] == key && kv[len(key)] == '=' {
-			return kv[len(key)+1:]
-		}
-	}
-	return ""
-}
-
 // settings returns step i's effective scheduling fields.
 func (s *session) settings(i int) plan.Settings { return s.doc.Settings(i) }
 
 // finish prints the run's result (stateErr is the error of the state
 // record's last write) and returns the command's error: nil when every
 // step succeeded or was skipped.
-func (s *session) finish(command, output string, res *run.Result, stateErr error) error {
+func (s *session) finish(out io.Writer, command, output string, res *run.Result, stateErr error) error {
 	name := s.doc.Spec.Metadata.Name
 	var err error
 	switch output {
 	case "json":
-		err = render.JSON(s.app.out, render.Report(name, command, res))
+		err = render.JSON(out, render.Report(name, command, res))
 	case "junit":
 		cr := render.ClusterRun{Context: s.clusterName(), Status: res.Status, Result: res, Duration: res.Duration, Started: time.Now().Add(-res.Duration)}
 		if stateErr != nil {
 			cr.Err = stateErr.Error()
 		}
-		err = render.JUnit(s.app.out, name, command, []render.ClusterRun{cr}, res.Duration, s.app.red)
+		err = render.JUnit(out, name, command, []render.ClusterRun{cr}, res.Duration, s.red)
 	default:
-		err = render.Summary(s.app.out, name, command, res)
+		err = render.Summary(out, name, command, res)
 	}
 	if err != nil {
 		return err

@@ -3,17 +3,10 @@ package cli
 import (
 	"context"
 	"fmt"
-	"io"
 	"time"
 
-	"github.com/spf13/cobra"
-
 	"khook.io/core/event"
-	"khook.io/core/kube"
-	"khook.io/core/load"
-	"khook.io/core/render"
 	"khook.io/core/run"
-	"khook.io/core/spec"
 	"khook.io/core/state"
 	"khook.io/core/step"
 	"khook.io/core/version"
@@ -130,7 +123,7 @@ func (rs *runState) sink(next event.Sink, s *session, command string, tasks []ru
 	for i, st := range s.doc.Spec.Steps {
 		index[st.Name] = i
 	}
-	red := s.app.red
+	red := s.red
 	return event.SinkFunc(func(e event.Event) {
 		next.Emit(e)
 		i, ok := index[e.Step]
@@ -200,126 +193,4 @@ func (rs *runState) finish(ctx context.Context, command, runStatus string) error
 		return fmt.Errorf("%w (the run itself ended %s)", err, runStatus)
 	}
 	return nil
-}
-
-// ---- status ----
-
-// StatusFlags are status's flags.
-type StatusFlags struct {
-	Spec   SpecFlags
-	Fleet  FleetFlags
-	Output *outputFlag
-}
-
-// StatusOptions is a ready-to-run status.
-type StatusOptions struct {
-	flags *StatusFlags
-	app   *app
-}
-
-func (a *app) newStatusCommand() *cobra.Command {
-	f := &StatusFlags{Output: newOutputFlag("text", "text", "json"), Fleet: FleetFlags{Parallelism: defaultFleetParallelism}}
-	cmd := &cobra.Command{
-		Use:   "status -f SPEC",
-		Short: "Show the last run recorded in the spec's state record",
-		Long: `Show the last run recorded in the spec's state record: when it ran, each
-step's outcome, and what the next apply will do with each step (resume it,
-re-run it because it failed or its inputs changed, run it for the first
-time). The spec must have a state: block. Without a record yet: "not applied
-yet", exit 0. With --contexts, the record of each cluster of a fleet.`,
-		Example: a.examples(`status -f bootstrap.yaml
-status -f bootstrap.yaml -o json
-status -f bootstrap.yaml --contexts 'prod-*'`),
-		Args: noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			o, err := f.ToOptions(a)
-			if err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
-	}
-	f.Spec.AddFlags(cmd)
-	f.Fleet.AddFlags(cmd, a)
-	f.Output.add(cmd, "output", "o", "output format")
-	return cmd
-}
-
-// ToOptions resolves the flags.
-func (f *StatusFlags) ToOptions(a *app) (*StatusOptions, error) {
-	if err := f.Fleet.check(); err != nil {
-		return nil, err
-	}
-	if _, err := f.Spec.loadOptions(a); err != nil {
-		return nil, err
-	}
-	return &StatusOptions{flags: f, app: a}, nil
-}
-
-// Run reads the record and shows it; with --contexts, every cluster's.
-func (o *StatusOptions) Run(ctx context.Context) error {
-	a := o.app
-	if o.flags.Fleet.enabled() {
-		return o.runFleet(ctx)
-	}
-	doc, err := o.flags.Spec.load(a)
-	if err != nil {
-		return err
-	}
-	if err := needsState(doc); err != nil {
-		return err
-	}
-	clients, err := a.clients(ctx)
-	if err != nil {
-		return err
-	}
-	st, err := a.readStatus(ctx, doc, clients)
-	if err != nil {
-		return err
-	}
-	return o.print(st, doc, a.out)
-}
-
-// needsState refuses a spec without a state: block: status has nothing to
-// read.
-func needsState(doc *load.Document) error {
-	if doc.Spec.State.IsEnabled() {
-		return nil
-	}
-	pos := doc.Positions.At("state")
-	return &load.InvalidError{Problems: spec.ErrorList{{Pos: pos, Path: "state", Msg: "status reads the run-state record, which this spec does not enable: add state: {} (or state.enabled: true)"}}}
-}
-
-// readStatus reads doc's record in the cluster and compares it with the
-// spec; nil when there is no record yet.
-func (a *app) readStatus(ctx context.Context, doc *load.Document, clients *kube.Clients) (*state.Status, error) {
-	sp := doc.Spec
-	loc := state.Location{Namespace: sp.StateNamespace(), Name: sp.StateSecretName()}
-	rec, found, err := state.Read(ctx, clients.Typed, loc)
-	if err != nil || !found {
-		return nil, err
-	}
-	s := &session{app: a, doc: doc}
-	ins, err := s.stepInputs(ctx, rec.SaltBytes(), rec)
-	if err != nil {
-		return nil, err
-	}
-	steps := make([]state.SpecStep, len(sp.Steps))
-	for i, st := range sp.Steps {
-		steps[i] = state.SpecStep{Name: st.Name, Type: st.Type(), Hash: ins[i].Hash, Excluded: !doc.Included(i), When: st.When, HashCannotSee: ins[i].HashCannotSee}
-	}
-	return state.Compare(loc, rec, steps), nil
-}
-
-// print shows a status (nil: no record yet) in the output format.
-func (o *StatusOptions) print(st *state.Status, doc *load.Document, w io.Writer) error {
-	if o.flags.Output.value == "json" {
-		return render.JSON(w, render.NewStatusReport(st))
-	}
-	if st == nil {
-		sp := doc.Spec
-		_, err := fmt.Fprintf(w, "%s is not applied yet: no state record at %s.\n", sp.Metadata.Name, state.Location{Namespace: sp.StateNamespace(), Name: sp.StateSecretName()})
-		return err
-	}
-	return render.StatusText(w, st)
 }

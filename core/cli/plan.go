@@ -1,0 +1,138 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+
+	"khook.io/core/kube"
+	"khook.io/core/load"
+	"khook.io/core/plan"
+	"khook.io/core/redact"
+	"khook.io/core/render"
+)
+
+// PlanFlags are plan's flags.
+type PlanFlags struct {
+	Spec    SpecFlags
+	Fleet   FleetFlags
+	Output  *outputFlag
+	Offline bool
+}
+
+// NewPlanFlags returns plan's flags with their defaults.
+func NewPlanFlags() *PlanFlags {
+	return &PlanFlags{Spec: NewSpecFlags(), Fleet: NewFleetFlags(), Output: newOutputFlag("text", "text", "json", "yaml")}
+}
+
+// AddFlags registers the flags; contextFlag is the connection's flag for
+// one context.
+func (f *PlanFlags) AddFlags(cmd *cobra.Command, contextFlag string) {
+	f.Spec.AddFlags(cmd)
+	f.Fleet.AddFlags(cmd, contextFlag)
+	f.Output.add(cmd, "output", "o", "output format")
+	cmd.Flags().BoolVar(&f.Offline, "offline", false, "plan from the spec alone, without contacting a cluster")
+}
+
+// PlanOptions is a ready-to-run plan.
+type PlanOptions struct {
+	Spec   *SpecOptions
+	Fleet  FleetFlags
+	Output string
+	// Offline plans from the spec alone (--offline, or no cluster
+	// configured).
+	Offline bool
+	// Streams: the plan goes to Out; a fleet's API warnings to ErrOut.
+	Streams  genericiooptions.IOStreams
+	Redactor *redact.Redactor
+	// Clusters reaches the cluster of a live plan.
+	Clusters *Clusters
+}
+
+// NewCmdPlan is the plan command.
+func NewCmdPlan(name string, streams genericiooptions.IOStreams, src SpecSource, clusters *Clusters) *cobra.Command {
+	f := NewPlanFlags()
+	cmd := &cobra.Command{
+		Use:   "plan -f SPEC",
+		Short: "Show what apply would do, step by step",
+		Long: `Show what apply would do: the steps in DAG order with their level, type,
+needs, when: outcome and a one-line summary with variables resolved (secrets
+masked).`,
+		Example: examples(name, `plan -f bootstrap.yaml --offline
+plan -f bootstrap.yaml -o json`),
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o, err := f.ToOptions(streams, src, clusters)
+			if err != nil {
+				return err
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	f.AddFlags(cmd, clusters.contextFlag())
+	return cmd
+}
+
+// ToOptions resolves the flags.
+func (f *PlanFlags) ToOptions(streams genericiooptions.IOStreams, src SpecSource, clusters *Clusters) (*PlanOptions, error) {
+	if err := f.Fleet.check(); err != nil {
+		return nil, err
+	}
+	so, err := f.Spec.ToOptions(src)
+	if err != nil {
+		return nil, err
+	}
+	offline := f.Offline || clusters == nil || clusters.Connection == nil
+	return &PlanOptions{Spec: so, Fleet: f.Fleet, Output: f.Output.value, Offline: offline, Streams: streams, Redactor: src.Redactor, Clusters: clusters}, nil
+}
+
+// Run plans the spec: offline from the spec alone (--offline, or no
+// cluster configured at all), else live against the cluster. A cluster
+// that is configured but cannot be used (a kubeconfig file that does not
+// exist, an unknown context, rejected credentials, an unreachable server)
+// is an error: a live plan was asked for, and an offline one in its place
+// would pass a CI check it should fail.
+func (o *PlanOptions) Run(ctx context.Context) error {
+	if o.Fleet.enabled() {
+		return o.runFleet(ctx)
+	}
+	doc, err := o.Spec.Load()
+	if err != nil {
+		return err
+	}
+	p, err := o.plan(ctx, doc)
+	if err != nil {
+		return err
+	}
+	markHashCannotSee(p, doc)
+	switch o.Output {
+	case "json":
+		return render.JSON(o.Streams.Out, p)
+	case "yaml":
+		return render.YAML(o.Streams.Out, p)
+	}
+	return render.PlanText(o.Streams.Out, p)
+}
+
+// plan is doc's plan: live unless offline, or no kubeconfig is found.
+func (o *PlanOptions) plan(ctx context.Context, doc *load.Document) (*plan.Plan, error) {
+	if o.Offline {
+		return doc.OfflinePlan(), nil
+	}
+	s, err := o.Clusters.connect(ctx, doc)
+	switch {
+	case errors.Is(err, kube.ErrNoKubeconfig):
+		return doc.OfflinePlan(), nil
+	case err != nil:
+		return nil, err
+	}
+	p := s.livePlan(ctx)
+	if ctx.Err() != nil {
+		// predictions cut short are no plan to pass a check with
+		return nil, fmt.Errorf("plan stopped (%v) before every step was assessed", context.Cause(ctx))
+	}
+	return p, nil
+}
