@@ -16,6 +16,7 @@ import (
 
 	"khook.io/core/diff"
 	"khook.io/core/event"
+	"khook.io/core/internal/english"
 	"khook.io/core/load"
 	"khook.io/core/plan"
 	"khook.io/core/redact"
@@ -344,13 +345,13 @@ func diffResult(res step.Diff, red *redact.Redactor) *stepDiff {
 	n := len(res.Objects)
 	switch {
 	case changed > 0 && changed == n:
-		sd.headline = countOf(n, "object") + " would change"
+		sd.headline = english.CountNoun(n, "object") + " would change"
 	case changed > 0:
-		sd.headline = fmt.Sprintf("%d of %s would change", changed, countOf(n, "object"))
+		sd.headline = fmt.Sprintf("%d of %s would change", changed, english.CountNoun(n, "object"))
 	case unavailable == 0 && res.Changes:
-		sd.headline = fmt.Sprintf("no object changes (%s), still a change", countOf(n, "object"))
+		sd.headline = fmt.Sprintf("no object changes (%s), still a change", english.CountNoun(n, "object"))
 	case unavailable == 0:
-		sd.headline = fmt.Sprintf("no changes (%s)", countOf(n, "object"))
+		sd.headline = fmt.Sprintf("no changes (%s)", english.CountNoun(n, "object"))
 	}
 	if unavailable > 0 {
 		if sd.headline != "" {
@@ -461,7 +462,7 @@ func (o *DiffOptions) print(ctx context.Context, s *session, results []*stepDiff
 	}
 	fmt.Fprintln(w, summaryLine(s.doc.Spec.Metadata.Name, len(steps), counts, changes))
 	if len(failed) > 0 {
-		return changes, &ExitError{Code: ExitDiffError, Err: fmt.Errorf("%s could not be diffed: %s", countOf(len(failed), "step"), strings.Join(failed, ", "))}
+		return changes, &ExitError{Code: ExitDiffError, Err: fmt.Errorf("%s could not be diffed: %s", english.CountNoun(len(failed), "step"), strings.Join(failed, ", "))}
 	}
 	if changes {
 		return true, &ExitError{Code: ExitFailed, Silent: true}
@@ -506,5 +507,5 @@ func summaryLine(name string, steps int, counts map[string]int, differences bool
 	case differences:
 		head = "Differences in "
 	}
-	return fmt.Sprintf("%s%s (%s): %s.", head, name, countOf(steps, "step"), strings.Join(parts, ", "))
+	return fmt.Sprintf("%s%s (%s): %s.", head, name, english.CountNoun(steps, "step"), strings.Join(parts, ", "))
 }

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
+	"khook.io/core/internal/english"
 	"khook.io/core/plan"
 	"khook.io/core/redact"
 	"khook.io/core/render"
@@ -184,9 +185,9 @@ func (o *DiffOptions) runFleet(ctx context.Context) error {
 			differ = append(differ, m.context)
 		}
 	}
-	line := fmt.Sprintf("\nNo differences on %s", countOf(len(members), "cluster"))
+	line := fmt.Sprintf("\nNo differences on %s", english.CountNoun(len(members), "cluster"))
 	if len(differ) > 0 {
-		line = fmt.Sprintf("\nDifferences on %d of %s: %s", len(differ), countOf(len(members), "cluster"), strings.Join(differ, ", "))
+		line = fmt.Sprintf("\nDifferences on %d of %s: %s", len(differ), english.CountNoun(len(members), "cluster"), strings.Join(differ, ", "))
 	}
 	if err := fleetError(members, outs, ExitDiffError); err != nil {
 		fmt.Fprintf(o.Streams.Out, "%s; %s.\n", line, err)

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
+	"khook.io/core/internal/english"
 	"khook.io/core/load"
 	"khook.io/core/render"
 )
@@ -117,7 +118,7 @@ func (o *ValidateOptions) Run(_ context.Context) error {
 		return err
 	}
 	_, err = fmt.Fprintf(o.Out, "%s is valid: %s, %s in %s.\n", displayFile(o.Spec.Options.File), doc.Spec.Metadata.Name,
-		countOf(len(doc.Spec.Steps), "step"), countOf(len(doc.Graph.Levels()), "level"))
+		english.CountNoun(len(doc.Spec.Steps), "step"), english.CountNoun(len(doc.Graph.Levels()), "level"))
 	return err
 }
 
@@ -126,11 +127,4 @@ func displayFile(f string) string {
 		return "<stdin>"
 	}
 	return f
-}
-
-func countOf(n int, word string) string {
-	if n == 1 {
-		return "1 " + word
-	}
-	return fmt.Sprintf("%d %ss", n, word)
 }
