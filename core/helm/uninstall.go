@@ -5,15 +5,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
-	"helm.sh/helm/v3/pkg/action"
-	helmkube "helm.sh/helm/v3/pkg/kube"
-	"helm.sh/helm/v3/pkg/release"
+	"golang.org/x/sync/errgroup"
+	"helm.sh/helm/v4/pkg/action"
+	helmkube "helm.sh/helm/v4/pkg/kube"
+	rcommon "helm.sh/helm/v4/pkg/release/common"
+	release "helm.sh/helm/v4/pkg/release/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"khook.io/core/waiter"
 )
 
 // UninstallResult is what Uninstall did.
@@ -41,10 +45,12 @@ type UninstallOptions struct {
 var ErrReleaseNotFound = errors.New("release not found")
 
 // Uninstall uninstalls a release (its history purged, like helm uninstall)
-// and waits until the objects of its manifest are gone, their dependents
-// first (foreground deletion: a Deployment is gone once its pods are),
-// bounded by ctx. Objects kept by helm.sh/resource-policy: keep are not
-// waited for.
+// and waits until the objects of its manifest are gone, bounded by ctx.
+// The objects are deleted with background propagation (their dependents,
+// a Deployment's ReplicaSets and Pods, are left to the garbage collector)
+// and followed by watches with their UIDs: an object re-created under the
+// same name meanwhile is not waited for. Objects kept by
+// helm.sh/resource-policy: keep are not waited for.
 func (c *Client) Uninstall(ctx context.Context, name, namespace string, opts UninstallOptions) (UninstallResult, error) {
 	res, err := c.uninstallRelease(ctx, name, namespace, opts)
 	if err != nil {
@@ -77,18 +83,26 @@ func (c *Client) uninstall(ctx context.Context, cfg *configuration, name, namesp
 		return res, nil
 	}
 	var targets []object
-	if last.Info == nil || last.Info.Status != release.StatusUninstalled {
+	if last.Info == nil || last.Info.Status != rcommon.StatusUninstalled {
 		targets, res.Kept = c.objectsOf(cfg, last)
 	}
+	if len(targets) > 0 {
+		if targets, err = c.withUIDs(ctx, targets); err != nil {
+			return res, err
+		}
+	}
 	un := action.NewUninstall(cfg.Configuration)
-	un.DeletionPropagation = "foreground"
+	un.DeletionPropagation = deletionPropagation
+	// Helm waits only for delete hooks; the objects are waited for below
+	// by UID
+	un.WaitStrategy, un.WaitOptions = waitStrategy(ctx, false)
 	un.Timeout = budget(ctx, timeout) // hooks
 	c.env.logf("uninstalling release %s in %s (%s)", name, namespace, res.Previous)
 	if _, err := un.Run(name); err != nil {
 		if detail := cfg.log.lastError(); detail != "" {
-			return res, fmt.Errorf("uninstall failed: %w (%s)", err, detail)
+			return res, fmt.Errorf("uninstall failed: %w (%s)", oneLine(err), detail)
 		}
-		return res, fmt.Errorf("uninstall failed: %w", err)
+		return res, fmt.Errorf("uninstall failed: %w", oneLine(err))
 	}
 	res.Deleted = len(targets)
 	if err := c.waitGone(ctx, name, targets); err != nil {
@@ -97,11 +111,19 @@ func (c *Client) uninstall(ctx context.Context, cfg *configuration, name, namesp
 	return res, nil
 }
 
-// object is one object of a release's manifest.
+// deletionPropagation is how an uninstall deletes: in the background. The
+// spec promises that the release's objects are gone, not their
+// dependents; the garbage collector removes those, as it does after a
+// delete step (decision 103).
+const deletionPropagation = "background"
+
+// object is one object of a release's manifest, with the UID it had
+// before the uninstall.
 type object struct {
 	mapping   *meta.RESTMapping
 	namespace string
 	name      string
+	uid       types.UID
 }
 
 func (o object) String() string {
@@ -130,52 +152,54 @@ func (c *Client) objectsOf(cfg *configuration, rel *release.Release) (objs []obj
 	return objs, kept
 }
 
-// waitGone polls until every object is gone, bounded by ctx.
-func (c *Client) waitGone(ctx context.Context, releaseName string, objs []object) error {
-	interval := 100 * time.Millisecond
-	reported := -1
-	for {
-		var present []object
-		for _, o := range objs {
-			_, err := c.env.Kube.Resource(o.mapping, o.namespace).Get(ctx, o.name, metav1.GetOptions{})
+// uidReaders bounds the parallel reads of withUIDs.
+const uidReaders = 8
+
+// withUIDs reads the UID of every object before the uninstall deletes it;
+// objects that do not exist are dropped (nothing to wait for).
+func (c *Client) withUIDs(ctx context.Context, objs []object) ([]object, error) {
+	found := make([]object, len(objs))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(uidReaders)
+	for i, o := range objs {
+		g.Go(func() error {
+			u, err := c.env.Kube.Resource(o.mapping, o.namespace).Get(gctx, o.name, metav1.GetOptions{})
 			switch {
 			case apierrors.IsNotFound(err):
-			case err == nil:
-				present = append(present, o)
-			case ctx.Err() != nil:
-				present = append(present, o)
-			default:
-				return fmt.Errorf("uninstalled, but cannot check that %s is gone: %w", o, err)
+				return nil
+			case err != nil:
+				return fmt.Errorf("read %s before the uninstall: %w", o, err)
 			}
-		}
-		if len(present) == 0 {
+			o.uid = u.GetUID()
+			found[i] = o
 			return nil
-		}
-		if len(present) != reported {
-			reported = len(present)
-			c.env.logf("release %s: waiting for %d object(s) to be deleted: %s", releaseName, len(present), listObjects(present))
-		}
-		objs = present
-		t := time.NewTimer(interval)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("uninstalled, but %d object(s) still present: %s: %w", len(present), listObjects(present), ctx.Err())
-		case <-t.C:
-		}
-		interval = min(interval*2, time.Second)
+		})
 	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	out := found[:0]
+	for _, o := range found {
+		if o.uid != "" {
+			out = append(out, o)
+		}
+	}
+	return out, nil
 }
 
-func listObjects(objs []object) string {
-	const show = 5
-	parts := make([]string, 0, show+1)
-	for i, o := range objs {
-		if i == show {
-			parts = append(parts, fmt.Sprintf("and %d more", len(objs)-show))
-			break
-		}
-		parts = append(parts, o.String())
+// waitGone waits, by watches, until every object (of its UID) is gone,
+// bounded by ctx.
+func (c *Client) waitGone(ctx context.Context, releaseName string, objs []object) error {
+	if len(objs) == 0 {
+		return nil
 	}
-	return strings.Join(parts, ", ")
+	targets := make([]waiter.Target, len(objs))
+	for i, o := range objs {
+		targets[i] = waiter.Target{Mapping: o.mapping, Namespace: o.namespace, Name: o.name, UID: o.uid}
+	}
+	progress := func(line string) { c.env.logf("release %s: %s", releaseName, line) }
+	if err := waiter.UntilGone(ctx, c.env.Kube, targets, progress); err != nil {
+		return fmt.Errorf("uninstalled, but %w", err)
+	}
+	return nil
 }
