@@ -90,7 +90,8 @@ func NewClient(env Env) *Client { return &Client{env: env} }
 // readiness message makes a timeout error say what was not ready).
 type configuration struct {
 	*action.Configuration
-	log *helmLog
+	log  *helmLog
+	kube *kubeClient
 }
 
 func (c *Client) configuration(namespace string) (*configuration, error) {
@@ -103,10 +104,14 @@ func (c *Client) configuration(namespace string) (*configuration, error) {
 	if err := cfg.Init(getter, namespace, "secret"); err != nil {
 		return nil, fmt.Errorf("helm configuration: %w", err)
 	}
-	if kc, ok := cfg.KubeClient.(*helmkube.Client); ok {
-		kc.Namespace = namespace
+	kc, ok := cfg.KubeClient.(*helmkube.Client)
+	if !ok {
+		return nil, fmt.Errorf("helm configuration: unexpected Kubernetes client %T", cfg.KubeClient)
 	}
-	return &configuration{Configuration: cfg, log: log}, nil
+	kc.Namespace = namespace
+	wrapped := &kubeClient{Client: kc, clients: c.env.Kube}
+	cfg.KubeClient = wrapped
+	return &configuration{Configuration: cfg, log: log, kube: wrapped}, nil
 }
 
 // restGetter hands Helm the run's shared REST config, cached discovery and

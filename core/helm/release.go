@@ -200,7 +200,7 @@ func (c *Client) install(ctx context.Context, cfg *configuration, r Release, ch 
 	in := action.NewInstall(cfg.Configuration)
 	in.ReleaseName = r.Name
 	in.Namespace = r.Namespace
-	in.WaitStrategy, in.WaitOptions = waitStrategy(ctx, r.Wait || r.Atomic)
+	in.WaitStrategy, in.WaitOptions = cfg.waitStrategy(ctx, r.Wait || r.Atomic)
 	in.RollbackOnFailure = r.Atomic
 	in.ServerSideApply = false // as Helm 3 applied: see the package doc
 	in.Replace = replace       // over an uninstalled revision kept in history
@@ -237,7 +237,7 @@ func (c *Client) upgrade(ctx context.Context, cfg *configuration, r Release, ch 
 	}
 	up := action.NewUpgrade(cfg.Configuration)
 	up.Namespace = r.Namespace
-	up.WaitStrategy, up.WaitOptions = waitStrategy(ctx, r.Wait || r.Atomic)
+	up.WaitStrategy, up.WaitOptions = cfg.waitStrategy(ctx, r.Wait || r.Atomic)
 	up.RollbackOnFailure = r.Atomic
 	up.ServerSideApply = "auto" // the release's own apply method
 	up.ResetValues = true       // the spec is the only source of values
@@ -365,8 +365,8 @@ func (c *Client) waitReady(ctx context.Context, cfg *configuration, r Release, r
 		return fmt.Errorf("wait: %w", err)
 	}
 	timeout := budget(ctx, r.Timeout)
-	strategy, opts := waitStrategy(ctx, true)
-	w, err := cfg.KubeClient.(helmkube.InterfaceWaitOptions).GetWaiterWithOptions(strategy, opts...)
+	strategy, opts := cfg.waitStrategy(ctx, true)
+	w, err := cfg.kube.GetWaiterWithOptions(strategy, opts...)
 	if err != nil {
 		return fmt.Errorf("wait: %w", err)
 	}
@@ -402,7 +402,7 @@ func (c *Client) recoverPending(ctx context.Context, cfg *configuration, r Relea
 	rb.Version = good.Version
 	rb.MaxHistory = maxHistory
 	rb.Timeout = budget(ctx, r.Timeout)
-	rb.WaitStrategy, rb.WaitOptions = waitStrategy(ctx, false)
+	rb.WaitStrategy, rb.WaitOptions = cfg.waitStrategy(ctx, false)
 	if err := rb.Run(r.Name); err != nil {
 		return left, false, fmt.Errorf("%s, and rolling back to revision %d failed: %w", left, good.Version, err)
 	}
@@ -483,12 +483,22 @@ func operationError(ctx context.Context, op string, cfg *configuration, timeout 
 	err = oneLine(err)
 	if waited && errors.Is(err, context.DeadlineExceeded) {
 		detail := fmt.Sprintf("waited %s for the resources to be ready", timeout.Round(time.Second))
-		if nr := cfg.log.lastNotReady(); nr != "" {
+		// both waits name what they last saw not ready, and why; the log's
+		// line is for an error that does not (a hook's wait)
+		if nr := cfg.log.lastNotReady(); nr != "" && !namesNotReady(err.Error()) {
 			detail += "; last seen: " + nr
 		}
 		return fmt.Errorf("%s failed: %w (%s)", op, err, detail)
 	}
 	return fmt.Errorf("%s failed: %w", op, err)
+}
+
+// namesNotReady reports whether a wait's error message already names what
+// was not ready: khook's ("waiting for readiness on Deployment ns/x:
+// InProgress: ...") or Helm's status watcher's ("resource
+// Deployment/ns/x not ready. status: InProgress, ...").
+func namesNotReady(msg string) bool {
+	return strings.Contains(msg, "waiting for readiness on ") || strings.Contains(msg, " not ready. status: ")
 }
 
 // oneLine wraps err so that its message is one line: Helm joins errors

@@ -95,7 +95,7 @@ func (c *Client) uninstall(ctx context.Context, cfg *configuration, name, namesp
 	un.DeletionPropagation = deletionPropagation
 	// Helm waits only for delete hooks; the objects are waited for below
 	// by UID
-	un.WaitStrategy, un.WaitOptions = waitStrategy(ctx, false)
+	un.WaitStrategy, un.WaitOptions = cfg.waitStrategy(ctx, false)
 	un.Timeout = budget(ctx, timeout) // hooks
 	c.env.logf("uninstalling release %s in %s (%s)", name, namespace, res.Previous)
 	if _, err := un.Run(name); err != nil {
