@@ -14,11 +14,14 @@
 # PV and a post-install hook Job (kwok completes Job pods after 1 s),
 # installed with wait: true, then destroyed.
 #
-# Every scenario runs with khook's readiness waiter (the default) and with
-# Helm 4's status watcher (a second binary built with
-# -X khook.io/core/helm.readinessWaiter=helm), in alternating rounds, so
-# both see the same load. Prints each median and the ratios the targets
-# of issue 13 are about.
+# Every scenario runs with three builds, in alternating rounds so that all
+# see the same load:
+#   khook       the default: khook's readiness waiter, foreground uninstall
+#   helm        Helm 4's status watcher for readiness
+#               (-X khook.io/core/helm.readinessWaiter=helm)
+#   background  khook's waiter, background uninstall
+#               (-X khook.io/core/helm.deletionPropagation=background)
+# Prints each median and the ratios the targets of issue 13 are about.
 #
 #   bench/charts.sh
 #   RUNS=5 bench/charts.sh
@@ -49,8 +52,10 @@ trap 'exit 143' TERM
 
 echo "building..." >&2
 (cd "$root/kubectl-khook" &&
-	CGO_ENABLED=0 "$go" build -trimpath -o "$tmp/khook" . &&
-	CGO_ENABLED=0 "$go" build -trimpath -ldflags '-X khook.io/core/helm.readinessWaiter=helm' -o "$tmp/khook-helmwait" .)
+	CGO_ENABLED=0 "$go" build -trimpath -o "$tmp/khook-khook" . &&
+	CGO_ENABLED=0 "$go" build -trimpath -ldflags '-X khook.io/core/helm.readinessWaiter=helm' -o "$tmp/khook-helm" . &&
+	CGO_ENABLED=0 "$go" build -trimpath -ldflags '-X khook.io/core/helm.deletionPropagation=background' -o "$tmp/khook-background" .)
+variants=(khook helm background)
 (cd "$root" && "$go" build -o "$tool" ./core/internal/testcluster/cmd/khook-testcluster)
 
 echo "starting a test cluster..." >&2
@@ -89,10 +94,9 @@ timed() {
 median() { sort -n "$tmp/$1" | awk '{ t[NR] = $1 } END { printf "%.2f", t[int((NR + 1) / 2)] / 1000 }'; }
 
 for round in $(seq "$runs"); do
-	for impl in khook helm; do
-		bin="$tmp/khook"
-		[[ $impl == helm ]] && bin="$tmp/khook-helmwait"
-		echo "round $round/$runs, $impl waiter..." >&2
+	for impl in "${variants[@]}"; do
+		bin="$tmp/khook-$impl"
+		echo "round $round/$runs, $impl..." >&2
 		nowait="$(spec "nowait-$impl-$round" "$charts/cmdeploy" "nw-$impl-$round" false)"
 		wait="$(spec "wait-$impl-$round" "$charts/cmdeploy" "w-$impl-$round" true)"
 		real="$(spec "real-$impl-$round" "$charts/platform" "rs-$impl-$round" true)"
@@ -108,12 +112,16 @@ done
 
 echo
 echo "machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg); medians of $runs runs (seconds)"
-printf '%-34s %14s %14s\n' "" "khook waiter" "helm watcher"
+printf '%-16s' ""
+printf ' %12s' "${variants[@]}"
+echo
 for m in install wait noop destroy real-wait real-destroy; do
-	printf '%-34s %14s %14s\n' "$m" "$(median "khook-$m")" "$(median "helm-$m")"
+	printf '%-16s' "$m"
+	for impl in "${variants[@]}"; do printf ' %12s' "$(median "$impl-$m")"; done
+	echo
 done
 echo
-for impl in khook helm; do
+for impl in "${variants[@]}"; do
 	i="$(median "$impl-install")" w="$(median "$impl-wait")" d="$(median "$impl-destroy")"
 	awk -v impl="$impl" -v i="$i" -v w="$w" -v d="$d" 'BEGIN {
 		printf "%s: wait adds %.2f s over no wait (target <= 0.20); destroy / no-wait install = %.2f (target <= 2), destroy %.2f s (target <= 0.72)\n", impl, w - i, d / i, d }'

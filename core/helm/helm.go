@@ -109,7 +109,7 @@ func (c *Client) configuration(namespace string) (*configuration, error) {
 		return nil, fmt.Errorf("helm configuration: unexpected Kubernetes client %T", cfg.KubeClient)
 	}
 	kc.Namespace = namespace
-	wrapped := &kubeClient{Client: kc, clients: c.env.Kube}
+	wrapped := &kubeClient{Client: kc, clients: c.env.Kube, log: c.env.logf}
 	cfg.KubeClient = wrapped
 	return &configuration{Configuration: cfg, log: log, kube: wrapped}, nil
 }

@@ -13,7 +13,6 @@ import (
 
 	"helm.sh/helm/v4/pkg/action"
 	rcommon "helm.sh/helm/v4/pkg/release/common"
-	release "helm.sh/helm/v4/pkg/release/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"khook.io/core/internal/chartrepo"

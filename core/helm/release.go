@@ -504,7 +504,7 @@ func namesNotReady(msg string) bool {
 // oneLine wraps err so that its message is one line: Helm joins errors
 // as "N errors occurred:\n\t* a\n\t* b".
 func oneLine(err error) error {
-	if err == nil || !strings.Contains(err.Error(), "\n") {
+	if err == nil || flatten(err.Error()) == err.Error() {
 		return err
 	}
 	return &flatError{err}
@@ -517,8 +517,13 @@ func (e *flatError) Unwrap() error { return e.err }
 
 var occurredRe = regexp.MustCompile(`(\d+) errors? occurred:\n\t\* `)
 
-// flatten turns a multi-line error message into one line.
+// helmWords are Helm 4's words for khook's: the spec's field is atomic.
+var helmWords = strings.NewReplacer("due to rollback-on-failure being set", "due to atomic being set")
+
+// flatten turns a multi-line error message into one line, in khook's
+// words.
 func flatten(msg string) string {
+	msg = helmWords.Replace(msg)
 	msg = occurredRe.ReplaceAllStringFunc(msg, func(m string) string {
 		if strings.HasPrefix(m, "1 ") {
 			return ""

@@ -44,6 +44,8 @@ func (cfg *configuration) waitStrategy(ctx context.Context, wait bool) (helmkube
 type kubeClient struct {
 	*helmkube.Client
 	clients *kube.Clients
+	// log reports a wait's progress.
+	log func(format string, args ...any)
 	// ctx bounds khook's waits: the operation's context (set by
 	// configuration.waitStrategy before Helm runs).
 	ctx context.Context
@@ -64,7 +66,7 @@ func (k *kubeClient) GetWaiterWithOptions(ws helmkube.WaitStrategy, opts ...helm
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	return &readyWaiter{Waiter: w, clients: k.clients, ctx: ctx}, nil
+	return &readyWaiter{Waiter: w, clients: k.clients, ctx: ctx, log: k.log}, nil
 }
 
 // readyWaiter waits for a release's resources with core/waiter and
@@ -73,6 +75,7 @@ type readyWaiter struct {
 	helmkube.Waiter
 	clients *kube.Clients
 	ctx     context.Context
+	log     func(format string, args ...any)
 }
 
 func (w *readyWaiter) Wait(resources helmkube.ResourceList, timeout time.Duration) error {
@@ -101,7 +104,8 @@ func (w *readyWaiter) wait(resources helmkube.ResourceList, timeout time.Duratio
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	err := waiter.Wait(ctx, w.clients, waiter.Options{Targets: targets, Check: waiter.KStatus, What: "readiness"})
+	progress := func(line string) { w.log("%s", line) }
+	err := waiter.Wait(ctx, w.clients, waiter.Options{Targets: targets, Check: waiter.KStatus, What: "readiness", Progress: progress})
 	if err != nil && ctx.Err() != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
 		err = fmt.Errorf("%w: %w", err, ctx.Err())
 	}
