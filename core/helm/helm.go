@@ -1,7 +1,13 @@
 // Package helm is khook's one door to the Helm SDK (helm.sh/helm/v4): it
 // fetches charts, merges values, and installs, upgrades, inspects and
-// uninstalls releases, in-process. No other package imports Helm, so a move
-// to Helm v4 touches only this one.
+// uninstalls releases, in-process. No other package imports Helm (the move
+// from helm v3 touched only this one: docs/spec.md decision 100).
+//
+// Waits follow watch events: readiness (wait, atomic) is khook's waiter
+// judging every object of the release by kstatus (see readinessWaiter),
+// and an uninstall waits until the objects it deleted, by UID, are gone.
+// Releases are applied client-side, as helm 3 did, so the helm 3 and helm
+// 4 CLIs and khook can take turns on one release.
 //
 // What it does, and what it never does:
 //
