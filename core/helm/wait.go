@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	helmkube "helm.sh/helm/v4/pkg/kube"
@@ -40,7 +41,8 @@ func (cfg *configuration) waitStrategy(ctx context.Context, wait bool) (helmkube
 
 // kubeClient is Helm's Kubernetes client with khook's readiness waits:
 // for the status watcher strategy, Wait and WaitWithJobs are khook's
-// (when readinessWaiter says so), everything else Helm's.
+// (when readinessWaiter says so); for the hook-only strategy they wait for
+// nothing, as Helm's do; hooks and deletions are Helm's.
 type kubeClient struct {
 	*helmkube.Client
 	clients *kube.Clients
@@ -58,31 +60,61 @@ func (k *kubeClient) GetWaiter(ws helmkube.WaitStrategy) (helmkube.Waiter, error
 }
 
 func (k *kubeClient) GetWaiterWithOptions(ws helmkube.WaitStrategy, opts ...helmkube.WaitOption) (helmkube.Waiter, error) {
-	w, err := k.Client.GetWaiterWithOptions(ws, opts...)
-	if err != nil || ws != helmkube.StatusWatcherStrategy || readinessWaiter != "khook" {
-		return w, err
+	hooksOnly := ws == helmkube.HookOnlyStrategy
+	if !hooksOnly && (ws != helmkube.StatusWatcherStrategy || readinessWaiter != "khook") {
+		return k.Client.GetWaiterWithOptions(ws, opts...)
 	}
 	ctx := k.ctx
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	return &readyWaiter{Waiter: w, clients: k.clients, ctx: ctx, log: k.log}, nil
+	// Helm's own waiter (a REST mapper and an HTTP client of its own,
+	// every time) is built only when a hook or a deletion is waited for:
+	// most releases have no hooks.
+	helms := sync.OnceValues(func() (helmkube.Waiter, error) { return k.Client.GetWaiterWithOptions(ws, opts...) })
+	return &readyWaiter{helm: helms, hooksOnly: hooksOnly, clients: k.clients, ctx: ctx, log: k.log}, nil
 }
 
 // readyWaiter waits for a release's resources with core/waiter and
-// kstatus; hooks (WatchUntilReady) and deletions are left to Helm's.
+// kstatus; hooks (WatchUntilReady) and deletions are left to Helm's
+// status watcher.
 type readyWaiter struct {
-	helmkube.Waiter
-	clients *kube.Clients
+	helm func() (helmkube.Waiter, error)
+	// hooksOnly: Wait and WaitWithJobs wait for nothing (the hook-only
+	// strategy, used without wait).
+	hooksOnly bool
+	clients   *kube.Clients
 	ctx     context.Context
 	log     func(format string, args ...any)
 }
 
+func (w *readyWaiter) WatchUntilReady(resources helmkube.ResourceList, timeout time.Duration) error {
+	hw, err := w.helm()
+	if err != nil {
+		return err
+	}
+	return hw.WatchUntilReady(resources, timeout)
+}
+
+func (w *readyWaiter) WaitForDelete(resources helmkube.ResourceList, timeout time.Duration) error {
+	hw, err := w.helm()
+	if err != nil {
+		return err
+	}
+	return hw.WaitForDelete(resources, timeout)
+}
+
 func (w *readyWaiter) Wait(resources helmkube.ResourceList, timeout time.Duration) error {
+	if w.hooksOnly {
+		return nil
+	}
 	return w.wait(resources, timeout)
 }
 
 func (w *readyWaiter) WaitWithJobs(resources helmkube.ResourceList, timeout time.Duration) error {
+	if w.hooksOnly {
+		return nil
+	}
 	return w.wait(resources, timeout)
 }
 
