@@ -84,8 +84,8 @@ type readyWaiter struct {
 	// strategy, used without wait).
 	hooksOnly bool
 	clients   *kube.Clients
-	ctx     context.Context
-	log     func(format string, args ...any)
+	ctx       context.Context
+	log       func(format string, args ...any)
 }
 
 func (w *readyWaiter) WatchUntilReady(resources helmkube.ResourceList, timeout time.Duration) error {
