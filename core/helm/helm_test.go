@@ -689,3 +689,24 @@ func mustJSON(t *testing.T, y string) string {
 	}
 	return string(b)
 }
+
+func TestOwnedBy(t *testing.T) {
+	owned := map[string]string{"meta.helm.sh/release-name": "app", "meta.helm.sh/release-namespace": "ns"}
+	helm := map[string]string{"app.kubernetes.io/managed-by": "Helm"}
+	for _, tc := range []struct {
+		name        string
+		labels      map[string]string
+		annotations map[string]string
+		want        bool
+	}{
+		{"the release's", helm, owned, true},
+		{"no managed-by label", nil, owned, false},
+		{"another release", helm, map[string]string{"meta.helm.sh/release-name": "other", "meta.helm.sh/release-namespace": "ns"}, false},
+		{"another namespace", helm, map[string]string{"meta.helm.sh/release-name": "app", "meta.helm.sh/release-namespace": "x"}, false},
+		{"no annotations", helm, nil, false},
+	} {
+		if got := ownedBy(tc.labels, tc.annotations, "app", "ns"); got != tc.want {
+			t.Errorf("%s: ownedBy = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

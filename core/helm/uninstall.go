@@ -126,6 +126,8 @@ type object struct {
 	namespace string
 	name      string
 	uid       types.UID
+	// release and releaseNamespace: the release whose uninstall deletes it
+	release, releaseNamespace string
 }
 
 func (o object) String() string {
@@ -149,7 +151,7 @@ func (c *Client) objectsOf(cfg *configuration, rel *release.Release) (objs []obj
 			kept++
 			continue
 		}
-		objs = append(objs, object{mapping: info.Mapping, namespace: info.Namespace, name: info.Name})
+		objs = append(objs, object{mapping: info.Mapping, namespace: info.Namespace, name: info.Name, release: rel.Name, releaseNamespace: rel.Namespace})
 	}
 	return objs, kept
 }
@@ -157,8 +159,10 @@ func (c *Client) objectsOf(cfg *configuration, rel *release.Release) (objs []obj
 // uidReaders bounds the parallel reads of withUIDs.
 const uidReaders = 8
 
-// withUIDs reads the UID of every object before the uninstall deletes it;
-// objects that do not exist are dropped (nothing to wait for).
+// withUIDs reads the UID of every object before the uninstall deletes it.
+// Objects that do not exist, and those Helm 4 will not delete because
+// their ownership metadata names another release (or none), are dropped:
+// nothing to wait for.
 func (c *Client) withUIDs(ctx context.Context, objs []object) ([]object, error) {
 	found := make([]object, len(objs))
 	g, gctx := errgroup.WithContext(ctx)
@@ -171,6 +175,9 @@ func (c *Client) withUIDs(ctx context.Context, objs []object) ([]object, error) 
 				return nil
 			case err != nil:
 				return fmt.Errorf("read %s before the uninstall: %w", o, err)
+			}
+			if !ownedBy(u.GetLabels(), u.GetAnnotations(), o.release, o.releaseNamespace) {
+				return nil // Helm 4 does not delete it: not waited for
 			}
 			o.uid = u.GetUID()
 			found[i] = o
@@ -187,6 +194,14 @@ func (c *Client) withUIDs(ctx context.Context, objs []object) ([]object, error) 
 		}
 	}
 	return out, nil
+}
+
+// ownedBy reports whether an object's metadata says it belongs to the
+// release, as Helm 4's uninstall checks before it deletes the object.
+func ownedBy(labels, annotations map[string]string, release, namespace string) bool {
+	return labels["app.kubernetes.io/managed-by"] == "Helm" &&
+		annotations["meta.helm.sh/release-name"] == release &&
+		annotations["meta.helm.sh/release-namespace"] == namespace
 }
 
 // waitGone waits, by watches, until every object (of its UID) is gone,
