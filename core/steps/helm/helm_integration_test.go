@@ -209,7 +209,7 @@ func TestAtomic(t *testing.T) {
 	took := time.Since(begin)
 	if !strings.Contains(err.Error(), "has been rolled back due to atomic being set") ||
 		!strings.Contains(err.Error(), "waited 9s for the resources to be ready") ||
-		!strings.Contains(err.Error(), "Deployment is not ready: "+ns+"/app") {
+		!strings.Contains(err.Error(), "timed out waiting for readiness on Deployment "+ns+"/app: InProgress") {
 		t.Errorf("failed atomic upgrade: %v", err)
 	}
 	if took > 20*time.Second {
@@ -251,7 +251,8 @@ func TestWaitTimeout(t *testing.T) {
 	r := f.request(fmt.Sprintf("name: slow\nhelm:\n  chart: %s\n  namespace: %s\n  wait: true\n  values:\n    nodeSelector: {khook.io/never: \"true\"}", deploy, ns),
 		steptest.Options{Timeout: 10 * time.Second})
 	err := f.applyErr(r)
-	if !strings.Contains(err.Error(), "install failed: context deadline exceeded (waited 9s for the resources to be ready; last seen: Deployment is not ready: "+ns+"/slow. 0 out of 1 expected pods are ready)") {
+	// what was last seen not ready, and why (kstatus's verdict and message)
+	if !strings.Contains(err.Error(), "install failed: timed out waiting for readiness on Deployment "+ns+"/slow: InProgress: Available: 0/1 (waited 9s for the resources to be ready)") {
 		t.Errorf("wait timeout: %v", err)
 	}
 	if got := f.revisions(ns, "slow"); !reflect.DeepEqual(got, []string{"1:failed"}) {
