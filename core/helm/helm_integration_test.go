@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"helm.sh/helm/v4/pkg/action"
+	helmkube "helm.sh/helm/v4/pkg/kube"
 	rcommon "helm.sh/helm/v4/pkg/release/common"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -224,6 +225,7 @@ func TestReplaceUninstalled(t *testing.T) {
 	c.apply(c.release("gone", "one"))
 	un := action.NewUninstall(c.config().Configuration)
 	un.KeepHistory = true
+	un.WaitStrategy = helmkube.HookOnlyStrategy
 	if _, err := un.Run("gone"); err != nil {
 		t.Fatal(err)
 	}

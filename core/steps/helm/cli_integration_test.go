@@ -57,7 +57,6 @@ func helmCLI(t *testing.T, version string) string {
 
 // helmCmd runs one helm CLI against the test cluster, in a home of its own.
 type helmCmd struct {
-	t    *testing.T
 	name string // "helm 3"
 	bin  string
 	env  []string
@@ -65,7 +64,7 @@ type helmCmd struct {
 
 func newHelmCmd(t *testing.T, name, version, kubeconfig string) *helmCmd {
 	home := t.TempDir()
-	return &helmCmd{t: t, name: name, bin: helmCLI(t, version), env: []string{
+	return &helmCmd{name: name, bin: helmCLI(t, version), env: []string{
 		"PATH=" + os.Getenv("PATH"),
 		"HOME=" + home,
 		"HELM_DATA_HOME=" + filepath.Join(home, "data"),
@@ -75,8 +74,8 @@ func newHelmCmd(t *testing.T, name, version, kubeconfig string) *helmCmd {
 	}}
 }
 
-func (h *helmCmd) run(args ...string) string {
-	h.t.Helper()
+func (h *helmCmd) run(t *testing.T, args ...string) string {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, h.bin, args...)
@@ -84,23 +83,23 @@ func (h *helmCmd) run(args ...string) string {
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	if err := cmd.Run(); err != nil {
-		h.t.Fatalf("%s %s: %v\n%s%s", h.name, strings.Join(args, " "), err, out.String(), errOut.String())
+		t.Fatalf("%s %s: %v\n%s%s", h.name, strings.Join(args, " "), err, out.String(), errOut.String())
 	}
 	return out.String()
 }
 
 // list returns the release's revision and status as helm list says.
-func (h *helmCmd) list(ns, release string) string {
-	h.t.Helper()
+func (h *helmCmd) list(t *testing.T, ns, release string) string {
+	t.Helper()
 	var rels []struct {
 		Name     string `json:"name"`
 		Revision string `json:"revision"`
 		Status   string `json:"status"`
 		Chart    string `json:"chart"`
 	}
-	out := h.run("list", "-n", ns, "-a", "-o", "json")
+	out := h.run(t, "list", "-n", ns, "-o", "json")
 	if err := json.Unmarshal([]byte(out), &rels); err != nil {
-		h.t.Fatalf("%s list: %v\n%s", h.name, err, out)
+		t.Fatalf("%s list: %v\n%s", h.name, err, out)
 	}
 	for _, r := range rels {
 		if r.Name == release {
@@ -124,7 +123,7 @@ func TestHelmCLICompatibility(t *testing.T) {
 
 	t.Run("helm 3 installs, khook upgrades and uninstalls", func(t *testing.T) {
 		ns := f.cluster.NewNamespace(t, "helm-cli-3k")
-		helm3.run("install", "old", demo, "-n", ns, "--set", "color=red", "--wait")
+		helm3.run(t, "install", "old", demo, "-n", ns, "--set", "color=red", "--wait")
 		out := f.apply(f.request(fmt.Sprintf("name: old\nhelm:\n  chart: %s\n  namespace: %s\n  wait: true\n  values: {color: green}", demo, ns), steptest.Options{}))
 		if !strings.Contains(out.Message, "upgraded release old ("+ns+") to revision 2") {
 			t.Errorf("khook over helm 3's release: %q", out.Message)
@@ -132,7 +131,7 @@ func TestHelmCLICompatibility(t *testing.T) {
 		if got := f.configMap(ns, "old")["color"]; got != "green" {
 			t.Errorf("color = %q after khook's upgrade", got)
 		}
-		if got := helm3.list(ns, "old"); !strings.HasPrefix(got, "2:deployed:") {
+		if got := helm3.list(t, ns, "old"); !strings.HasPrefix(got, "2:deployed:") {
 			t.Errorf("helm 3 lists %q after khook's upgrade", got)
 		}
 		del := f.request(fmt.Sprintf("name: rm\ndelete:\n  release: old\n  namespace: %s", ns), steptest.Options{})
@@ -144,7 +143,7 @@ func TestHelmCLICompatibility(t *testing.T) {
 		if !f.gone(ns, "ConfigMap", "old-demo") {
 			t.Error("the ConfigMap is still there")
 		}
-		if got := helm3.list(ns, "old"); got != "" {
+		if got := helm3.list(t, ns, "old"); got != "" {
 			t.Errorf("helm 3 still lists %q", got)
 		}
 	})
@@ -154,18 +153,18 @@ func TestHelmCLICompatibility(t *testing.T) {
 			ns := f.cluster.NewNamespace(t, "helm-cli-k"+strings.TrimPrefix(h.name, "helm "))
 			spec := fmt.Sprintf("name: app\nhelm:\n  chart: %s\n  namespace: %s\n  wait: true\n  values: {color: %%s}", demo, ns)
 			f.apply(f.request(fmt.Sprintf(spec, "blue"), steptest.Options{}))
-			if got := h.list(ns, "app"); !strings.HasPrefix(got, "1:deployed:demo-") {
+			if got := h.list(t, ns, "app"); !strings.HasPrefix(got, "1:deployed:demo-") {
 				t.Errorf("%s lists %q", h.name, got)
 			}
-			h.run("upgrade", "app", demo, "-n", ns, "--set", "color=yellow", "--wait")
+			h.run(t, "upgrade", "app", demo, "-n", ns, "--set", "color=yellow", "--wait")
 			if got := f.configMap(ns, "app")["color"]; got != "yellow" {
 				t.Errorf("color = %q after %s's upgrade", got, h.name)
 			}
-			h.run("rollback", "app", "1", "-n", ns, "--wait")
+			h.run(t, "rollback", "app", "1", "-n", ns, "--wait")
 			if got := f.configMap(ns, "app")["color"]; got != "blue" {
 				t.Errorf("color = %q after %s's rollback", got, h.name)
 			}
-			if got := h.list(ns, "app"); !strings.HasPrefix(got, "3:deployed:") {
+			if got := h.list(t, ns, "app"); !strings.HasPrefix(got, "3:deployed:") {
 				t.Errorf("%s lists %q after its rollback", h.name, got)
 			}
 			if got := f.revisions(ns, "app"); strings.Join(got, ",") != "1:superseded,2:superseded,3:deployed" {
