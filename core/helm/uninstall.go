@@ -46,10 +46,10 @@ var ErrReleaseNotFound = errors.New("release not found")
 
 // Uninstall uninstalls a release (its history purged, like helm uninstall)
 // and waits until the objects of its manifest are gone, bounded by ctx.
-// The objects are deleted with foreground propagation (a Deployment is
-// gone once its Pods are: see deletionPropagation) and followed by watches
-// with their UIDs: an object re-created under the same name meanwhile is
-// not waited for. Objects kept by
+// The objects are deleted with background propagation (their dependents
+// are left to the garbage collector: see deletionPropagation) and followed
+// by watches with their UIDs: an object re-created under the same name
+// meanwhile is not waited for. Objects kept by
 // helm.sh/resource-policy: keep are not waited for.
 func (c *Client) Uninstall(ctx context.Context, name, namespace string, opts UninstallOptions) (UninstallResult, error) {
 	res, err := c.uninstallRelease(ctx, name, namespace, opts)
@@ -112,12 +112,13 @@ func (c *Client) uninstall(ctx context.Context, cfg *configuration, name, namesp
 }
 
 // deletionPropagation is how an uninstall deletes the release's objects:
-// "foreground" (an object is gone once its dependents are: a Deployment
-// once its ReplicaSets and Pods) or "background" (the object goes at once,
-// the garbage collector removes its dependents afterwards). Decision 103
-// says which and why; bench/charts.sh measures both (it sets this with
-// -ldflags -X).
-var deletionPropagation = "foreground"
+// "background", the object goes at once and the garbage collector removes
+// its dependents (a Deployment's ReplicaSets and Pods) afterwards. The
+// spec promises that the release's objects are gone, which is what is
+// waited for; "foreground" would also wait for the dependents, and costs
+// seconds of the garbage collector's pace (decision 103 has the figures;
+// bench/charts.sh measures both: it sets this with -ldflags -X).
+var deletionPropagation = "background"
 
 // object is one object of a release's manifest, with the UID it had
 // before the uninstall.

@@ -15,11 +15,13 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"khook.io/core/internal/chartrepo"
 	"khook.io/core/internal/steptest"
+	"khook.io/core/waiter"
 )
 
 // TestInstallUpgradeNoOp: the history decides install or upgrade; changed
@@ -383,8 +385,13 @@ func TestUninstall(t *testing.T) {
 	if !f.gone(ns, "Deployment", "app") {
 		t.Error("the Deployment is still there")
 	}
-	if pods := f.pods(ns, "app.kubernetes.io/instance=app"); len(pods) != 0 {
-		t.Errorf("%d pods still there after the uninstall", len(pods))
+	// The Pods are the garbage collector's (background propagation,
+	// decision 103): they go soon after.
+	podTarget := waiter.Target{Mapping: podMapping(t, f), Namespace: ns, LabelSelector: "app.kubernetes.io/instance=app"}
+	gctx, gcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer gcancel()
+	if err := waiter.UntilGone(gctx, f.clients, []waiter.Target{podTarget}, nil); err != nil {
+		t.Errorf("the pods of the uninstalled release: %v", err)
 	}
 	if got := f.revisions(ns, "app"); len(got) != 0 {
 		t.Errorf("history kept: %v", got)
@@ -667,3 +674,12 @@ spec:
 }
 
 var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+func podMapping(t *testing.T, f *fixture) *meta.RESTMapping {
+	t.Helper()
+	m, err := f.clients.MappingForType(context.Background(), "pods")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
