@@ -10,7 +10,7 @@ import (
 	"os"
 
 	"github.com/spf13/pflag"
-	"helm.sh/helm/v3/pkg/cli"
+	"helm.sh/helm/v4/pkg/cli"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 
 	khookcli "khook.io/core/cli"

@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/spf13/pflag"
-	"helm.sh/helm/v3/pkg/cli"
+	"helm.sh/helm/v4/pkg/cli"
 )
 
 // TestRateLimits: helm's --qps and --burst-limit reach khook's clients when

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"strings"
 
-	"helm.sh/helm/v3/pkg/action"
-	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v4/pkg/action"
+	helmkube "helm.sh/helm/v4/pkg/kube"
+	rcommon "helm.sh/helm/v4/pkg/release/common"
+	release "helm.sh/helm/v4/pkg/release/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -130,7 +132,7 @@ func (c *Client) diff(ctx context.Context, r Release) (ReleaseDiff, error) {
 		same := last.Chart != nil && last.Chart.Metadata != nil &&
 			last.Chart.Metadata.Name == ch.Name && last.Chart.Metadata.Version == ch.Version &&
 			sameValues(last.Config, vals)
-		if last.Info.Status == release.StatusDeployed && same &&
+		if last.Info.Status == rcommon.StatusDeployed && same &&
 			rendered.Manifest == last.Manifest && sameHooks(rendered.Hooks, last.Hooks) {
 			d.Action = PlanNoOp
 		} else {
@@ -185,11 +187,12 @@ func (c *Client) renderInstall(ctx context.Context, cfg *configuration, r Releas
 	tpl := action.NewInstall(local.Configuration)
 	tpl.ReleaseName = r.Name
 	tpl.Namespace = r.Namespace
-	tpl.DryRun = true
-	tpl.ClientOnly = true
+	tpl.DryRunStrategy = action.DryRunClient
+	tpl.ServerSideApply = false
+	tpl.WaitStrategy = helmkube.HookOnlyStrategy
 	tpl.Replace = true
 	tpl.DisableOpenAPIValidation = true
-	rel, err = tpl.RunWithContext(ctx, chrt, vals)
+	rel, err = v1Release(tpl.RunWithContext(ctx, chrt, vals))
 	if err != nil {
 		return nil, fmt.Errorf("render: %w", oneLine(err))
 	}

@@ -1,7 +1,13 @@
-// Package helm is khook's one door to the Helm SDK (helm.sh/helm/v3): it
+// Package helm is khook's one door to the Helm SDK (helm.sh/helm/v4): it
 // fetches charts, merges values, and installs, upgrades, inspects and
-// uninstalls releases, in-process. No other package imports Helm, so a move
-// to Helm v4 touches only this one.
+// uninstalls releases, in-process. No other package imports Helm (the move
+// from helm v3 touched only this one: docs/spec.md decision 100).
+//
+// Waits follow watch events: readiness (wait, atomic) is khook's waiter
+// judging every object of the release by kstatus (see readinessWaiter),
+// and an uninstall waits until the objects it deleted, by UID, are gone.
+// Releases are applied client-side, as helm 3 did, so the helm 3 and helm
+// 4 CLIs and khook can take turns on one release.
 //
 // What it does, and what it never does:
 //
@@ -28,13 +34,14 @@ package helm
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
 	"time"
 
-	"helm.sh/helm/v3/pkg/action"
-	helmkube "helm.sh/helm/v3/pkg/kube"
+	"helm.sh/helm/v4/pkg/action"
+	helmkube "helm.sh/helm/v4/pkg/kube"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
@@ -89,7 +96,8 @@ func NewClient(env Env) *Client { return &Client{env: env} }
 // readiness message makes a timeout error say what was not ready).
 type configuration struct {
 	*action.Configuration
-	log *helmLog
+	log  *helmLog
+	kube *kubeClient
 }
 
 func (c *Client) configuration(namespace string) (*configuration, error) {
@@ -98,14 +106,18 @@ func (c *Client) configuration(namespace string) (*configuration, error) {
 	}
 	getter := &restGetter{kube: c.env.Kube, namespace: namespace}
 	log := &helmLog{}
-	cfg := new(action.Configuration)
-	if err := cfg.Init(getter, namespace, "secret", log.printf); err != nil {
+	cfg := action.NewConfiguration(action.ConfigurationSetLogger(log))
+	if err := cfg.Init(getter, namespace, "secret"); err != nil {
 		return nil, fmt.Errorf("helm configuration: %w", err)
 	}
-	if kc, ok := cfg.KubeClient.(*helmkube.Client); ok {
-		kc.Namespace = namespace
+	kc, ok := cfg.KubeClient.(*helmkube.Client)
+	if !ok {
+		return nil, fmt.Errorf("helm configuration: unexpected Kubernetes client %T", cfg.KubeClient)
 	}
-	return &configuration{Configuration: cfg, log: log}, nil
+	kc.Namespace = namespace
+	wrapped := &kubeClient{Client: kc, clients: c.env.Kube, log: c.env.logf}
+	cfg.KubeClient = wrapped
+	return &configuration{Configuration: cfg, log: log, kube: wrapped}, nil
 }
 
 // restGetter hands Helm the run's shared REST config, cached discovery and
@@ -147,32 +159,48 @@ func (n *namespacedConfig) ClientConfig() (*rest.Config, error) { return rest.Co
 
 func (n *namespacedConfig) Namespace() (string, bool, error) { return n.namespace, true, nil }
 
-// helmLog records Helm's debug log: the last line about a resource that is
-// not ready, and the last lines about a failed deletion.
+// helmLog is the slog.Handler of Helm's log: it records the last
+// resource Helm's wait saw not ready (and the one seen when a wait first
+// failed: a rollback's wait that follows logs lines of its own), and the
+// last error of a failed deletion. Nothing else of Helm's log is kept.
 type helmLog struct {
-	mu       sync.Mutex
-	notReady string
-	// atFailure is notReady when a wait first failed: a rollback's wait
-	// that follows logs lines of its own.
+	mu        sync.Mutex
+	notReady  string
 	atFailure string
 	lastErr   string
 }
 
-func (l *helmLog) printf(format string, args ...any) {
-	line := fmt.Sprintf(format, args...)
+func (l *helmLog) Enabled(context.Context, slog.Level) bool { return true }
+
+func (l *helmLog) WithAttrs([]slog.Attr) slog.Handler { return l }
+
+func (l *helmLog) WithGroup(string) slog.Handler { return l }
+
+func (l *helmLog) Handle(_ context.Context, r slog.Record) error {
+	attrs := map[string]string{}
+	r.Attrs(func(a slog.Attr) bool {
+		attrs[a.Key] = a.Value.String()
+		return true
+	})
+	l.record(r.Message, attrs)
+	return nil
+}
+
+func (l *helmLog) record(msg string, attrs map[string]string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	switch {
-	case strings.Contains(line, " is not ready: "), strings.Contains(line, " is not completed: "),
-		strings.Contains(line, " is failed: "), strings.Contains(line, " is not bound: "),
-		strings.Contains(line, " does not have "):
-		l.notReady = line
-	case strings.HasPrefix(line, "wait for resources failed"):
+	case msg == "waiting for resource": // the status watcher's observer
+		l.notReady = fmt.Sprintf("%s %s/%s is %s", attrs["kind"], attrs["namespace"], attrs["name"], attrs["actualStatus"])
+	case strings.HasPrefix(msg, "wait for resources failed"), msg == "wait failed":
 		if l.atFailure == "" {
 			l.atFailure = l.notReady
 		}
-	case strings.HasPrefix(line, "uninstall: Failed to delete release"):
-		l.lastErr = strings.TrimPrefix(line, "uninstall: ")
+	case strings.HasPrefix(msg, "uninstall: Failed to delete release"):
+		l.lastErr = strings.TrimPrefix(msg, "uninstall: ")
+		if e := attrs["error"]; e != "" {
+			l.lastErr += ": " + e
+		}
 	}
 }
 

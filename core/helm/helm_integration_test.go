@@ -11,8 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"helm.sh/helm/v3/pkg/action"
-	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v4/pkg/action"
+	helmkube "helm.sh/helm/v4/pkg/kube"
+	rcommon "helm.sh/helm/v4/pkg/release/common"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"khook.io/core/internal/chartrepo"
@@ -71,7 +72,7 @@ func (c *cluster) config() *configuration {
 
 // setLatest rewrites the latest revision's status, as an interrupted run
 // would have left it.
-func (c *cluster) setLatest(name string, status release.Status) {
+func (c *cluster) setLatest(name string, status rcommon.Status) {
 	c.t.Helper()
 	cfg := c.config()
 	hist, err := history(cfg, name)
@@ -135,7 +136,7 @@ func TestRecoverPendingUpgrade(t *testing.T) {
 	rel2.Info = &info
 	rel2.Version = 2
 	rel2.Config = map[string]any{"color": "half-way"}
-	rel2.Info.Status = release.StatusPendingUpgrade
+	rel2.Info.Status = rcommon.StatusPendingUpgrade
 	if err := cfg.Releases.Create(&rel2); err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +181,7 @@ func TestRecoverPendingRollback(t *testing.T) {
 	c := newCluster(t, "helm-pending-rollback")
 	c.apply(c.release("rb", "one"))
 	c.apply(c.release("rb", "two"))
-	c.setLatest("rb", release.StatusPendingRollback)
+	c.setLatest("rb", rcommon.StatusPendingRollback)
 	res := c.apply(c.release("rb", "three"))
 	if res.Action != Upgraded || res.Recovered != "revision 2 was left pending-rollback by an interrupted run: marked it failed and rolled back to revision 1" {
 		t.Errorf("result: %+v", res)
@@ -195,7 +196,7 @@ func TestRecoverPendingRollback(t *testing.T) {
 // again.
 func TestRecoverPendingInstall(t *testing.T) {
 	c := newCluster(t, "helm-pending-install")
-	for _, status := range []release.Status{release.StatusPendingInstall, release.StatusUninstalling} {
+	for _, status := range []rcommon.Status{rcommon.StatusPendingInstall, rcommon.StatusUninstalling} {
 		name := "r-" + string(status)
 		c.apply(c.release(name, "one"))
 		c.setLatest(name, status)
@@ -224,6 +225,7 @@ func TestReplaceUninstalled(t *testing.T) {
 	c.apply(c.release("gone", "one"))
 	un := action.NewUninstall(c.config().Configuration)
 	un.KeepHistory = true
+	un.WaitStrategy = helmkube.HookOnlyStrategy
 	if _, err := un.Run("gone"); err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -14,10 +15,10 @@ import (
 	"testing"
 	"time"
 
-	"helm.sh/helm/v3/pkg/chart"
-	"helm.sh/helm/v3/pkg/chart/loader"
-	"helm.sh/helm/v3/pkg/chartutil"
-	"helm.sh/helm/v3/pkg/repo"
+	chart "helm.sh/helm/v4/pkg/chart/v2"
+	"helm.sh/helm/v4/pkg/chart/v2/loader"
+	chartutil "helm.sh/helm/v4/pkg/chart/v2/util"
+	repo "helm.sh/helm/v4/pkg/repo/v1"
 	"sigs.k8s.io/yaml"
 
 	"khook.io/core/redact"
@@ -521,11 +522,11 @@ func TestBudget(t *testing.T) {
 
 func TestHelmLog(t *testing.T) {
 	var l helmLog
-	l.printf("beginning wait for %d resources", 3)
-	l.printf("Deployment is not ready: %s/%s. %d out of %d expected pods are ready", "ns", "app", 0, 1)
-	l.printf("wait for resources failed after 9s")
-	l.printf("uninstall: Failed to delete release: %v", []string{"boom"})
-	if got := l.lastNotReady(); got != "Deployment is not ready: ns/app. 0 out of 1 expected pods are ready" {
+	logger := slog.New(&l)
+	logger.Debug("waiting for resources", "count", 3)
+	logger.Debug("waiting for resource", "namespace", "ns", "name", "app", "kind", "Deployment", "expectedStatus", "Current", "actualStatus", "InProgress")
+	logger.Debug("uninstall: Failed to delete release", slog.Any("error", []error{errors.New("boom")}))
+	if got := l.lastNotReady(); got != "Deployment ns/app is InProgress" {
 		t.Errorf("lastNotReady = %q", got)
 	}
 	if got := l.lastError(); got != "Failed to delete release: [boom]" {
@@ -535,11 +536,12 @@ func TestHelmLog(t *testing.T) {
 
 func TestHelmLogKeepsTheFailedWait(t *testing.T) {
 	var l helmLog
-	l.printf("Deployment is not ready: ns/app. 0 out of 1 expected pods are ready")
-	l.printf("wait for resources failed after 9s: context deadline exceeded")
-	l.printf("Deployment is not ready: ns/app. observedGeneration (2) does not match spec generation (3).") // the rollback's wait
-	l.printf("wait for resources failed after 1s: context deadline exceeded")
-	if got := l.lastNotReady(); got != "Deployment is not ready: ns/app. 0 out of 1 expected pods are ready" {
+	logger := slog.New(&l)
+	logger.Debug("waiting for resource", "namespace", "ns", "name", "app", "kind", "Deployment", "actualStatus", "InProgress")
+	logger.Debug("wait for resources failed", "error", context.DeadlineExceeded)
+	logger.Debug("waiting for resource", "namespace", "ns", "name", "app", "kind", "Deployment", "actualStatus", "Failed") // the rollback's wait
+	logger.Debug("wait for resources failed", "error", context.DeadlineExceeded)
+	if got := l.lastNotReady(); got != "Deployment ns/app is InProgress" {
 		t.Errorf("lastNotReady = %q, want the line before the first failed wait", got)
 	}
 }
@@ -686,4 +688,25 @@ func mustJSON(t *testing.T, y string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+func TestOwnedBy(t *testing.T) {
+	owned := map[string]string{"meta.helm.sh/release-name": "app", "meta.helm.sh/release-namespace": "ns"}
+	helm := map[string]string{"app.kubernetes.io/managed-by": "Helm"}
+	for _, tc := range []struct {
+		name        string
+		labels      map[string]string
+		annotations map[string]string
+		want        bool
+	}{
+		{"the release's", helm, owned, true},
+		{"no managed-by label", nil, owned, false},
+		{"another release", helm, map[string]string{"meta.helm.sh/release-name": "other", "meta.helm.sh/release-namespace": "ns"}, false},
+		{"another namespace", helm, map[string]string{"meta.helm.sh/release-name": "app", "meta.helm.sh/release-namespace": "x"}, false},
+		{"no annotations", helm, nil, false},
+	} {
+		if got := ownedBy(tc.labels, tc.annotations, "app", "ns"); got != tc.want {
+			t.Errorf("%s: ownedBy = %v, want %v", tc.name, got, tc.want)
+		}
+	}
 }

@@ -4,7 +4,8 @@ import (
 	"context"
 	"fmt"
 
-	"helm.sh/helm/v3/pkg/release"
+	rcommon "helm.sh/helm/v4/pkg/release/common"
+	release "helm.sh/helm/v4/pkg/release/v1"
 
 	"khook.io/core/diff"
 )
@@ -115,7 +116,7 @@ func (c *Client) plan(ctx context.Context, r Release) (Plan, error) {
 		p.Reason = pendingPlan(hist, last)
 		return p, nil
 	}
-	if last.Info.Status == release.StatusDeployed {
+	if last.Info.Status == rcommon.StatusDeployed {
 		same, err := c.unchanged(ctx, cfg, r, ch, vals, last)
 		if err != nil {
 			p.Action, p.Reason = PlanUnknown, "the upgrade would fail: "+err.Error()
@@ -137,7 +138,7 @@ func pendingPlan(hist []*release.Release, last *release.Release) string {
 	left := fmt.Sprintf("revision %d was left %s by an interrupted run", last.Version, last.Info.Status)
 	good := lastSuccessful(hist, last.Version)
 	switch {
-	case last.Info.Status == release.StatusUninstalling || (last.Info.Status == release.StatusPendingInstall && good == nil):
+	case last.Info.Status == rcommon.StatusUninstalling || (last.Info.Status == rcommon.StatusPendingInstall && good == nil):
 		return left + ": apply will uninstall it and install again"
 	case good == nil:
 		return left + ": apply will mark it failed, then upgrade"

@@ -10,10 +10,13 @@ import (
 	"strings"
 	"time"
 
-	"helm.sh/helm/v3/pkg/action"
-	"helm.sh/helm/v3/pkg/chart"
-	"helm.sh/helm/v3/pkg/release"
-	"helm.sh/helm/v3/pkg/storage/driver"
+	"helm.sh/helm/v4/pkg/action"
+	chart "helm.sh/helm/v4/pkg/chart/v2"
+	helmkube "helm.sh/helm/v4/pkg/kube"
+	helmrelease "helm.sh/helm/v4/pkg/release"
+	rcommon "helm.sh/helm/v4/pkg/release/common"
+	release "helm.sh/helm/v4/pkg/release/v1"
+	"helm.sh/helm/v4/pkg/storage/driver"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -91,7 +94,7 @@ func (s *Status) String() string {
 // Pending reports whether the revision is in the middle of an operation:
 // pending-install, pending-upgrade, pending-rollback or uninstalling.
 func (s *Status) Pending() bool {
-	return s != nil && (release.Status(s.Status).IsPending() || s.Status == string(release.StatusUninstalling))
+	return s != nil && (rcommon.Status(s.Status).IsPending() || s.Status == string(rcommon.StatusUninstalling))
 }
 
 // Result is what Apply did.
@@ -197,13 +200,14 @@ func (c *Client) install(ctx context.Context, cfg *configuration, r Release, ch 
 	in := action.NewInstall(cfg.Configuration)
 	in.ReleaseName = r.Name
 	in.Namespace = r.Namespace
-	in.Wait = r.Wait
-	in.Atomic = r.Atomic
-	in.Replace = replace // over an uninstalled revision kept in history
+	in.WaitStrategy, in.WaitOptions = cfg.waitStrategy(ctx, r.Wait || r.Atomic)
+	in.RollbackOnFailure = r.Atomic
+	in.ServerSideApply = false // as Helm 3 applied: see the package doc
+	in.Replace = replace       // over an uninstalled revision kept in history
 	in.Timeout = helmTimeout(ctx, r)
 	in.DisableOpenAPIValidation = noClientValidation
 	c.env.logf("installing chart %s as release %s in %s", ch.Ref, r.Name, r.Namespace)
-	rel, err := in.RunWithContext(ctx, chrt, vals)
+	rel, err := v1Release(in.RunWithContext(ctx, chrt, vals))
 	if err != nil {
 		return res, operationError(ctx, "install", cfg, in.Timeout, r.Wait || r.Atomic, err)
 	}
@@ -212,7 +216,7 @@ func (c *Client) install(ctx context.Context, cfg *configuration, r Release, ch 
 }
 
 func (c *Client) upgrade(ctx context.Context, cfg *configuration, r Release, ch *Chart, vals map[string]any, last *release.Release, res Result) (Result, error) {
-	if last.Info.Status == release.StatusDeployed {
+	if last.Info.Status == rcommon.StatusDeployed {
 		same, err := c.unchanged(ctx, cfg, r, ch, vals, last)
 		if err != nil {
 			return res, fmt.Errorf("upgrade failed: %w", err)
@@ -233,14 +237,15 @@ func (c *Client) upgrade(ctx context.Context, cfg *configuration, r Release, ch 
 	}
 	up := action.NewUpgrade(cfg.Configuration)
 	up.Namespace = r.Namespace
-	up.Wait = r.Wait
-	up.Atomic = r.Atomic
-	up.ResetValues = true // the spec is the only source of values
+	up.WaitStrategy, up.WaitOptions = cfg.waitStrategy(ctx, r.Wait || r.Atomic)
+	up.RollbackOnFailure = r.Atomic
+	up.ServerSideApply = "auto" // the release's own apply method
+	up.ResetValues = true       // the spec is the only source of values
 	up.MaxHistory = maxHistory
 	up.Timeout = helmTimeout(ctx, r)
 	up.DisableOpenAPIValidation = noClientValidation
 	c.env.logf("upgrading release %s in %s from %s to chart %s", r.Name, r.Namespace, statusOf(last), ch.Ref)
-	rel, err := up.RunWithContext(ctx, r.Name, chrt, vals)
+	rel, err := v1Release(up.RunWithContext(ctx, r.Name, chrt, vals))
 	if err != nil {
 		return res, operationError(ctx, "upgrade", cfg, up.Timeout, r.Wait || r.Atomic, err)
 	}
@@ -295,10 +300,11 @@ func dryRunInstall(ctx context.Context, cfg *configuration, r Release, chrt *cha
 	dry.ReleaseName = r.Name
 	dry.Namespace = r.Namespace
 	dry.Replace = replace
-	dry.DryRun = true
-	dry.DryRunOption = "server"
+	dry.DryRunStrategy = action.DryRunServer
+	dry.ServerSideApply = false
+	dry.WaitStrategy = helmkube.HookOnlyStrategy
 	dry.DisableOpenAPIValidation = noClientValidation
-	rel, err := dry.RunWithContext(ctx, chrt, vals)
+	rel, err := v1Release(dry.RunWithContext(ctx, chrt, vals))
 	if err != nil && strings.Contains(err.Error(), "unable to build kubernetes objects from release manifest") {
 		return nil, fmt.Errorf("%w: %w", errUnmappable, err)
 	}
@@ -313,11 +319,11 @@ func (c *Client) render(ctx context.Context, cfg *configuration, r Release, ch *
 	}
 	dry := action.NewUpgrade(cfg.Configuration)
 	dry.Namespace = r.Namespace
-	dry.DryRun = true
-	dry.DryRunOption = "server"
+	dry.DryRunStrategy = action.DryRunServer
+	dry.WaitStrategy = helmkube.HookOnlyStrategy
 	dry.ResetValues = true
 	dry.DisableOpenAPIValidation = noClientValidation
-	rel, err := dry.RunWithContext(ctx, r.Name, chrt, vals)
+	rel, err := v1Release(dry.RunWithContext(ctx, r.Name, chrt, vals))
 	return rel, oneLine(err)
 }
 
@@ -333,6 +339,24 @@ func sameHooks(a, b []*release.Hook) bool {
 	return true
 }
 
+// v1Release is the release an action returned, as the only kind of
+// release Helm 4 stores for charts of API v1 and v2 (the kinds khook
+// installs).
+func v1Release(ri helmrelease.Releaser, err error) (*release.Release, error) {
+	if err != nil {
+		return nil, err
+	}
+	switch rel := ri.(type) {
+	case *release.Release:
+		return rel, nil
+	case release.Release:
+		return &rel, nil
+	case nil:
+		return nil, errors.New("helm returned no release")
+	}
+	return nil, fmt.Errorf("helm returned a release of an unknown kind %T", ri)
+}
+
 // waitReady waits until the resources of a deployed revision are ready,
 // as Helm's --wait would.
 func (c *Client) waitReady(ctx context.Context, cfg *configuration, r Release, rel *release.Release) error {
@@ -341,7 +365,12 @@ func (c *Client) waitReady(ctx context.Context, cfg *configuration, r Release, r
 		return fmt.Errorf("wait: %w", err)
 	}
 	timeout := budget(ctx, r.Timeout)
-	if err := cfg.KubeClient.Wait(resources, timeout); err != nil {
+	strategy, opts := cfg.waitStrategy(ctx, true)
+	w, err := cfg.kube.GetWaiterWithOptions(strategy, opts...)
+	if err != nil {
+		return fmt.Errorf("wait: %w", err)
+	}
+	if err := w.Wait(resources, timeout); err != nil {
 		return operationError(ctx, "wait", cfg, timeout, true, err)
 	}
 	return nil
@@ -356,13 +385,13 @@ func (c *Client) recoverPending(ctx context.Context, cfg *configuration, r Relea
 	left := fmt.Sprintf("revision %d was left %s by an interrupted run", last.Version, state)
 	c.env.logf("release %s (%s): %s; recovering", r.Name, r.Namespace, left)
 	switch {
-	case state == release.StatusUninstalling || (state == release.StatusPendingInstall && good == nil):
+	case state == rcommon.StatusUninstalling || (state == rcommon.StatusPendingInstall && good == nil):
 		if _, err := c.uninstall(ctx, cfg, r.Name, r.Namespace, r.Timeout); err != nil {
 			return left, false, fmt.Errorf("%s, and uninstalling it failed: %w", left, err)
 		}
 		return left + ": uninstalled it and installed again", true, nil
 	}
-	last.SetStatus(release.StatusFailed, fmt.Sprintf("%s: interrupted; marked failed by khook", state))
+	last.SetStatus(rcommon.StatusFailed, fmt.Sprintf("%s: interrupted; marked failed by khook", state))
 	if err := cfg.Releases.Update(last); err != nil {
 		return left, false, fmt.Errorf("%s, and marking it failed failed: %w", left, err)
 	}
@@ -373,6 +402,7 @@ func (c *Client) recoverPending(ctx context.Context, cfg *configuration, r Relea
 	rb.Version = good.Version
 	rb.MaxHistory = maxHistory
 	rb.Timeout = budget(ctx, r.Timeout)
+	rb.WaitStrategy, rb.WaitOptions = cfg.waitStrategy(ctx, false)
 	if err := rb.Run(r.Name); err != nil {
 		return left, false, fmt.Errorf("%s, and rolling back to revision %d failed: %w", left, good.Version, err)
 	}
@@ -453,7 +483,9 @@ func operationError(ctx context.Context, op string, cfg *configuration, timeout 
 	err = oneLine(err)
 	if waited && errors.Is(err, context.DeadlineExceeded) {
 		detail := fmt.Sprintf("waited %s for the resources to be ready", timeout.Round(time.Second))
-		if nr := cfg.log.lastNotReady(); nr != "" {
+		// both waits name what they last saw not ready, and why; the log's
+		// line is for an error that does not (a hook's wait)
+		if nr := cfg.log.lastNotReady(); nr != "" && !namesNotReady(err.Error()) {
 			detail += "; last seen: " + nr
 		}
 		return fmt.Errorf("%s failed: %w (%s)", op, err, detail)
@@ -461,10 +493,18 @@ func operationError(ctx context.Context, op string, cfg *configuration, timeout 
 	return fmt.Errorf("%s failed: %w", op, err)
 }
 
+// namesNotReady reports whether a wait's error message already names what
+// was not ready: khook's ("waiting for readiness on Deployment ns/x:
+// InProgress: ...") or Helm's status watcher's ("resource
+// Deployment/ns/x not ready. status: InProgress, ...").
+func namesNotReady(msg string) bool {
+	return strings.Contains(msg, "waiting for readiness on ") || strings.Contains(msg, " not ready. status: ")
+}
+
 // oneLine wraps err so that its message is one line: Helm joins errors
 // as "N errors occurred:\n\t* a\n\t* b".
 func oneLine(err error) error {
-	if err == nil || !strings.Contains(err.Error(), "\n") {
+	if err == nil || flatten(err.Error()) == err.Error() {
 		return err
 	}
 	return &flatError{err}
@@ -477,8 +517,13 @@ func (e *flatError) Unwrap() error { return e.err }
 
 var occurredRe = regexp.MustCompile(`(\d+) errors? occurred:\n\t\* `)
 
-// flatten turns a multi-line error message into one line.
+// helmWords are Helm 4's words for khook's: the spec's field is atomic.
+var helmWords = strings.NewReplacer("due to rollback-on-failure being set", "due to atomic being set")
+
+// flatten turns a multi-line error message into one line, in khook's
+// words.
 func flatten(msg string) string {
+	msg = helmWords.Replace(msg)
 	msg = occurredRe.ReplaceAllStringFunc(msg, func(m string) string {
 		if strings.HasPrefix(m, "1 ") {
 			return ""
@@ -492,12 +537,20 @@ func flatten(msg string) string {
 // history returns the release's revisions, oldest first; none when it
 // does not exist.
 func history(cfg *configuration, name string) ([]*release.Release, error) {
-	hist, err := action.NewHistory(cfg.Configuration).Run(name)
+	list, err := action.NewHistory(cfg.Configuration).Run(name)
 	if errors.Is(err, driver.ErrReleaseNotFound) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read the release history: %w", err)
+	}
+	hist := make([]*release.Release, 0, len(list))
+	for _, ri := range list {
+		rel, err := v1Release(ri, nil)
+		if err != nil {
+			return nil, fmt.Errorf("read the release history: %w", err)
+		}
+		hist = append(hist, rel)
 	}
 	sort.Slice(hist, func(i, j int) bool { return hist[i].Version < hist[j].Version })
 	return hist, nil
@@ -513,7 +566,7 @@ func latest(hist []*release.Release) *release.Release {
 // installed reports whether rel is a release that exists (an uninstalled
 // revision kept in history does not).
 func installed(rel *release.Release) bool {
-	return rel != nil && rel.Info != nil && rel.Info.Status != release.StatusUninstalled
+	return rel != nil && rel.Info != nil && rel.Info.Status != rcommon.StatusUninstalled
 }
 
 // lastSuccessful is the newest deployed or superseded revision other than
@@ -522,7 +575,7 @@ func lastSuccessful(hist []*release.Release, except int) *release.Release {
 	for i := len(hist) - 1; i >= 0; i-- {
 		h := hist[i]
 		if h.Version != except && h.Info != nil &&
-			(h.Info.Status == release.StatusDeployed || h.Info.Status == release.StatusSuperseded) {
+			(h.Info.Status == rcommon.StatusDeployed || h.Info.Status == rcommon.StatusSuperseded) {
 			return h
 		}
 	}
@@ -536,7 +589,7 @@ func statusOf(rel *release.Release) *Status {
 	s := &Status{Revision: rel.Version}
 	if rel.Info != nil {
 		s.Status = string(rel.Info.Status)
-		s.Updated = rel.Info.LastDeployed.Time
+		s.Updated = rel.Info.LastDeployed
 		s.Description = rel.Info.Description
 	}
 	if rel.Chart != nil && rel.Chart.Metadata != nil {

@@ -10,10 +10,11 @@ import (
 	"path/filepath"
 	"strings"
 
-	"helm.sh/helm/v3/pkg/action"
-	"helm.sh/helm/v3/pkg/chart"
-	"helm.sh/helm/v3/pkg/chart/loader"
-	"helm.sh/helm/v3/pkg/repo"
+	"helm.sh/helm/v4/pkg/action"
+	helmchart "helm.sh/helm/v4/pkg/chart"
+	chart "helm.sh/helm/v4/pkg/chart/v2"
+	"helm.sh/helm/v4/pkg/chart/v2/loader"
+	repo "helm.sh/helm/v4/pkg/repo/v1"
 
 	"khook.io/core/fetch"
 	"khook.io/core/redact"
@@ -332,7 +333,11 @@ func missingDependencies(ch *chart.Chart) []missingDependency {
 	if ch.Metadata == nil || len(ch.Metadata.Dependencies) == 0 {
 		return nil
 	}
-	if err := action.CheckDependencies(ch, ch.Metadata.Dependencies); err == nil {
+	reqs := make([]helmchart.Dependency, len(ch.Metadata.Dependencies))
+	for i, d := range ch.Metadata.Dependencies {
+		reqs[i] = d
+	}
+	if err := action.CheckDependencies(ch, reqs); err == nil {
 		return nil
 	}
 	present := map[string]bool{}

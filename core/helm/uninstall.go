@@ -5,15 +5,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
-	"helm.sh/helm/v3/pkg/action"
-	helmkube "helm.sh/helm/v3/pkg/kube"
-	"helm.sh/helm/v3/pkg/release"
+	"golang.org/x/sync/errgroup"
+	"helm.sh/helm/v4/pkg/action"
+	helmkube "helm.sh/helm/v4/pkg/kube"
+	rcommon "helm.sh/helm/v4/pkg/release/common"
+	release "helm.sh/helm/v4/pkg/release/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"khook.io/core/waiter"
 )
 
 // UninstallResult is what Uninstall did.
@@ -41,10 +45,12 @@ type UninstallOptions struct {
 var ErrReleaseNotFound = errors.New("release not found")
 
 // Uninstall uninstalls a release (its history purged, like helm uninstall)
-// and waits until the objects of its manifest are gone, their dependents
-// first (foreground deletion: a Deployment is gone once its pods are),
-// bounded by ctx. Objects kept by helm.sh/resource-policy: keep are not
-// waited for.
+// and waits until the objects of its manifest are gone, bounded by ctx.
+// The objects are deleted with background propagation (their dependents
+// are left to the garbage collector: see deletionPropagation) and followed
+// by watches with their UIDs: an object re-created under the same name
+// meanwhile is not waited for. Objects kept by
+// helm.sh/resource-policy: keep are not waited for.
 func (c *Client) Uninstall(ctx context.Context, name, namespace string, opts UninstallOptions) (UninstallResult, error) {
 	res, err := c.uninstallRelease(ctx, name, namespace, opts)
 	if err != nil {
@@ -77,18 +83,26 @@ func (c *Client) uninstall(ctx context.Context, cfg *configuration, name, namesp
 		return res, nil
 	}
 	var targets []object
-	if last.Info == nil || last.Info.Status != release.StatusUninstalled {
+	if last.Info == nil || last.Info.Status != rcommon.StatusUninstalled {
 		targets, res.Kept = c.objectsOf(cfg, last)
 	}
+	if len(targets) > 0 {
+		if targets, err = c.withUIDs(ctx, targets); err != nil {
+			return res, err
+		}
+	}
 	un := action.NewUninstall(cfg.Configuration)
-	un.DeletionPropagation = "foreground"
+	un.DeletionPropagation = deletionPropagation
+	// Helm waits only for delete hooks; the objects are waited for below
+	// by UID
+	un.WaitStrategy, un.WaitOptions = cfg.waitStrategy(ctx, false)
 	un.Timeout = budget(ctx, timeout) // hooks
 	c.env.logf("uninstalling release %s in %s (%s)", name, namespace, res.Previous)
 	if _, err := un.Run(name); err != nil {
 		if detail := cfg.log.lastError(); detail != "" {
-			return res, fmt.Errorf("uninstall failed: %w (%s)", err, detail)
+			return res, fmt.Errorf("uninstall failed: %w (%s)", oneLine(err), detail)
 		}
-		return res, fmt.Errorf("uninstall failed: %w", err)
+		return res, fmt.Errorf("uninstall failed: %w", oneLine(err))
 	}
 	res.Deleted = len(targets)
 	if err := c.waitGone(ctx, name, targets); err != nil {
@@ -97,11 +111,24 @@ func (c *Client) uninstall(ctx context.Context, cfg *configuration, name, namesp
 	return res, nil
 }
 
-// object is one object of a release's manifest.
+// deletionPropagation is how an uninstall deletes the release's objects:
+// "background", the object goes at once and the garbage collector removes
+// its dependents (a Deployment's ReplicaSets and Pods) afterwards. The
+// spec promises that the release's objects are gone, which is what is
+// waited for; "foreground" would also wait for the dependents, and costs
+// seconds of the garbage collector's pace (decision 103 has the figures;
+// bench/charts.sh measures both: it sets this with -ldflags -X).
+var deletionPropagation = "background"
+
+// object is one object of a release's manifest, with the UID it had
+// before the uninstall.
 type object struct {
 	mapping   *meta.RESTMapping
 	namespace string
 	name      string
+	uid       types.UID
+	// release and releaseNamespace: the release whose uninstall deletes it
+	release, releaseNamespace string
 }
 
 func (o object) String() string {
@@ -125,57 +152,72 @@ func (c *Client) objectsOf(cfg *configuration, rel *release.Release) (objs []obj
 			kept++
 			continue
 		}
-		objs = append(objs, object{mapping: info.Mapping, namespace: info.Namespace, name: info.Name})
+		objs = append(objs, object{mapping: info.Mapping, namespace: info.Namespace, name: info.Name, release: rel.Name, releaseNamespace: rel.Namespace})
 	}
 	return objs, kept
 }
 
-// waitGone polls until every object is gone, bounded by ctx.
-func (c *Client) waitGone(ctx context.Context, releaseName string, objs []object) error {
-	interval := 100 * time.Millisecond
-	reported := -1
-	for {
-		var present []object
-		for _, o := range objs {
-			_, err := c.env.Kube.Resource(o.mapping, o.namespace).Get(ctx, o.name, metav1.GetOptions{})
+// uidReaders bounds the parallel reads of withUIDs.
+const uidReaders = 8
+
+// withUIDs reads the UID of every object before the uninstall deletes it.
+// Objects that do not exist, and those Helm 4 will not delete because
+// their ownership metadata names another release (or none), are dropped:
+// nothing to wait for.
+func (c *Client) withUIDs(ctx context.Context, objs []object) ([]object, error) {
+	found := make([]object, len(objs))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(uidReaders)
+	for i, o := range objs {
+		g.Go(func() error {
+			u, err := c.env.Kube.Resource(o.mapping, o.namespace).Get(gctx, o.name, metav1.GetOptions{})
 			switch {
 			case apierrors.IsNotFound(err):
-			case err == nil:
-				present = append(present, o)
-			case ctx.Err() != nil:
-				present = append(present, o)
-			default:
-				return fmt.Errorf("uninstalled, but cannot check that %s is gone: %w", o, err)
+				return nil
+			case err != nil:
+				return fmt.Errorf("read %s before the uninstall: %w", o, err)
 			}
-		}
-		if len(present) == 0 {
+			if !ownedBy(u.GetLabels(), u.GetAnnotations(), o.release, o.releaseNamespace) {
+				return nil // Helm 4 does not delete it: not waited for
+			}
+			o.uid = u.GetUID()
+			found[i] = o
 			return nil
-		}
-		if len(present) != reported {
-			reported = len(present)
-			c.env.logf("release %s: waiting for %d object(s) to be deleted: %s", releaseName, len(present), listObjects(present))
-		}
-		objs = present
-		t := time.NewTimer(interval)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("uninstalled, but %d object(s) still present: %s: %w", len(present), listObjects(present), ctx.Err())
-		case <-t.C:
-		}
-		interval = min(interval*2, time.Second)
+		})
 	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	out := found[:0]
+	for _, o := range found {
+		if o.uid != "" {
+			out = append(out, o)
+		}
+	}
+	return out, nil
 }
 
-func listObjects(objs []object) string {
-	const show = 5
-	parts := make([]string, 0, show+1)
-	for i, o := range objs {
-		if i == show {
-			parts = append(parts, fmt.Sprintf("and %d more", len(objs)-show))
-			break
-		}
-		parts = append(parts, o.String())
+// ownedBy reports whether an object's metadata says it belongs to the
+// release, as Helm 4's uninstall checks before it deletes the object.
+func ownedBy(labels, annotations map[string]string, release, namespace string) bool {
+	return labels["app.kubernetes.io/managed-by"] == "Helm" &&
+		annotations["meta.helm.sh/release-name"] == release &&
+		annotations["meta.helm.sh/release-namespace"] == namespace
+}
+
+// waitGone waits, by watches, until every object (of its UID) is gone,
+// bounded by ctx.
+func (c *Client) waitGone(ctx context.Context, releaseName string, objs []object) error {
+	if len(objs) == 0 {
+		return nil
 	}
-	return strings.Join(parts, ", ")
+	targets := make([]waiter.Target, len(objs))
+	for i, o := range objs {
+		targets[i] = waiter.Target{Mapping: o.mapping, Namespace: o.namespace, Name: o.name, UID: o.uid}
+	}
+	progress := func(line string) { c.env.logf("release %s: %s", releaseName, line) }
+	if err := waiter.UntilGone(ctx, c.env.Kube, targets, progress); err != nil {
+		return fmt.Errorf("uninstalled, but %w", err)
+	}
+	return nil
 }

@@ -16,7 +16,7 @@ import (
 	"github.com/distribution/distribution/v3/registry/handlers"
 	"github.com/sirupsen/logrus"
 	"golang.org/x/crypto/bcrypt"
-	"helm.sh/helm/v3/pkg/registry"
+	"helm.sh/helm/v4/pkg/registry"
 
 	_ "github.com/distribution/distribution/v3/registry/auth/htpasswd"           // the htpasswd access controller
 	_ "github.com/distribution/distribution/v3/registry/storage/driver/inmemory" // the inmemory storage driver

@@ -15,11 +15,13 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"khook.io/core/internal/chartrepo"
 	"khook.io/core/internal/steptest"
+	"khook.io/core/waiter"
 )
 
 // TestInstallUpgradeNoOp: the history decides install or upgrade; changed
@@ -209,7 +211,7 @@ func TestAtomic(t *testing.T) {
 	took := time.Since(begin)
 	if !strings.Contains(err.Error(), "has been rolled back due to atomic being set") ||
 		!strings.Contains(err.Error(), "waited 9s for the resources to be ready") ||
-		!strings.Contains(err.Error(), "Deployment is not ready: "+ns+"/app") {
+		!strings.Contains(err.Error(), "timed out waiting for readiness on Deployment "+ns+"/app: InProgress") {
 		t.Errorf("failed atomic upgrade: %v", err)
 	}
 	if took > 20*time.Second {
@@ -251,7 +253,8 @@ func TestWaitTimeout(t *testing.T) {
 	r := f.request(fmt.Sprintf("name: slow\nhelm:\n  chart: %s\n  namespace: %s\n  wait: true\n  values:\n    nodeSelector: {khook.io/never: \"true\"}", deploy, ns),
 		steptest.Options{Timeout: 10 * time.Second})
 	err := f.applyErr(r)
-	if !strings.Contains(err.Error(), "install failed: context deadline exceeded (waited 9s for the resources to be ready; last seen: Deployment is not ready: "+ns+"/slow. 0 out of 1 expected pods are ready)") {
+	// what was last seen not ready, and why (kstatus's verdict and message)
+	if !strings.Contains(err.Error(), "install failed: timed out waiting for readiness on Deployment "+ns+"/slow: InProgress: Available: 0/1 (waited 9s for the resources to be ready)") {
 		t.Errorf("wait timeout: %v", err)
 	}
 	if got := f.revisions(ns, "slow"); !reflect.DeepEqual(got, []string{"1:failed"}) {
@@ -382,8 +385,13 @@ func TestUninstall(t *testing.T) {
 	if !f.gone(ns, "Deployment", "app") {
 		t.Error("the Deployment is still there")
 	}
-	if pods := f.pods(ns, "app.kubernetes.io/instance=app"); len(pods) != 0 {
-		t.Errorf("%d pods still there after the uninstall", len(pods))
+	// The Pods are the garbage collector's (background propagation,
+	// decision 103): they go soon after.
+	podTarget := waiter.Target{Mapping: podMapping(t, f), Namespace: ns, LabelSelector: "app.kubernetes.io/instance=app"}
+	gctx, gcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer gcancel()
+	if err := waiter.UntilGone(gctx, f.clients, []waiter.Target{podTarget}, nil); err != nil {
+		t.Errorf("the pods of the uninstalled release: %v", err)
 	}
 	if got := f.revisions(ns, "app"); len(got) != 0 {
 		t.Errorf("history kept: %v", got)
@@ -666,3 +674,12 @@ spec:
 }
 
 var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+func podMapping(t *testing.T, f *fixture) *meta.RESTMapping {
+	t.Helper()
+	m, err := f.clients.MappingForType(context.Background(), "pods")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}

@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# Helm steps at the speed of a watch: wall time of `kubectl khook` applying
+# and destroying specs of helm steps on a fresh test cluster, medians of
+# RUNS rounds (default 3).
+#
+# Scenario "10 charts": ten local charts in parallel steps, each a
+# ConfigMap and a 1-replica Deployment (kwok makes pods Ready at once):
+#   install wait: false   (fresh namespace)
+#   install wait: true    (fresh namespace)
+#   no-op re-run          (the wait: true spec again)
+#   destroy               (of the wait: true spec)
+#   floor                 the cluster's own pace: the no-wait install then
+#                         `kubectl wait --for=condition=Available` (a
+#                         watch) on the Deployments; wait minus floor is
+#                         what khook's wait costs beyond the cluster making
+#                         the pods ready
+# Scenario "real-shaped": ten releases of a chart with three Deployments
+# (2 replicas), a StatefulSet, a DaemonSet, two Services, a PVC bound to a
+# PV and a post-install hook Job (kwok completes Job pods after 1 s),
+# installed with wait: true, then destroyed.
+#
+# Every scenario runs with three builds, in alternating rounds so that all
+# see the same load:
+#   khook       the default: khook's readiness waiter, background uninstall
+#   helm        Helm 4's status watcher for readiness
+#               (-X khook.io/core/helm.readinessWaiter=helm)
+#   foreground  khook's waiter, foreground uninstall
+#               (-X khook.io/core/helm.deletionPropagation=foreground)
+#
+# The namespaces exist beforehand, with their default ServiceAccount: in a
+# namespace created by the step, the ReplicaSet controller cannot create a
+# Pod until the ServiceAccount controller made that account, and retries
+# with a backoff of its own (seconds), which would measure the cluster.
+# Prints each median and the ratios the targets of issue 13 are about.
+#
+#   bench/charts.sh
+#   RUNS=5 bench/charts.sh
+#
+# Needs the test cluster's binaries (make testbin; KHOOK_TESTBIN, default
+# .cache/testbin/bin). The cluster is started in a temporary directory and
+# always stopped.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+runs="${RUNS:-3}"
+go="${GO:-go}"
+export KHOOK_TESTBIN="${KHOOK_TESTBIN:-$root/.cache/testbin/bin}"
+charts="$root/core/internal/chartrepo/testdata/charts"
+
+tmp="$(mktemp -d)"
+tool="$tmp/khook-testcluster"
+cluster="$tmp/cluster"
+started=0
+cleanup() {
+	if [[ $started -eq 1 ]]; then
+		"$tool" down --dir "$cluster" --remove >&2 || true
+	fi
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+echo "building..." >&2
+(cd "$root/kubectl-khook" &&
+	CGO_ENABLED=0 "$go" build -trimpath -o "$tmp/khook-khook" . &&
+	CGO_ENABLED=0 "$go" build -trimpath -ldflags '-X khook.io/core/helm.readinessWaiter=helm' -o "$tmp/khook-helm" . &&
+	CGO_ENABLED=0 "$go" build -trimpath -ldflags '-X khook.io/core/helm.deletionPropagation=foreground' -o "$tmp/khook-foreground" .)
+variants=(khook helm foreground)
+(cd "$root" && "$go" build -o "$tool" ./core/internal/testcluster/cmd/khook-testcluster)
+
+echo "starting a test cluster..." >&2
+started=1
+"$tool" up --dir "$cluster" >/dev/null
+export KUBECONFIG="$cluster/kubeconfig"
+
+# spec NAME CHART NAMESPACE WAIT: ten helm steps of CHART in NAMESPACE.
+spec() {
+	local name="$1" chart="$2" ns="$3" wait="$4" f="$tmp/$1.yaml"
+	{
+		printf 'apiVersion: khook.io/v1\nkind: Khook\nmetadata: {name: %s}\nsteps:\n' "$name"
+		for i in $(seq 0 9); do
+			printf '  - name: r%d\n    helm: {chart: %s, namespace: %s, createNamespace: true, wait: %s, values: {color: c%d}}\n' \
+				"$i" "$chart" "$ns" "$wait" "$i"
+		done
+	} >"$f"
+	echo "$f"
+}
+
+# timed LABEL CMD...: runs CMD, appends its wall time (ms) to $tmp/LABEL.
+timed() {
+	local label="$1"
+	shift
+	local start end
+	start=$(date +%s%N)
+	if ! "$@" >"$tmp/out" 2>&1; then
+		echo "$label: failed: $*" >&2
+		cat "$tmp/out" >&2
+		exit 1
+	fi
+	end=$(date +%s%N)
+	echo $(((end - start) / 1000000)) >>"$tmp/$label"
+}
+
+median() { sort -n "$tmp/$1" | awk '{ t[NR] = $1 } END { printf "%.2f", t[int((NR + 1) / 2)] / 1000 }'; }
+
+# namespace NS: creates NS and waits for its default ServiceAccount.
+kubectl="$KHOOK_TESTBIN/kubectl"
+namespace() {
+	"$kubectl" create namespace "$1" >/dev/null
+	"$kubectl" wait --for=create serviceaccount/default -n "$1" --timeout=60s >/dev/null
+}
+
+for round in $(seq "$runs"); do
+	for impl in "${variants[@]}"; do
+		bin="$tmp/khook-$impl"
+		echo "round $round/$runs, $impl..." >&2
+		for ns in "nw-$impl-$round" "w-$impl-$round" "rs-$impl-$round" "fl-$impl-$round"; do namespace "$ns"; done
+		floor="$(spec "floor-$impl-$round" "$charts/cmdeploy" "fl-$impl-$round" false)"
+		nowait="$(spec "nowait-$impl-$round" "$charts/cmdeploy" "nw-$impl-$round" false)"
+		wait="$(spec "wait-$impl-$round" "$charts/cmdeploy" "w-$impl-$round" true)"
+		real="$(spec "real-$impl-$round" "$charts/platform" "rs-$impl-$round" true)"
+		timed "$impl-install" "$bin" apply -f "$nowait"
+		timed "$impl-wait" "$bin" apply -f "$wait"
+		timed "$impl-noop" "$bin" apply -f "$wait"
+		timed "$impl-destroy" "$bin" destroy -f "$wait"
+		# the cluster's own pace: the no-wait install, then kubectl wait
+		# (a watch) until every Deployment is Available
+		timed "$impl-floor" bash -c '"$1" apply -f "$2" && "$3" wait --for=condition=Available deployment --all -n "$4" --timeout=120s' \
+			_ "$bin" "$floor" "$kubectl" "fl-$impl-$round"
+		"$bin" destroy -f "$floor" >/dev/null 2>&1
+		"$bin" destroy -f "$nowait" >/dev/null 2>&1
+		timed "$impl-real-wait" "$bin" apply -f "$real"
+		timed "$impl-real-destroy" "$bin" destroy -f "$real"
+	done
+done
+
+echo
+echo "machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg); medians of $runs runs (seconds)"
+printf '%-16s' ""
+printf ' %12s' "${variants[@]}"
+echo
+for m in install wait floor noop destroy real-wait real-destroy; do
+	printf '%-16s' "$m"
+	for impl in "${variants[@]}"; do printf ' %12s' "$(median "$impl-$m")"; done
+	echo
+done
+echo
+for impl in "${variants[@]}"; do
+	i="$(median "$impl-install")" w="$(median "$impl-wait")" d="$(median "$impl-destroy")" fl="$(median "$impl-floor")"
+	awk -v impl="$impl" -v i="$i" -v w="$w" -v d="$d" -v fl="$fl" 'BEGIN {
+		printf "%s: wait adds %.2f s over no wait (target <= 0.20), %.2f s over the cluster'"'"'s pace (install + kubectl wait); destroy / no-wait install = %.2f (target <= 2), destroy %.2f s (target <= 0.72)\n", impl, w - i, w - fl, d / i, d }'
+done
