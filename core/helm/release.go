@@ -17,9 +17,10 @@ import (
 	rcommon "helm.sh/helm/v4/pkg/release/common"
 	release "helm.sh/helm/v4/pkg/release/v1"
 	"helm.sh/helm/v4/pkg/storage/driver"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"khook.io/core/objects"
 )
 
 // noClientValidation turns off Helm's client-side OpenAPI validation of
@@ -409,35 +410,32 @@ func (c *Client) recoverPending(ctx context.Context, cfg *configuration, r Relea
 	return fmt.Sprintf("%s: marked it failed and rolled back to revision %d", left, good.Version), false, nil
 }
 
-// ensureNamespace makes sure the namespace to install in exists: it is
-// created when missing and create is set (labeled name=<ns>, like Helm
-// does), an existing one is left alone, and a missing one without create
-// is a clear error (instead of Helm's failure to store the release). A
-// client that may not read or create namespaces (cluster-scoped) is let
-// through: Helm's own error says it if the namespace is missing.
+// ensureNamespace makes sure the namespace to install in exists: created
+// when missing and create is set, through the object manager's one
+// labelling policy (decision 120), an existing one left alone, and a
+// missing one without create a clear error (instead of Helm's failure to
+// store the release). A client that may not read or create namespaces
+// (cluster-scoped) is let through: Helm's own error says it if the
+// namespace is missing.
 func (c *Client) ensureNamespace(ctx context.Context, ns string, create bool) error {
-	exists, err := c.namespaceExists(ctx, ns)
-	switch {
-	case err != nil:
-		return err
-	case exists == yes:
-		return nil
-	case !create:
-		if exists == no {
+	if !create {
+		exists, err := c.namespaceExists(ctx, ns)
+		if err == nil && exists == no {
 			return fmt.Errorf("namespace %s does not exist: create it in an earlier step or set createNamespace: true", ns)
 		}
-		return nil
+		return err
 	}
-	obj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{"name": ns}}}
-	_, err = c.env.Kube.Typed.CoreV1().Namespaces().Create(ctx, obj, metav1.CreateOptions{})
+	created, err := objects.New(c.env.Kube, objects.Options{}).EnsureNamespace(ctx, ns)
+	var unknown *objects.NamespaceUnknownError
 	switch {
-	case err == nil:
+	case errors.As(err, &unknown):
+		return nil
+	case err != nil:
+		return err
+	case created:
 		c.env.logf("created namespace %s", ns)
-		return nil
-	case apierrors.IsAlreadyExists(err), exists == unknown && apierrors.IsForbidden(err):
-		return nil
 	}
-	return fmt.Errorf("create namespace %s: %w", ns, err)
+	return nil
 }
 
 type tristate int

@@ -14,7 +14,6 @@ import (
 
 	"khook.io/core/internal/english"
 	"khook.io/core/manifest"
-	"khook.io/core/spec"
 	"khook.io/core/waiter"
 )
 
@@ -223,7 +222,7 @@ func (m *Manager) WaitGone(ctx context.Context, targets []waiter.Target, progres
 	if progress != nil {
 		progress("waiting until " + english.CountNoun(len(targets), "object") + " " + english.IsAre(len(targets)) + " gone")
 	}
-	if err := waiter.Until(ctx, m.kube, targets, spec.WaitFor{Kind: spec.ForDelete}, progress); err != nil {
+	if err := waiter.UntilGone(ctx, m.kube, targets, progress); err != nil {
 		return fmt.Errorf("wait until deleted: %w", err)
 	}
 	return nil
