@@ -35,6 +35,8 @@
 #
 #   bench/charts.sh
 #   RUNS=5 bench/charts.sh
+#   BEFORE=44c8b74 bench/charts.sh   # adds a variant "before": kubectl-khook
+#                                    # built from that commit (helm 3 SDK)
 #
 # Needs the test cluster's binaries (make testbin; KHOOK_TESTBIN, default
 # .cache/testbin/bin). The cluster is started in a temporary directory and
@@ -54,6 +56,9 @@ cleanup() {
 	if [[ $started -eq 1 ]]; then
 		"$tool" down --dir "$cluster" --remove >&2 || true
 	fi
+	if [[ -d "$tmp/before-src" ]]; then
+		git -C "$root" worktree remove --force "$tmp/before-src" >&2 || true
+	fi
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -66,6 +71,11 @@ echo "building..." >&2
 	CGO_ENABLED=0 "$go" build -trimpath -ldflags '-X khook.io/core/helm.readinessWaiter=helm' -o "$tmp/khook-helm" . &&
 	CGO_ENABLED=0 "$go" build -trimpath -ldflags '-X khook.io/core/helm.deletionPropagation=foreground' -o "$tmp/khook-foreground" .)
 variants=(khook helm foreground)
+if [[ -n "${BEFORE:-}" ]]; then
+	git -C "$root" worktree add --detach "$tmp/before-src" "$BEFORE" >&2
+	(cd "$tmp/before-src/kubectl-khook" && CGO_ENABLED=0 "$go" build -trimpath -o "$tmp/khook-before" .)
+	variants=(before "${variants[@]}")
+fi
 (cd "$root" && "$go" build -o "$tool" ./core/internal/testcluster/cmd/khook-testcluster)
 
 echo "starting a test cluster..." >&2
