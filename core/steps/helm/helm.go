@@ -30,6 +30,7 @@ import (
 	"strings"
 
 	khelm "khook.io/core/helm"
+	"khook.io/core/internal/english"
 	"khook.io/core/spec"
 	"khook.io/core/step"
 )
@@ -50,17 +51,17 @@ func New(Options) *Executor { return &Executor{} }
 func (e *Executor) Type() string { return spec.TypeHelm }
 
 // Run installs or upgrades the step's release.
-func (e *Executor) Run(ctx context.Context, req *step.Request) (step.Outcome, error) {
+func (e *Executor) Run(ctx context.Context, req *step.Request) (out step.Outcome, err error) {
+	defer req.RedactOutcome(&out, &err)
 	r, err := releaseOf(req)
 	if err != nil {
 		return step.Outcome{}, err
 	}
 	res, err := client(req).Apply(ctx, r)
 	if err != nil {
-		return step.Outcome{}, req.Redactor.Error(err)
+		return step.Outcome{}, err
 	}
 	subject := fmt.Sprintf("release %s (%s)", r.Name, r.Namespace)
-	var out step.Outcome
 	switch res.Action {
 	case khelm.Skipped:
 		out.Skipped = true
@@ -76,50 +77,49 @@ func (e *Executor) Run(ctx context.Context, req *step.Request) (step.Outcome, er
 	if res.Recovered != "" {
 		out.Message += "; recovered: " + res.Recovered
 	}
-	out.Message = req.Redactor.String(out.Message)
-	out.SkipReason = req.Redactor.String(out.SkipReason)
 	return out, nil
 }
 
 // Plan predicts install, upgrade, no-op or skip, or unknown when the chart
 // or its values cannot be fetched or the chart does not render. It changes
 // nothing.
-func (e *Executor) Plan(ctx context.Context, req *step.Request) (step.Prediction, error) {
+func (e *Executor) Plan(ctx context.Context, req *step.Request) (pred step.Prediction, err error) {
+	defer req.RedactPrediction(&pred, &err)
 	r, err := releaseOf(req)
 	if err != nil {
 		return step.Prediction{}, err
 	}
 	p, err := client(req).Plan(ctx, r)
 	if err != nil {
-		return step.Prediction{}, req.Redactor.Error(err)
+		return step.Prediction{}, err
 	}
-	pred := step.Prediction{Action: string(p.Action), Reason: p.Reason}
+	pred = step.Prediction{Action: string(p.Action), Reason: p.Reason}
 	pred.Details = append(pred.Details, fmt.Sprintf("release %s in namespace %s", r.Name, r.Namespace))
 	pred.Details = append(pred.Details, p.Details...)
-	return pred.Redacted(req.Redactor), nil
+	return pred, nil
 }
 
 // Diff is the release's current manifest against the chart rendered by a
 // server-side dry-run upgrade (or install), object by object. A release
 // left pending by an interrupted run is unavailable: apply recovers it
 // before it upgrades.
-func (e *Executor) Diff(ctx context.Context, req *step.Request) (step.Diff, error) {
+func (e *Executor) Diff(ctx context.Context, req *step.Request) (d step.Diff, err error) {
+	defer req.RedactDiff(&d, &err)
 	r, err := releaseOf(req)
 	if err != nil {
 		return step.Diff{}, err
 	}
 	rd, err := client(req).Diff(ctx, r)
 	if err != nil {
-		return step.Diff{}, req.Redactor.Error(err)
+		return step.Diff{}, err
 	}
 	subject := fmt.Sprintf("release %s (%s)", r.Name, r.Namespace)
-	var d step.Diff
 	switch rd.Action {
 	case khelm.PlanSkip:
 		d.Skip = rd.Reason
-		return d.Redacted(req.Redactor), nil
+		return d, nil
 	case khelm.PlanUnknown:
-		return step.Diff{}, &step.UnavailableError{Reason: req.Redactor.String(subject + ": " + rd.Reason)}
+		return step.Diff{}, &step.UnavailableError{Reason: subject + ": " + rd.Reason}
 	case khelm.PlanInstall:
 		d.Notes = append(d.Notes, fmt.Sprintf("install %s: chart %s", subject, rd.Target))
 		d.Changes = true
@@ -130,13 +130,10 @@ func (e *Executor) Diff(ctx context.Context, req *step.Request) (step.Diff, erro
 		d.Notes = append(d.Notes, fmt.Sprintf("%s unchanged at %s", subject, rd.Current))
 	}
 	d.Notes = append(d.Notes, rd.Notes...)
-	for i, n := range d.Notes {
-		d.Notes[i] = req.Redactor.String(n)
-	}
 	for _, o := range rd.Objects {
 		d.Objects = append(d.Objects, step.ObjectDiff{Name: o.Name(), Live: o.Current, Merged: o.Rendered})
 	}
-	return d.Redacted(req.Redactor), nil
+	return d, nil
 }
 
 // Destroy uninstalls the step's release and waits until its objects are
@@ -153,7 +150,8 @@ func (e *Executor) Destroy(ctx context.Context, req *step.Request) (step.Outcome
 // request's default namespace when empty), purging its history, and waits
 // until its objects are gone, bounded by ctx. An absent release is success
 // when ignoreNotFound is set.
-func (e *Executor) Uninstall(ctx context.Context, req *step.Request, release, namespace string, ignoreNotFound bool) (step.Outcome, error) {
+func (e *Executor) Uninstall(ctx context.Context, req *step.Request, release, namespace string, ignoreNotFound bool) (out step.Outcome, err error) {
+	defer req.RedactOutcome(&out, &err)
 	ns := req.Namespace(namespace)
 	subject := fmt.Sprintf("release %s (%s)", release, ns)
 	res, err := client(req).Uninstall(ctx, release, ns, khelm.UninstallOptions{IgnoreNotFound: ignoreNotFound, Timeout: req.Timeout})
@@ -161,7 +159,7 @@ func (e *Executor) Uninstall(ctx context.Context, req *step.Request, release, na
 		return step.Outcome{}, fmt.Errorf("%s not found (set ignoreNotFound: true to accept that)", subject)
 	}
 	if err != nil {
-		return step.Outcome{}, req.Redactor.Error(err)
+		return step.Outcome{}, err
 	}
 	if res.Absent {
 		return step.Outcome{Message: subject + " not found: nothing to uninstall"}, nil
@@ -169,12 +167,12 @@ func (e *Executor) Uninstall(ctx context.Context, req *step.Request, release, na
 	var b strings.Builder
 	fmt.Fprintf(&b, "uninstalled %s (was %s)", subject, res.Previous)
 	if res.Deleted > 0 {
-		fmt.Fprintf(&b, "; %d object(s) gone", res.Deleted)
+		fmt.Fprintf(&b, "; %s gone", english.CountNoun(res.Deleted, "object"))
 	}
 	if res.Kept > 0 {
 		fmt.Fprintf(&b, "; %d kept by helm.sh/resource-policy: keep", res.Kept)
 	}
-	return step.Outcome{Message: req.Redactor.String(b.String())}, nil
+	return step.Outcome{Message: b.String()}, nil
 }
 
 // ReleaseExists reports whether release exists in namespace (the
@@ -183,7 +181,7 @@ func (e *Executor) Uninstall(ctx context.Context, req *step.Request, release, na
 func (e *Executor) ReleaseExists(ctx context.Context, req *step.Request, release, namespace string) (bool, error) {
 	st, err := client(req).Get(ctx, release, req.Namespace(namespace))
 	if err != nil {
-		return false, req.Redactor.Error(err)
+		return false, req.Redact(err)
 	}
 	return st != nil && st.Status != "uninstalled", nil
 }

@@ -379,7 +379,7 @@ func TestUninstall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(out.Message, "uninstalled release app ("+ns+") (was revision 1 (deployed, chart deploy 0.1.0)); 1 object(s) gone") {
+	if !strings.HasPrefix(out.Message, "uninstalled release app ("+ns+") (was revision 1 (deployed, chart deploy 0.1.0)); 1 object gone") {
 		t.Errorf("uninstall: %q", out.Message)
 	}
 	if !f.gone(ns, "Deployment", "app") {
