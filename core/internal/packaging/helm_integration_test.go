@@ -18,34 +18,11 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"khook.io/core/internal/e2e"
 	"khook.io/core/internal/testcluster"
 )
 
 func TestMain(m *testing.M) { os.Exit(testcluster.Main(m)) }
-
-// helmCLI returns the helm CLI of version, built from the Go module proxy
-// into .cache/tools/helm-<version>/ when not there yet (`make helm-tools`
-// builds the same), with the compile flags of `make build`.
-func helmCLI(t *testing.T, root, version string) string {
-	t.Helper()
-	dir := filepath.Join(root, ".cache", "tools", "helm-"+version)
-	bin := filepath.Join(dir, "helm")
-	if _, err := os.Stat(bin); err == nil {
-		return bin
-	}
-	major := strings.SplitN(version, ".", 2)[0] // v3, v4
-	pkg := "helm.sh/helm/" + major + "/cmd/helm@" + version
-	t.Logf("building %s into %s (make helm-tools does this ahead)", pkg, dir)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", "install", "-trimpath", "-ldflags", "-s -w", pkg)
-	cmd.Dir = t.TempDir()
-	cmd.Env = append(os.Environ(), "GOBIN="+dir, "CGO_ENABLED=0", "GOWORK=off")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go install %s: %v\n%s", pkg, err, out)
-	}
-	return bin
-}
 
 // helmRun is one run of the helm CLI.
 type helmRun struct {
@@ -140,7 +117,7 @@ func TestHelmPlugin(t *testing.T) {
 
 	for _, version := range []string{helm3Version, helm4Version} {
 		t.Run("helm-"+version, func(t *testing.T) {
-			helm := helmCLI(t, root, version)
+			helm := e2e.HelmCLI(t, root, version)
 			home := t.TempDir()
 			env := helmEnv(home)
 			if got := helmOK(t, helm, env, "version", "--template", "{{.Version}}"); !strings.HasPrefix(got, strings.SplitN(version, ".", 2)[0]) {
@@ -260,7 +237,7 @@ func TestHelmPluginFromRelease(t *testing.T) {
 
 	for _, version := range []string{helm3Version, helm4Version} {
 		t.Run("helm-"+version, func(t *testing.T) {
-			helm := helmCLI(t, root, version)
+			helm := e2e.HelmCLI(t, root, version)
 
 			t.Run("unpacked archive", func(t *testing.T) {
 				home := t.TempDir()

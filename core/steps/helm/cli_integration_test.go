@@ -26,33 +26,14 @@ const (
 	helm4Version = "v4.3.1"
 )
 
-// helmCLI returns the helm CLI of version from .cache/tools, building it
-// from the Go module proxy as `make helm-tools` does when it is not there.
-// The CLIs only check compatibility from outside: khook itself never runs
-// helm.
+// helmCLI returns the helm CLI of version (see e2e.HelmCLI).
 func helmCLI(t *testing.T, version string) string {
 	t.Helper()
 	root, err := e2e.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := filepath.Join(root, ".cache", "tools", "helm-"+version)
-	bin := filepath.Join(dir, "helm")
-	if _, err := os.Stat(bin); err == nil {
-		return bin
-	}
-	major := strings.SplitN(version, ".", 2)[0]
-	pkg := "helm.sh/helm/" + major + "/cmd/helm@" + version
-	t.Logf("building %s into %s (make helm-tools does this ahead)", pkg, dir)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", "install", "-trimpath", "-ldflags", "-s -w", pkg)
-	cmd.Dir = t.TempDir()
-	cmd.Env = append(os.Environ(), "GOBIN="+dir, "CGO_ENABLED=0", "GOWORK=off")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go install %s: %v\n%s", pkg, err, out)
-	}
-	return bin
+	return e2e.HelmCLI(t, root, version)
 }
 
 // helmCmd runs one helm CLI against the test cluster, in a home of its own.
