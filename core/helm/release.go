@@ -204,6 +204,7 @@ func (c *Client) install(ctx context.Context, cfg *configuration, r Release, ch 
 	in.WaitStrategy, in.WaitOptions = cfg.waitStrategy(ctx, r.Wait || r.Atomic)
 	in.RollbackOnFailure = r.Atomic
 	in.ServerSideApply = false // as Helm 3 applied: see the package doc
+	cfg.kube.clientSideCreates = true
 	in.Replace = replace       // over an uninstalled revision kept in history
 	in.Timeout = helmTimeout(ctx, r)
 	in.DisableOpenAPIValidation = noClientValidation

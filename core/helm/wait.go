@@ -51,6 +51,9 @@ type kubeClient struct {
 	// ctx bounds khook's waits: the operation's context (set by
 	// configuration.waitStrategy before Helm runs).
 	ctx context.Context
+	// clientSideCreates: the operation applies client-side, so Create
+	// creates without Helm's process-wide lock (see Create).
+	clientSideCreates bool
 }
 
 var _ helmkube.InterfaceWaitOptions = (*kubeClient)(nil)
