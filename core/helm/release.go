@@ -204,10 +204,10 @@ func (c *Client) install(ctx context.Context, cfg *configuration, r Release, ch 
 	in.WaitStrategy, in.WaitOptions = cfg.waitStrategy(ctx, r.Wait || r.Atomic)
 	in.RollbackOnFailure = r.Atomic
 	in.ServerSideApply = false // as Helm 3 applied: see the package doc
-	cfg.kube.clientSideCreates = true
 	in.Replace = replace       // over an uninstalled revision kept in history
 	in.Timeout = helmTimeout(ctx, r)
 	in.DisableOpenAPIValidation = noClientValidation
+	cfg.kube.clientSideCreates = !in.ServerSideApply // creates without Helm's process-wide lock: see kubeClient.Create
 	c.env.logf("installing chart %s as release %s in %s", ch.Ref, r.Name, r.Namespace)
 	rel, err := v1Release(in.RunWithContext(ctx, chrt, vals))
 	if err != nil {

@@ -42,7 +42,8 @@ func (cfg *configuration) waitStrategy(ctx context.Context, wait bool) (helmkube
 // kubeClient is Helm's Kubernetes client with khook's readiness waits:
 // for the status watcher strategy, Wait and WaitWithJobs are khook's
 // (when readinessWaiter says so); for the hook-only strategy they wait for
-// nothing, as Helm's do; hooks and deletions are Helm's.
+// nothing, as Helm's do; waits for hooks and deletions are Helm's. An
+// install's creates are khook's too (create.go).
 type kubeClient struct {
 	*helmkube.Client
 	clients *kube.Clients
