@@ -5,6 +5,7 @@
 //	khook-testcluster up     --dir DIR [--timeout 2m]  # start (or reuse a healthy one); last line: export KUBECONFIG=...
 //	khook-testcluster down   --dir DIR [--remove]      # stop every process by PID; keep the logs unless --remove
 //	khook-testcluster status --dir DIR                 # exit 0 when running and healthy
+//	khook-testcluster ready  --dir DIR --namespace NS --count N  # when N Deployments in NS are Current (bench/charts.sh)
 //
 // Progress goes to stderr; `up` prints only the export line on stdout, so
 // `eval "$(khook-testcluster up --dir DIR)"` works.
@@ -32,6 +33,7 @@ const usage = `usage: khook-testcluster up|down|status --dir DIR [flags]
   up      start a cluster in DIR (reused when one is running and healthy); the last line printed is "export KUBECONFIG=<path>"
   down    stop every process of the cluster in DIR by PID; keeps DIR/logs unless --remove
   status  show the cluster in DIR; exit 0 when it runs and is healthy
+  ready   watch the Deployments of --namespace until --count of them are Current by kstatus; print when (Unix ms) the first was seen and the last turned Current
 `
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -43,8 +45,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("khook-testcluster "+cmd, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	dir := fs.String("dir", os.Getenv(testcluster.EnvCluster), "cluster directory (default $"+testcluster.EnvCluster+")")
-	timeout := fs.Duration("timeout", 2*time.Minute, "up: how long to wait for the cluster to be ready")
+	timeout := fs.Duration("timeout", 2*time.Minute, "up: how long to wait for the cluster to be ready; ready: for the Deployments")
 	remove := fs.Bool("remove", false, "down: remove the whole directory, logs included")
+	namespace := fs.String("namespace", "", "ready: the namespace of the Deployments")
+	count := fs.Int("count", 0, "ready: how many Deployments")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -62,6 +66,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = testcluster.Down(*dir, *remove, stderr)
 	case "status":
 		err = status(ctx, *dir, stdout)
+	case "ready":
+		err = ready(ctx, *dir, *namespace, *count, *timeout, stdout)
 	default:
 		fmt.Fprint(stderr, usage)
 		return 2
