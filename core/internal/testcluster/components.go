@@ -118,6 +118,11 @@ func kcmArgs(dir string, p Ports) []string {
 		// seconds, the pace of the throttle, not of the controllers
 		"--kube-api-qps=1000",
 		"--kube-api-burst=1000",
+		// a PVC created just after the PV it names, before the PV
+		// controller's cache has that PV, is bound at the controller's
+		// next periodic sync (15 s by default): a release with a PV and
+		// its PVC took anywhere from 0.2 to 11 s to become ready
+		"--pvclaimbinder-sync-period=1s",
 		"--profiling=false",
 		"--v=1",
 	}
