@@ -8,9 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"reflect"
 	"sort"
-	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -52,6 +50,7 @@ type target struct {
 	patchType    types.PatchType
 	typ          string // strategic, merge, json
 	body         []byte
+	named        []fieldPath // the fields the patch names
 }
 
 func resolve(ctx context.Context, req *step.Request) (*target, error) {
@@ -87,6 +86,9 @@ func resolve(ctx context.Context, req *step.Request) (*target, error) {
 	if t.body, err = json.Marshal(p.Patch); err != nil {
 		return nil, fmt.Errorf("patch body: %w", err)
 	}
+	if t.named, err = namedPaths(t.patchType, t.body); err != nil {
+		return nil, err
+	}
 	return t, nil
 }
 
@@ -106,9 +108,9 @@ func (e *Executor) Run(ctx context.Context, req *step.Request) (result step.Outc
 		return step.Outcome{}, t.explain(err)
 	}
 	diff.Learn(req.Redactor, out.Object, live.Object)
-	// unchanged when the patch changed nothing but what controllers write
-	// meanwhile (status)
-	if out.GetResourceVersion() == live.GetResourceVersion() || !changedBesidesStatus(ChangedFields(live, out)) {
+	// unchanged when the patch changed none of the fields it names: a
+	// controller may write elsewhere between the read and the patch
+	if out.GetResourceVersion() == live.GetResourceVersion() || !patchChanged(t.named, live, out) {
 		return step.Outcome{Message: fmt.Sprintf("%s unchanged: the %s patch was already applied", t.subject, t.typ)}, nil
 	}
 	return step.Outcome{Message: fmt.Sprintf("%s patched (%s)", t.subject, t.typ)}, nil
@@ -198,15 +200,6 @@ func (e *Executor) Diff(ctx context.Context, req *step.Request) (result step.Dif
 	return step.Diff{Objects: []step.ObjectDiff{{Name: t.subject, Live: live, Merged: dry}}}, nil
 }
 
-func changedBesidesStatus(paths []string) bool {
-	for _, p := range paths {
-		if p != ".status" && !strings.HasPrefix(p, ".status.") {
-			return true
-		}
-	}
-	return false
-}
-
 // explain turns an API error into a line naming the target: a missing
 // target, and a strategic patch a custom resource refuses (415), get a
 // hint.
@@ -235,38 +228,10 @@ var ignoredFields = [][]string{
 // where after differs from before, ignoring resourceVersion, managedFields
 // and generation. Lists are compared whole.
 func ChangedFields(before, after *unstructured.Unstructured) []string {
-	b, a := before.DeepCopy().Object, after.DeepCopy().Object
-	for _, f := range ignoredFields {
-		unstructured.RemoveNestedField(b, f...)
-		unstructured.RemoveNestedField(a, f...)
-	}
 	var out []string
-	diffPaths("", b, a, &out)
+	for _, p := range changedPaths(before, after) {
+		out = append(out, p.String())
+	}
 	sort.Strings(out)
 	return out
-}
-
-func diffPaths(prefix string, b, a any, out *[]string) {
-	bm, bok := b.(map[string]any)
-	am, aok := a.(map[string]any)
-	if bok && aok {
-		keys := map[string]bool{}
-		for k := range bm {
-			keys[k] = true
-		}
-		for k := range am {
-			keys[k] = true
-		}
-		for k := range keys {
-			diffPaths(prefix+"."+k, bm[k], am[k], out)
-		}
-		return
-	}
-	if !reflect.DeepEqual(b, a) {
-		p := prefix
-		if p == "" {
-			p = "."
-		}
-		*out = append(*out, p)
-	}
 }
