@@ -15,8 +15,8 @@ import (
 // create does: kind after kind in the order given, the resources of one
 // kind in parallel, each create retried on conflict, every failure
 // reported. It leaves out Helm 4's one process-wide lock around every
-// create (helm/helm#30972, guarding a race in Helm's own tests), which made
-// the creates of releases installed in parallel wait for one another: ten
+// create (added against a data race the change does not locate,
+// helm/helm#30972), which made the creates of releases installed in parallel wait for one another: ten
 // releases of two objects were twenty creates in a row (decision 105).
 //
 // khook creates this way only when it knows the operation applies
