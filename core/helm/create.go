@@ -16,8 +16,10 @@ import (
 // kind in parallel, each create retried on conflict, every failure
 // reported. It leaves out Helm 4's one process-wide lock around every
 // create (added against a data race the change does not locate,
-// helm/helm#30972), which made the creates of releases installed in parallel wait for one another: ten
-// releases of two objects were twenty creates in a row (decision 105).
+// helm/helm#30972; each create reads and writes only its own object),
+// which made the creates of releases installed in parallel wait for one
+// another: ten releases of two objects were twenty creates in a row
+// (decision 105).
 //
 // khook creates this way only when it knows the operation applies
 // client-side: an install (see Client.install, which never applies
