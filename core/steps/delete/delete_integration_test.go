@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"khook.io/core/internal/steptest"
 	"khook.io/core/internal/testcluster"
@@ -228,6 +229,13 @@ func TestDeleteBareType(t *testing.T) {
 	e := newEnv(t)
 	e.configMap(e.ns, "x", nil)
 	e.configMap(e.ns, "y", nil)
+	// the root CA publisher adds kube-root-ca.crt to a new namespace at its
+	// own pace (on a loaded machine, after the two above)
+	if err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return e.exists(e.ns, "kube-root-ca.crt"), nil
+	}); err != nil {
+		t.Fatalf("kube-root-ca.crt never appeared: %v", err)
+	}
 	out := mustRun(t, e.request("name: d\ndelete:\n  resource: configmaps\n  namespace: "+e.ns))
 	if out.Message != "deleted 3 configmaps (namespace "+e.ns+")" {
 		t.Errorf("message %q", out.Message)
