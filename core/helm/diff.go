@@ -150,16 +150,12 @@ func (c *Client) diff(ctx context.Context, r Release) (ReleaseDiff, error) {
 // map the chart's objects yet (custom resources whose definitions the
 // install itself creates), the chart is rendered without the server.
 func (c *Client) renderInstall(ctx context.Context, cfg *configuration, r Release, ch *Chart, vals map[string]any, replace bool, d *ReleaseDiff) (*release.Release, error) {
-	exists, err := c.namespaceExists(ctx, r.Namespace)
+	note, err := c.namespaceNote(ctx, r)
 	if err != nil {
 		return nil, err
 	}
-	if exists == no {
-		if r.CreateNamespace {
-			d.Notes = append(d.Notes, "namespace "+r.Namespace+" will be created")
-		} else {
-			d.Notes = append(d.Notes, "namespace "+r.Namespace+" does not exist: unless an earlier step creates it, the install will fail")
-		}
+	if note != "" {
+		d.Notes = append(d.Notes, note)
 	}
 	chrt, err := ch.load()
 	if err != nil {

@@ -94,16 +94,12 @@ func (c *Client) plan(ctx context.Context, r Release) (Plan, error) {
 		if last != nil {
 			p.Details = append(p.Details, fmt.Sprintf("replaces %s kept in history", p.Current))
 		}
-		exists, err := c.namespaceExists(ctx, r.Namespace)
+		note, err := c.namespaceNote(ctx, r)
 		if err != nil {
 			return Plan{}, err
 		}
-		if exists == no {
-			if r.CreateNamespace {
-				p.Details = append(p.Details, "namespace "+r.Namespace+" will be created")
-			} else {
-				p.Details = append(p.Details, "namespace "+r.Namespace+" does not exist: unless an earlier step creates it, the install will fail")
-			}
+		if note != "" {
+			p.Details = append(p.Details, note)
 		}
 		if err := c.checkInstall(ctx, cfg, r, ch, vals, last != nil); err != nil {
 			p.Action, p.Reason = PlanUnknown, "the install would fail: "+err.Error()

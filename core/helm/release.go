@@ -18,7 +18,6 @@ import (
 	release "helm.sh/helm/v4/pkg/release/v1"
 	"helm.sh/helm/v4/pkg/storage/driver"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"khook.io/core/objects"
 )
@@ -426,7 +425,7 @@ func (c *Client) ensureNamespace(ctx context.Context, ns string, create bool) er
 		}
 		return err
 	}
-	created, err := objects.New(c.env.Kube, objects.Options{}).EnsureNamespace(ctx, ns)
+	created, err := c.objects().EnsureNamespace(ctx, ns)
 	var unknown *objects.NamespaceUnknownError
 	switch {
 	case errors.As(err, &unknown):
@@ -450,16 +449,36 @@ const (
 // namespaceExists says whether ns exists, or unknown when the client may
 // not read namespaces.
 func (c *Client) namespaceExists(ctx context.Context, ns string) (tristate, error) {
-	_, err := c.env.Kube.Typed.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+	exists, err := c.objects().NamespaceExists(ctx, ns)
 	switch {
-	case err == nil:
-		return yes, nil
-	case apierrors.IsNotFound(err):
-		return no, nil
 	case apierrors.IsForbidden(err):
 		return unknown, nil
+	case err != nil:
+		return unknown, fmt.Errorf("check %w", err)
+	case exists:
+		return yes, nil
 	}
-	return unknown, fmt.Errorf("check namespace %s: %w", ns, err)
+	return no, nil
+}
+
+// namespaceNote is what a plan or diff of an install says of its
+// namespace: nothing when it exists (or may not be read), else whether
+// the step creates it.
+func (c *Client) namespaceNote(ctx context.Context, r Release) (string, error) {
+	exists, err := c.namespaceExists(ctx, r.Namespace)
+	switch {
+	case err != nil || exists != no:
+		return "", err
+	case r.CreateNamespace:
+		return "namespace " + r.Namespace + " will be created", nil
+	}
+	return "namespace " + r.Namespace + " does not exist: unless an earlier step creates it, the install will fail", nil
+}
+
+// objects is the object manager of the run's clients: namespaces are
+// read and created through its one policy.
+func (c *Client) objects() *objects.Manager {
+	return objects.New(c.env.Kube, objects.Options{Redactor: c.env.Redactor})
 }
 
 // helmTimeout is the timeout Helm gets for an install or upgrade: with
