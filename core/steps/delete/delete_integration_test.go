@@ -13,8 +13,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"khook.io/core/internal/steptest"
 	"khook.io/core/internal/testcluster"
@@ -23,6 +24,7 @@ import (
 	"khook.io/core/step"
 	"khook.io/core/steps/apply"
 	deletestep "khook.io/core/steps/delete"
+	"khook.io/core/waiter"
 )
 
 func TestMain(m *testing.M) { os.Exit(testcluster.Main(m)) }
@@ -82,6 +84,21 @@ func (e *env) exists(ns, name string) bool {
 		e.t.Fatal(err)
 	}
 	return err == nil
+}
+
+// waitExists waits, by watch, until the ConfigMap ns/name exists.
+func (e *env) waitExists(ns, name string) {
+	e.t.Helper()
+	m, err := e.clients.Mapper.RESTMapping(schema.GroupKind{Kind: "ConfigMap"}, "v1")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(e.t.Context(), 30*time.Second)
+	defer cancel()
+	exists := func(*unstructured.Unstructured) (bool, string, error) { return true, "exists", nil }
+	if err := waiter.Wait(ctx, e.clients, waiter.Options{Targets: []waiter.Target{{Mapping: m, Namespace: ns, Name: name}}, Check: exists}); err != nil {
+		e.t.Fatal(err)
+	}
 }
 
 func cmYAML(name string) string {
@@ -231,11 +248,7 @@ func TestDeleteBareType(t *testing.T) {
 	e.configMap(e.ns, "y", nil)
 	// the root CA publisher adds kube-root-ca.crt to a new namespace at its
 	// own pace (on a loaded machine, after the two above)
-	if err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		return e.exists(e.ns, "kube-root-ca.crt"), nil
-	}); err != nil {
-		t.Fatalf("kube-root-ca.crt never appeared: %v", err)
-	}
+	e.waitExists(e.ns, "kube-root-ca.crt")
 	out := mustRun(t, e.request("name: d\ndelete:\n  resource: configmaps\n  namespace: "+e.ns))
 	if out.Message != "deleted 3 configmaps (namespace "+e.ns+")" {
 		t.Errorf("message %q", out.Message)
