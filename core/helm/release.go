@@ -419,8 +419,8 @@ func (c *Client) recoverPending(ctx context.Context, cfg *configuration, r Relea
 // namespace is missing.
 func (c *Client) ensureNamespace(ctx context.Context, ns string, create bool) error {
 	if !create {
-		exists, err := c.namespaceExists(ctx, ns)
-		if err == nil && exists == no {
+		missing, err := c.namespaceMissing(ctx, ns)
+		if missing {
 			return fmt.Errorf("namespace %s does not exist: create it in an earlier step or set createNamespace: true", ns)
 		}
 		return err
@@ -438,36 +438,27 @@ func (c *Client) ensureNamespace(ctx context.Context, ns string, create bool) er
 	return nil
 }
 
-type tristate int
-
-const (
-	unknown tristate = iota
-	yes
-	no
-)
-
-// namespaceExists says whether ns exists, or unknown when the client may
-// not read namespaces.
-func (c *Client) namespaceExists(ctx context.Context, ns string) (tristate, error) {
+// namespaceMissing reports whether ns is known not to exist: false when
+// it exists, and when the client may not read namespaces (the install's
+// own error then says it).
+func (c *Client) namespaceMissing(ctx context.Context, ns string) (bool, error) {
 	exists, err := c.objects().NamespaceExists(ctx, ns)
 	switch {
 	case apierrors.IsForbidden(err):
-		return unknown, nil
+		return false, nil
 	case err != nil:
-		return unknown, fmt.Errorf("check %w", err)
-	case exists:
-		return yes, nil
+		return false, fmt.Errorf("check %w", err)
 	}
-	return no, nil
+	return !exists, nil
 }
 
 // namespaceNote is what a plan or diff of an install says of its
 // namespace: nothing when it exists (or may not be read), else whether
 // the step creates it.
 func (c *Client) namespaceNote(ctx context.Context, r Release) (string, error) {
-	exists, err := c.namespaceExists(ctx, r.Namespace)
+	missing, err := c.namespaceMissing(ctx, r.Namespace)
 	switch {
-	case err != nil || exists != no:
+	case err != nil || !missing:
 		return "", err
 	case r.CreateNamespace:
 		return "namespace " + r.Namespace + " will be created", nil
