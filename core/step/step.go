@@ -46,6 +46,35 @@ type Request struct {
 	Redactor *redact.Redactor
 	// Log reports progress ("waiting for 2 pods"). Safe for concurrent use.
 	Log func(format string, args ...any)
+	// Run identifies the khook run the step belongs to; the zero Run is
+	// a run that knows nothing of other runs.
+	Run Run
+}
+
+// Run identifies one khook run (one command on one cluster), for what a
+// step writes that another run must recognise: a helm release's revision
+// carries its ID as the label RunLabel, so a later run can tell a
+// revision left pending by a run that is gone from one a live run is
+// still working on.
+type Run struct {
+	// ID is the run's id: the holder identity of its run lock when the
+	// spec has a state record, else an id of its own. Empty: unknown.
+	ID string
+	// Abandoned reports whether the run of id is known to be gone: it held
+	// this spec's run lock, stopped renewing it (killed), and this run took
+	// the expired lock over. Nil, or false: not known to be gone (it may
+	// be running).
+	Abandoned func(id string) bool
+}
+
+// RunLabel is the label that names, on what a run writes for others to
+// recognise (a helm release revision), the id of the khook run that wrote
+// it.
+const RunLabel = "khook.io/run"
+
+// IsAbandoned reports whether the run of id is known to be gone.
+func (r Run) IsAbandoned(id string) bool {
+	return id != "" && r.Abandoned != nil && r.Abandoned(id)
 }
 
 // Logf reports progress with every secret masked (object names and a
