@@ -1,0 +1,227 @@
+//go:build integration
+
+package lock
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"khook.io/core/internal/testcluster"
+)
+
+func TestMain(m *testing.M) { os.Exit(testcluster.Main(m)) }
+
+func client(t *testing.T) kubernetes.Interface {
+	t.Helper()
+	c, err := kubernetes.NewForConfig(testcluster.Get(t).RESTConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func holder(id string) Holder {
+	return Holder{ID: id, User: "tester", Host: "host-" + id, PID: 42, Version: "v0.0.0-test", Command: "apply"}
+}
+
+// later is a clock d ahead of this machine's.
+func later(d time.Duration) func() time.Time { return func() time.Time { return time.Now().Add(d) } }
+
+func TestHeldLockFailsAtOnceNamingTheHolder(t *testing.T) {
+	c := client(t)
+	loc := Location{Namespace: testcluster.Get(t).NewNamespace(t, "lock"), Name: "khook-state-x"}
+	ctx := context.Background()
+	a, err := Acquire(ctx, c, loc, holder("aaaa"), Options{Labels: map[string]string{"khook.io/spec": "x"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lease, err := c.CoordinationV1().Leases(loc.Namespace).Get(ctx, loc.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := *lease.Spec.HolderIdentity; got != "aaaa" || lease.Labels["khook.io/spec"] != "x" || lease.Labels[ManagedByLabel] != ManagedBy {
+		t.Fatalf("lease holder %q, labels %v", got, lease.Labels)
+	}
+	_, err = Acquire(ctx, c, loc, holder("bbbb"), Options{})
+	var held *HeldError
+	if !errors.As(err, &held) {
+		t.Fatalf("second acquire: %v, want a HeldError", err)
+	}
+	for _, want := range []string{loc.String(), "tester@host-aaaa", "pid 42", "khook v0.0.0-test", "apply", "run aaaa", "started", "last renewed", "--lock-timeout", "force-unlock aaaa"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+	if err := a.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CoordinationV1().Leases(loc.Namespace).Get(ctx, loc.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("released lock: the Lease is still there (%v)", err)
+	}
+	b, err := Acquire(ctx, c, loc, holder("bbbb"), Options{})
+	if err != nil {
+		t.Fatalf("acquire after release: %v", err)
+	}
+	if b.TookOver() != nil {
+		t.Errorf("a released lock was taken over from %v", b.TookOver())
+	}
+	if err := b.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A waiting run takes the lock as soon as its holder releases it.
+func TestLockTimeoutWaitsForTheRelease(t *testing.T) {
+	c := client(t)
+	loc := Location{Namespace: testcluster.Get(t).NewNamespace(t, "lock"), Name: "khook-state-w"}
+	ctx := context.Background()
+	a, err := Acquire(ctx, c, loc, holder("aaaa"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiting := make(chan Holder, 1)
+	type result struct {
+		l   *Lock
+		err error
+	}
+	got := make(chan result, 1)
+	go func() {
+		l, err := Acquire(ctx, c, loc, holder("bbbb"), Options{Timeout: time.Minute, Waiting: func(h Holder) { waiting <- h }})
+		got <- result{l, err}
+	}()
+	if h := <-waiting; h.ID != "aaaa" {
+		t.Fatalf("waits for %q, want aaaa", h.ID)
+	}
+	select {
+	case r := <-got:
+		t.Fatalf("acquired while held: %v %v", r.l, r.err)
+	default:
+	}
+	if err := a.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := <-got
+	if r.err != nil {
+		t.Fatalf("waiting acquire: %v", r.err)
+	}
+	if r.l.TookOver() != nil {
+		t.Errorf("took over %v from a released lock", r.l.TookOver())
+	}
+	if err := r.l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A holder that stopped renewing loses the lock after LeaseDuration: the
+// next run takes it over and knows whom from, and the old holder, if it
+// lives on, finds its lock lost at its next renewal and must stop.
+func TestExpiredLockIsTakenOverAndTheOldHolderLosesIt(t *testing.T) {
+	c := client(t)
+	loc := Location{Namespace: testcluster.Get(t).NewNamespace(t, "lock"), Name: "khook-state-e"}
+	ctx := context.Background()
+	a, err := Acquire(ctx, c, loc, holder("aaaa"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// a clock just short of the expiry: still held
+	if _, err := Acquire(ctx, c, loc, holder("bbbb"), Options{Now: later(LeaseDuration - 2*time.Second)}); !errors.As(err, new(*HeldError)) {
+		t.Fatalf("acquire before the expiry: %v, want a HeldError", err)
+	}
+	b, err := Acquire(ctx, c, loc, holder("bbbb"), Options{Now: later(LeaseDuration + 2*time.Second)})
+	if err != nil {
+		t.Fatalf("acquire after the expiry: %v", err)
+	}
+	if took := b.TookOver(); took == nil || took.ID != "aaaa" || took.Host != "host-aaaa" {
+		t.Fatalf("took over %+v, want aaaa's holder", took)
+	}
+	<-a.Lost() // at a's next renewal
+	var lost *LostError
+	if !errors.As(a.Err(), &lost) || !strings.Contains(lost.Error(), "run bbbb") {
+		t.Fatalf("a's lock: %v, want lost to run bbbb", a.Err())
+	}
+	if err := a.Release(ctx); err != nil {
+		t.Fatalf("release of a lost lock: %v", err)
+	}
+	if h, held, err := Read(ctx, c, loc); err != nil || !held || h.ID != "bbbb" {
+		t.Fatalf("after a's release the lock is %+v held=%v (%v), want bbbb's", h, held, err)
+	}
+	if err := b.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A waiting run whose own clock is behind the holder's still takes over a
+// lock that stopped changing for LeaseDuration (observed, as client-go's
+// leader election does). Here the holder is gone for good: its Lease,
+// written with a renewTime in the future, is never renewed again.
+func TestWaitTakesOverALockThatStoppedChanging(t *testing.T) {
+	c := client(t)
+	loc := Location{Namespace: testcluster.Get(t).NewNamespace(t, "lock"), Name: "khook-state-o"}
+	ctx := context.Background()
+	a, err := Acquire(ctx, c, loc, holder("aaaa"), Options{Now: later(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	close(a.stop) // the holder dies: no more renewals, no release
+	<-a.done
+	b, err := Acquire(ctx, c, loc, holder("bbbb"), Options{Timeout: 2 * time.Minute})
+	if err != nil {
+		t.Fatalf("acquire: %v", err)
+	}
+	if took := b.TookOver(); took == nil || took.ID != "aaaa" {
+		t.Fatalf("took over %+v, want aaaa", took)
+	}
+	if err := b.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestForceUnlockOnlyTheNamedHolder(t *testing.T) {
+	c := client(t)
+	loc := Location{Namespace: testcluster.Get(t).NewNamespace(t, "lock"), Name: "khook-state-f"}
+	ctx := context.Background()
+	if _, err := ForceUnlock(ctx, c, loc, "aaaa"); err == nil || !strings.Contains(err.Error(), "not locked") {
+		t.Fatalf("force-unlock of no lock: %v", err)
+	}
+	a, err := Acquire(ctx, c, loc, holder("aaaa"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ForceUnlock(ctx, c, loc, "zzzz"); err == nil || !strings.Contains(err.Error(), "run aaaa") {
+		t.Fatalf("force-unlock of another id: %v", err)
+	}
+	if _, held, _ := Read(ctx, c, loc); !held {
+		t.Fatal("a force-unlock naming another id broke the lock")
+	}
+	h, err := ForceUnlock(ctx, c, loc, "aaaa")
+	if err != nil || h.ID != "aaaa" {
+		t.Fatalf("force-unlock: %+v %v", h, err)
+	}
+	<-a.Lost()
+	if !strings.Contains(a.Err().Error(), "deleted") {
+		t.Fatalf("the unlocked holder's lock: %v", a.Err())
+	}
+	_ = a.Release(ctx)
+}
+
+func TestForbiddenLockIsAClearError(t *testing.T) {
+	tc := testcluster.Get(t)
+	c, err := kubernetes.NewForConfig(tc.LimitedRESTConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	loc := Location{Namespace: tc.NewNamespace(t, "lock"), Name: "khook-state-r"}
+	_, err = Acquire(context.Background(), c, loc, holder("aaaa"), Options{})
+	var forbidden *ForbiddenError
+	if !errors.As(err, &forbidden) || !strings.Contains(err.Error(), "leases.coordination.k8s.io") {
+		t.Fatalf("acquire without the right: %v, want a ForbiddenError", err)
+	}
+}
