@@ -120,3 +120,38 @@ func TestSecretsAreFingerprintedNotHashedInTheClear(t *testing.T) {
 		t.Fatal("the hash carries the secret")
 	}
 }
+
+// TestPinnedHashes pins input hashes computed before the steps declared
+// their own inputs (the state package read them itself): a record written
+// by an earlier khook must still match, or the next run re-runs every step.
+func TestPinnedHashes(t *testing.T) {
+	dir := t.TempDir()
+	writeTree(t, dir, kustomizeLayout)
+	writeTree(t, dir, chartLayout)
+	writeTree(t, dir, map[string]string{
+		"manifests/a.yaml":     "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n",
+		"manifests/sub/b.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: b}\n",
+		"values.yaml":          "a: 1\n",
+	})
+	cases := []struct{ name, step, want string }{
+		{"apply: files, a kustomization and a url",
+			"  - name: a\n    apply: {manifests: [{file: ./manifests/a.yaml}, {file: ./manifests/sub/b.yaml}, {kustomize: ./overlays/prod}, {url: https://example.com/x.yaml}]}\n",
+			"sha256:29f279fe6621323176b67d64e3749403cadfba29452a93cb64530a4d2e5951b4"},
+		{"delete: a file", "  - name: d\n    delete: {manifests: [{file: ./manifests/a.yaml}]}\n",
+			"sha256:199a9d01889c03345ca794367e6ef572f2074a74dc61dad6d84c14f4e2d8e462"},
+		{"helm: a local chart with file:// dependencies and a values file",
+			"  - name: h\n    helm: {chart: ./app, namespace: apps, valuesFrom: [{file: ./values.yaml}, {url: https://example.com/v.yaml}]}\n",
+			"sha256:a11cdf7bec55af4ce5295515577dba23e2e6899e7d5c7c64662c05ededdfcbc8"},
+		{"helm: a remote chart", "  - name: r\n    helm: {chart: app, repo: https://charts.example.com, version: 1.0.0, values: {a: 1}}\n",
+			"sha256:8f813c1af9163cf5b6bc84b03470a389e146024e3cffa8ff4c5c1613915d46f9"},
+		{"job: no local inputs", "  - name: j\n    job: {image: busybox}\n",
+			"sha256:a234023aaeef9298b341663f044aa95589a97c1b9baf0dd7f3105f7f88a88c39"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := hashOf(t, dir, c.step); got != c.want {
+				t.Errorf("hash = %q, want %q", got, c.want)
+			}
+		})
+	}
+}
