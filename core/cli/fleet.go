@@ -3,12 +3,14 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/csv"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -44,14 +46,19 @@ type FleetFlags struct {
 	VarDir   string
 	// Parallelism bounds how many clusters run at once (0: no bound).
 	Parallelism int
+
+	// emptyContexts and emptyVarDir record a flag given an empty value
+	// (--contexts '', an unset CI variable): refused, never taken for
+	// the flag's absence.
+	emptyContexts, emptyVarDir bool
 }
 
 // AddFlags registers the fleet flags; contextFlag is the name of the
 // connection's own flag for one context (--contexts is refused with it).
 func (f *FleetFlags) AddFlags(cmd *cobra.Command, contextFlag string) {
 	fs := cmd.Flags()
-	fs.StringSliceVar(&f.Contexts, "contexts", nil, fmt.Sprintf("run on each of these kubeconfig contexts (a fleet): names and glob patterns (*, ?, [...]; * does not match /), comma-separated or repeated, e.g. 'prod-*,staging-eu'; not with --%s", contextFlag))
-	fs.StringVar(&f.VarDir, "var-dir", "", "with --contexts: each context's variables from DIR/<context>.yaml (a flat map, like --var-file, winning over the --var-file files); one must exist for every context")
+	fs.Var(&contextsValue{list: &f.Contexts, empty: &f.emptyContexts}, "contexts", fmt.Sprintf("run on each of these kubeconfig contexts (a fleet): names and glob patterns (*, ?, [...]; * does not match /), comma-separated or repeated, e.g. 'prod-*,staging-eu'; not with --%s", contextFlag))
+	fs.Var(&nonEmptyValue{value: &f.VarDir, empty: &f.emptyVarDir}, "var-dir", "with --contexts: each context's variables from DIR/<context>.yaml (a flat map, like --var-file, winning over the --var-file files); one must exist for every context")
 	fs.IntVar(&f.Parallelism, "fleet-parallelism", defaultFleetParallelism, "with --contexts: how many clusters run at once (0: no limit)")
 	_ = cmd.MarkFlagDirname("var-dir")
 }
@@ -61,9 +68,19 @@ func NewFleetFlags() FleetFlags { return FleetFlags{Parallelism: defaultFleetPar
 
 func (f *FleetFlags) enabled() bool { return len(f.Contexts) > 0 }
 
-// check refuses fleet flags without --contexts, and a negative bound.
+// check refuses a fleet flag given an empty value, fleet flags without
+// --contexts, and a negative bound.
 func (f *FleetFlags) check() error {
+	var empty []error
+	if f.emptyContexts || len(f.Contexts) > 0 && !slices.ContainsFunc(f.Contexts, notBlank) {
+		empty = append(empty, errors.New("--contexts was given an empty value (an unset variable?): it names the clusters to run on, so it is not taken for its absence (the current context); name the contexts, or leave the flag out"))
+	}
+	if f.emptyVarDir {
+		empty = append(empty, errors.New("--var-dir was given an empty value (an unset variable?): name the folder of the contexts' variables files, or leave the flag out"))
+	}
 	switch {
+	case len(empty) > 0:
+		return invalid(errors.Join(empty...))
 	case f.Parallelism < 0:
 		return invalid(errors.New("--fleet-parallelism must not be negative"))
 	case f.enabled():
@@ -75,6 +92,59 @@ func (f *FleetFlags) check() error {
 	}
 	return nil
 }
+
+func notBlank(s string) bool { return strings.TrimSpace(s) != "" }
+
+// contextsValue is --contexts: pflag's string slice (comma-separated, CSV
+// quoting, repeatable), which also records a value naming no context at
+// all ('', ',', ' '), which pflag's would take for the flag's absence.
+type contextsValue struct {
+	list    *[]string
+	empty   *bool
+	changed bool
+}
+
+func (v *contextsValue) Set(val string) error {
+	var entries []string
+	if val != "" {
+		var err error
+		if entries, err = csv.NewReader(strings.NewReader(val)).Read(); err != nil {
+			return err
+		}
+	}
+	if !slices.ContainsFunc(entries, notBlank) {
+		*v.empty = true
+	}
+	if !v.changed {
+		*v.list = entries
+		v.changed = true
+	} else {
+		*v.list = append(*v.list, entries...)
+	}
+	return nil
+}
+
+func (v *contextsValue) Type() string { return "stringSlice" }
+
+func (v *contextsValue) String() string { return "[" + strings.Join(*v.list, ",") + "]" }
+
+// nonEmptyValue is a string flag that records being given a blank value.
+type nonEmptyValue struct {
+	value *string
+	empty *bool
+}
+
+func (v *nonEmptyValue) Set(val string) error {
+	*v.value = val
+	if !notBlank(val) {
+		*v.empty = true
+	}
+	return nil
+}
+
+func (v *nonEmptyValue) Type() string { return "string" }
+
+func (v *nonEmptyValue) String() string { return *v.value }
 
 // member is one cluster of a fleet: its context, its connection and the
 // spec as its variables make it.
@@ -234,8 +304,11 @@ const fleetInterrupted = "not run: the fleet run was interrupted before its turn
 // runFleet runs apply or destroy on every cluster of the fleet, at most
 // --fleet-parallelism at once, each with its own connection, state record
 // and variables; a cluster that fails (unreachable, a step failed, its
-// record not writable) fails alone. Ctrl-C cancels every cluster: those
-// running stop their steps cleanly, those not started yet never start.
+// record not writable) fails alone. Every cluster is connected to (and
+// told apart from the others) before any runs: a fleet naming one cluster
+// twice with one state record runs nowhere. Ctrl-C cancels every cluster:
+// those running stop their steps cleanly, those not started yet never
+// start.
 func (o *RunOptions) runFleet(ctx context.Context) error {
 	members, err := loadFleet(o.Clusters, &o.Fleet, o.Spec)
 	if err != nil {
@@ -254,19 +327,159 @@ func (o *RunOptions) runFleet(ctx context.Context) error {
 	progress := render.NewFleetProgress(w, infos, popts)
 	start := time.Now()
 	runs := make([]render.ClusterRun, len(members))
+	conns := o.connectFleet(ctx, members, progress)
+	if ctx.Err() == nil {
+		if err := sameClusters(members, conns); err != nil {
+			for i, c := range conns {
+				if c.err == nil {
+					progress.Cluster(i).Finished(run.RunFailed, "not run: the fleet names one cluster twice")
+				}
+			}
+			progress.Close()
+			return &ExitError{Code: ExitInvalid, Err: err}
+		}
+	}
 	var g errgroup.Group
 	if p := o.Fleet.Parallelism; p > 0 {
 		g.SetLimit(p)
 	}
 	for i, m := range members {
+		cp := progress.Cluster(i)
+		if err := conns[i].err; err != nil {
+			runs[i] = o.memberFailed(ctx, m, cp, infos[i].Steps, conns[i].started, err)
+			continue
+		}
 		g.Go(func() error {
-			runs[i] = o.runMember(ctx, m, progress.Cluster(i), infos[i].Steps)
+			runs[i] = o.runMember(ctx, m, conns[i].s, cp, infos[i].Steps)
 			return nil // a cluster's error is its result
 		})
 	}
 	_ = g.Wait()
 	progress.Close()
 	return o.fleetReport(doc.Spec.Metadata.Name, runs, time.Since(start))
+}
+
+// memberConn is one cluster's connection, made before any cluster runs,
+// and its identity.
+type memberConn struct {
+	s       *session
+	id      kube.ClusterID
+	started time.Time
+	// err: the cluster cannot be used (unreachable, its identity
+	// unreadable, its turn never came); it fails alone.
+	err error
+}
+
+// connectFleet connects to every cluster of the fleet (checking each up
+// front, as a single run does), at most --fleet-parallelism at once, and
+// reads each one's identity; each connection serves its cluster's run.
+func (o *RunOptions) connectFleet(ctx context.Context, members []*member, progress *render.FleetProgress) []memberConn {
+	conns := make([]memberConn, len(members))
+	var g errgroup.Group
+	if p := o.Fleet.Parallelism; p > 0 {
+		g.SetLimit(p)
+	}
+	for i, m := range members {
+		g.Go(func() error {
+			c := &conns[i]
+			c.started = time.Now()
+			if ctx.Err() != nil {
+				c.err = errors.New(fleetInterrupted)
+				return nil
+			}
+			progress.Cluster(i).Connecting()
+			if c.s, c.err = o.Clusters.newSession(ctx, m.doc, m.getter, &linePrefixer{w: o.Streams.ErrOut, prefix: m.context + ": "}); c.err != nil {
+				return nil
+			}
+			pctx, cancel := c.s.preflight(ctx)
+			defer cancel()
+			c.id, c.err = c.s.clients.ClusterID(pctx)
+			return nil
+		})
+	}
+	_ = g.Wait()
+	return conns
+}
+
+// stateRecord names the state record doc's run writes: "" for none.
+func stateRecord(doc *load.Document) string {
+	if !doc.Spec.State.IsEnabled() {
+		return ""
+	}
+	return doc.Spec.StateNamespace() + "/" + doc.Spec.StateSecretName()
+}
+
+// sameClusters refuses a fleet in which two contexts are one cluster
+// (kube.SameCluster) unless both runs have a state record and the records
+// differ (a state.name with ${KHOOK_CONTEXT}: the user's word that they
+// are separate runs). A run without a record on a cluster another context
+// also runs on is refused too. Clusters that could not be connected to
+// fail alone and are left out. The error names every such set of
+// contexts, with the cluster's server.
+func sameClusters(members []*member, conns []memberConn) error {
+	n := len(members)
+	group := make([]int, n) // union-find over the clashes
+	for i := range group {
+		group[i] = i
+	}
+	var find func(int) int
+	find = func(i int) int {
+		if group[i] != i {
+			group[i] = find(group[i])
+		}
+		return group[i]
+	}
+	clash := false
+	for i := range n {
+		for j := i + 1; j < n; j++ {
+			if conns[i].err != nil || conns[j].err != nil || !kube.SameCluster(conns[i].id, conns[j].id) {
+				continue
+			}
+			ri, rj := stateRecord(members[i].doc), stateRecord(members[j].doc)
+			if ri != "" && rj != "" && ri != rj {
+				continue
+			}
+			clash = true
+			group[find(j)] = find(i)
+		}
+	}
+	if !clash {
+		return nil
+	}
+	var b strings.Builder
+	b.WriteString("the fleet names one cluster under several contexts, so nothing was run on any cluster:")
+	done := map[int]bool{}
+	for i := range n {
+		root := find(i)
+		if done[root] {
+			continue
+		}
+		var names []string
+		records := map[string]bool{}
+		for j := range n {
+			if find(j) == root {
+				names = append(names, strconv.Quote(members[j].context))
+				records[stateRecord(members[j].doc)] = true
+			}
+		}
+		if len(names) < 2 {
+			continue
+		}
+		done[root] = true
+		fmt.Fprintf(&b, "\ncontexts %s are one cluster (%s) and would run there at once, ", andList(names), conns[i].id)
+		switch {
+		case len(records) == 1 && records[""]:
+			b.WriteString("without a state record")
+		case len(records) == 1:
+			for r := range records {
+				fmt.Fprintf(&b, "sharing the state record %s", r)
+			}
+		default:
+			b.WriteString("not each with a state record of its own")
+		}
+	}
+	b.WriteString("\nname each cluster once in --contexts; contexts meant as separate runs of one cluster each need a state record of their own (state.name: khook-state-${KHOOK_CONTEXT})")
+	return errors.New(b.String())
 }
 
 // fleetReport prints a fleet run's report; its error says whether every
@@ -290,48 +503,53 @@ func (o *RunOptions) fleetReport(name string, runs []render.ClusterRun, elapsed 
 	return nil
 }
 
-// runMember runs the command on one cluster of the fleet.
-func (o *RunOptions) runMember(ctx context.Context, m *member, cp *render.ClusterProgress, steps []render.StepInfo) render.ClusterRun {
-	red := o.Redactor
-	cr := render.ClusterRun{Context: m.context, Started: time.Now()}
-	// fail ends the cluster's run before its steps ran
-	fail := func(err error) render.ClusterRun {
-		cr.Status, cr.Err = run.RunFailed, red.String(err.Error())
-		if ctx.Err() != nil {
-			cr.Status = run.RunInterrupted
-		}
-		cr.Result = render.NotRun(steps, "not run: "+firstLine(cr.Err))
-		cr.Duration = time.Since(cr.Started)
-		cp.Finished(cr.Status, cr.Err)
-		return cr
-	}
+// runMember runs the command on one cluster of the fleet, connected (s).
+func (o *RunOptions) runMember(ctx context.Context, m *member, s *session, cp *render.ClusterProgress, steps []render.StepInfo) render.ClusterRun {
+	started := time.Now()
 	if ctx.Err() != nil {
-		return fail(errors.New(fleetInterrupted))
-	}
-	cp.Connecting()
-	s, err := o.Clusters.newSession(ctx, m.doc, m.getter, &linePrefixer{w: o.Streams.ErrOut, prefix: m.context + ": "})
-	if err != nil {
-		return fail(err)
+		return o.memberFailed(ctx, m, cp, steps, started, errors.New(fleetInterrupted))
 	}
 	pctx, cancel := s.preflight(ctx)
 	defer cancel()
 	ex, err := s.prepare(pctx, o.Command)
 	if err != nil {
-		return fail(err)
+		return o.memberFailed(ctx, m, cp, steps, started, err)
 	}
 	if err := s.start(pctx, ex, cp); err != nil {
-		return fail(err)
+		return o.memberFailed(ctx, m, cp, steps, started, err)
 	}
+	cr := render.ClusterRun{Context: m.context, Started: started}
 	res, stateErr := s.runSteps(ctx, ex, o.Parallelism)
 	cr.Result, cr.Status, cr.Duration = res, res.Status, time.Since(cr.Started)
 	if stateErr != nil {
-		cr.Err = red.String(stateErr.Error())
+		cr.Err = o.Redactor.String(stateErr.Error())
 		if cr.Status == run.RunOK {
 			cr.Status = run.RunFailed
 		}
 	}
 	cp.Finished(cr.Status, cr.Err)
 	return cr
+}
+
+// memberFailed ends a cluster's run before its steps ran (interrupted
+// when ctx was cancelled).
+func (o *RunOptions) memberFailed(ctx context.Context, m *member, cp *render.ClusterProgress, steps []render.StepInfo, started time.Time, err error) render.ClusterRun {
+	cr := render.ClusterRun{Context: m.context, Started: started, Status: run.RunFailed, Err: o.Redactor.String(err.Error())}
+	if ctx.Err() != nil {
+		cr.Status = run.RunInterrupted
+	}
+	cr.Result = render.NotRun(steps, "not run: "+firstLine(cr.Err))
+	cr.Duration = time.Since(cr.Started)
+	cp.Finished(cr.Status, cr.Err)
+	return cr
+}
+
+// andList joins names as a sentence does: "a", "a and b", "a, b and c".
+func andList(names []string) string {
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
 }
 
 func firstLine(s string) string {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,7 +15,10 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
+	"khook.io/core/kube"
+	"khook.io/core/load"
 	"khook.io/core/redact"
+	"khook.io/core/spec"
 )
 
 // flagsConnection is kubectl's connection flags, for tests.
@@ -300,5 +304,117 @@ func TestFleetOptions(t *testing.T) {
 	var exit *ExitError
 	if err := do.Run(context.Background()); !errors.As(err, &exit) || exit.Code != ExitDiffError || !strings.Contains(err.Error(), `pattern "dev-*" matches no context`) {
 		t.Errorf("diff: %v", err)
+	}
+}
+
+// TestSameClusters: two contexts of one cluster run together only when
+// each has a state record of its own; every clash is named, with the
+// cluster's server.
+func TestSameClusters(t *testing.T) {
+	off := false
+	record := func(name string) *spec.State { return &spec.State{Name: name} }
+	doc := func(st *spec.State) *load.Document {
+		return &load.Document{Spec: &spec.Spec{Metadata: spec.Metadata{Name: "demo"}, State: st}}
+	}
+	one := kube.ClusterID{UID: "uid-1", Server: "https://one:6443", CA: "ca1"}
+	oneByProxy := kube.ClusterID{UID: "uid-1", Server: "https://proxy/one", CA: "ca2"}
+	two := kube.ClusterID{UID: "uid-2", Server: "https://two:6443", CA: "ca1"}
+	oneNoUID := kube.ClusterID{NoUID: "reading namespace kube-system is forbidden", Server: "https://one:6443", CA: "ca1"}
+	type m struct {
+		id    kube.ClusterID
+		state *spec.State
+		err   error
+	}
+	for _, tc := range []struct {
+		name    string
+		members []m
+		want    []string // in the error; none: no error
+	}{
+		{"two clusters", []m{{one, nil, nil}, {two, nil, nil}}, nil},
+		{"one cluster under two URLs, no record", []m{{one, nil, nil}, {oneByProxy, nil, nil}},
+			[]string{`contexts "c0" and "c1" are one cluster (https://one:6443, kube-system namespace UID uid-1) and would run there at once, without a state record`, "state.name: khook-state-${KHOOK_CONTEXT}"}},
+		{"one record shared", []m{{one, &spec.State{}, nil}, {oneByProxy, &spec.State{}, nil}}, []string{"sharing the state record default/khook-state-demo"}},
+		{"a record each", []m{{one, record("a"), nil}, {oneByProxy, record("b"), nil}}, nil},
+		{"a record each, one namespace apart", []m{{one, &spec.State{Namespace: "x"}, nil}, {one, &spec.State{}, nil}}, nil},
+		{"a record and none", []m{{one, record("a"), nil}, {one, &spec.State{Name: "b", Enabled: &off}, nil}}, []string{`"c0" and "c1"`, "not each with a state record of its own"}},
+		{"kube-system forbidden: the URL and CA", []m{{oneNoUID, nil, nil}, {one, nil, nil}}, []string{`"c0" and "c1"`, "reading namespace kube-system is forbidden: told apart by its URL and certificate authority"}},
+		{"kube-system forbidden, another URL", []m{{oneNoUID, nil, nil}, {oneByProxy, nil, nil}}, nil},
+		{"an unreachable cluster is left out", []m{{one, nil, nil}, {kube.ClusterID{}, nil, errors.New("unreachable")}, {two, nil, nil}}, nil},
+		{"three of one cluster, and a pair of another", []m{{one, nil, nil}, {two, nil, nil}, {one, nil, nil}, {two, nil, nil}, {oneByProxy, nil, nil}},
+			[]string{`contexts "c0", "c2" and "c4" are one cluster (https://one:6443`, `contexts "c1" and "c3" are one cluster (https://two:6443`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			members := make([]*member, len(tc.members))
+			conns := make([]memberConn, len(tc.members))
+			for i, x := range tc.members {
+				members[i] = &member{context: fmt.Sprintf("c%d", i), doc: doc(x.state)}
+				conns[i] = memberConn{id: x.id, err: x.err}
+			}
+			err := sameClusters(members, conns)
+			if len(tc.want) == 0 {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("not refused")
+			}
+			if !strings.HasPrefix(err.Error(), "the fleet names one cluster under several contexts, so nothing was run on any cluster:") {
+				t.Errorf("error: %v", err)
+			}
+			for _, s := range tc.want {
+				if !strings.Contains(err.Error(), s) {
+					t.Errorf("error lacks %q:\n%v", s, err)
+				}
+			}
+		})
+	}
+}
+
+// TestEmptyFleetFlags: --contexts or --var-dir given an empty value (an
+// unset CI variable) is refused, exit 2, for every command that has them,
+// before anything touches a cluster (the kubeconfig's current context is
+// unreachable: running there would say so, exit 1).
+func TestEmptyFleetFlags(t *testing.T) {
+	kc, spec, _ := fleetDir(t, map[string]string{"prod-eu": "eu-west-1"})
+	const contexts = "--contexts was given an empty value (an unset variable?)"
+	const dir = "--var-dir was given an empty value"
+	for _, tc := range []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"empty", []string{"--contexts", ""}, []string{contexts}},
+		{"empty, with =", []string{"--contexts="}, []string{contexts}},
+		{"a comma", []string{"--contexts", ","}, []string{contexts}},
+		{"blanks", []string{"--contexts", " , "}, []string{contexts}},
+		{"empty after a context", []string{"--contexts", "prod-eu", "--contexts", ""}, []string{contexts}},
+		{"an empty --var-dir", []string{"--contexts", "prod-eu", "--var-dir", ""}, []string{dir}},
+		{"an empty --var-dir alone", []string{"--var-dir", ""}, []string{dir}},
+		{"both", []string{"--contexts", "", "--var-dir", "", "--fleet-parallelism", "2"}, []string{contexts, dir}},
+	} {
+		for _, command := range []string{"apply", "destroy", "plan", "diff", "status"} {
+			t.Run(tc.name+"/"+command, func(t *testing.T) {
+				args := append([]string{command, "-f", spec}, tc.args...)
+				out, errOut, code := runFleetCLI(t, kubeconfigConnection(kc), []string{"REGION=x"}, args...)
+				if code != ExitInvalid {
+					t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, ExitInvalid, out, errOut)
+				}
+				for _, s := range tc.want {
+					if !strings.Contains(errOut, s) {
+						t.Errorf("stderr lacks %q:\n%s", s, errOut)
+					}
+				}
+				if strings.Contains(out+errOut, "127.0.0.1") {
+					t.Errorf("a cluster was contacted:\n%s%s", out, errOut)
+				}
+			})
+		}
+	}
+	// a library caller's blank entries are refused as the flag's are
+	ff := FleetFlags{Contexts: []string{"", " "}}
+	if err := ff.check(); err == nil || !strings.Contains(err.Error(), contexts) {
+		t.Errorf("blank entries: %v", err)
 	}
 }

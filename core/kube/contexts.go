@@ -1,13 +1,20 @@
 package kube
 
 import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"path"
 	"slices"
 	"strings"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/client-go/rest"
 )
 
 // Contexts returns the names of the contexts of the kubeconfig getter
@@ -127,3 +134,86 @@ func ForContext(getter genericclioptions.RESTClientGetter, name string) (generic
 	c.Context = &name
 	return c, nil
 }
+
+// ClusterID tells apart the clusters of a fleet's contexts: two contexts
+// of one cluster (one kubeconfig entry per proxy, per user, per region
+// alias) must not run one spec twice at once.
+type ClusterID struct {
+	// UID is the kube-system namespace's UID (what cluster registries,
+	// Argo CD and Cluster API among them, take for a cluster's identity);
+	// "" when it could not be read (NoUID says why).
+	UID   string
+	NoUID string
+	// Server is the API server's URL, without credentials.
+	Server string
+	// CA is a digest of the certificate authority the client trusts for
+	// the server ("" when it trusts the system's roots or none).
+	CA string
+}
+
+// SameCluster reports whether a and b are one cluster: their kube-system
+// UIDs are equal; or, when either UID could not be read, they are reached
+// at one URL with one certificate authority. Two UIDs that differ are two
+// clusters even at one URL (a proxy routing by credentials).
+func SameCluster(a, b ClusterID) bool {
+	if a.UID != "" && b.UID != "" {
+		return a.UID == b.UID
+	}
+	return a.Server == b.Server && a.CA == b.CA
+}
+
+// String names the cluster for messages: its server, and its kube-system
+// UID or why there is none.
+func (id ClusterID) String() string {
+	if id.UID != "" {
+		return fmt.Sprintf("%s, kube-system namespace UID %s", id.Server, id.UID)
+	}
+	return fmt.Sprintf("%s (%s: told apart by its URL and certificate authority)", id.Server, id.NoUID)
+}
+
+// ClusterID reads the identity of the clients' cluster. kube-system
+// forbidden (or missing) is not an error: the identity is then the URL and
+// the certificate authority, NoUID saying why. Any other error is: the
+// cluster cannot be told apart from the others.
+func (c *Clients) ClusterID(ctx context.Context) (ClusterID, error) {
+	id := ClusterID{Server: c.Server, CA: caDigest(c.Config)}
+	ns, err := c.Typed.CoreV1().Namespaces().Get(ctx, "kube-system", metav1.GetOptions{})
+	switch {
+	case err == nil:
+		id.UID = string(ns.UID)
+	case apierrors.IsForbidden(err):
+		id.NoUID = "reading namespace kube-system is forbidden"
+	case apierrors.IsNotFound(err):
+		id.NoUID = "it has no namespace kube-system"
+	default:
+		return id, fmt.Errorf("cannot tell which cluster this is (reading namespace kube-system, to tell two contexts of one cluster apart): %w", reasonError{err})
+	}
+	return id, nil
+}
+
+// caDigest is a digest of the certificate authority cfg trusts: its data,
+// else its file's content, else its file's name.
+func caDigest(cfg *rest.Config) string {
+	if cfg == nil {
+		return ""
+	}
+	ca := cfg.CAData
+	if len(ca) == 0 && cfg.CAFile != "" {
+		if b, err := os.ReadFile(cfg.CAFile); err == nil {
+			ca = b
+		} else {
+			ca = []byte("file:" + cfg.CAFile)
+		}
+	}
+	if len(ca) == 0 {
+		return ""
+	}
+	sum := sha256.Sum256(ca)
+	return hex.EncodeToString(sum[:])
+}
+
+// reasonError is an error said as Reason says it, unwrapping to itself.
+type reasonError struct{ err error }
+
+func (e reasonError) Error() string { return Reason(e.err) }
+func (e reasonError) Unwrap() error { return e.err }

@@ -2,6 +2,7 @@ package kube
 
 import (
 	"errors"
+	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -174,5 +175,56 @@ func TestForContextCopiesEveryFlag(t *testing.T) {
 		if c.Field(i).Pointer() != v.Field(i).Pointer() {
 			t.Errorf("ForContext does not copy %s", ft.Name)
 		}
+	}
+}
+
+// TestSameCluster: kube-system UIDs decide when both are known; else the
+// URL and certificate authority do.
+func TestSameCluster(t *testing.T) {
+	a := ClusterID{UID: "u1", Server: "https://a", CA: "x"}
+	for _, tc := range []struct {
+		name string
+		b    ClusterID
+		want bool
+	}{
+		{"one UID, another URL", ClusterID{UID: "u1", Server: "https://proxy", CA: "y"}, true},
+		{"two UIDs, one URL (a proxy routing by credentials)", ClusterID{UID: "u2", Server: "https://a", CA: "x"}, false},
+		{"no UID, one URL and CA", ClusterID{NoUID: "forbidden", Server: "https://a", CA: "x"}, true},
+		{"no UID, one URL, another CA", ClusterID{NoUID: "forbidden", Server: "https://a", CA: "y"}, false},
+		{"no UID, another URL", ClusterID{NoUID: "forbidden", Server: "https://b", CA: "x"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := SameCluster(a, tc.b); got != tc.want {
+				t.Errorf("SameCluster(a, b) = %v, want %v", got, tc.want)
+			}
+			if got := SameCluster(tc.b, a); got != tc.want {
+				t.Errorf("SameCluster(b, a) = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestCADigest(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "ca.crt")
+	if err := os.WriteFile(file, []byte("PEM"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	data := caDigest(&rest.Config{TLSClientConfig: rest.TLSClientConfig{CAData: []byte("PEM")}})
+	for _, tc := range []struct {
+		name string
+		cfg  *rest.Config
+		want string
+	}{
+		{"a file holding the same CA as data", &rest.Config{TLSClientConfig: rest.TLSClientConfig{CAFile: file}}, data},
+		{"none", &rest.Config{}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := caDigest(tc.cfg); got != tc.want {
+				t.Errorf("caDigest = %q, want %q", got, tc.want)
+			}
+		})
+	}
+	if data == "" || data == caDigest(&rest.Config{TLSClientConfig: rest.TLSClientConfig{CAData: []byte("other")}}) {
+		t.Errorf("digests do not tell CAs apart: %q", data)
 	}
 }
