@@ -97,7 +97,7 @@ func notBlank(s string) bool { return strings.TrimSpace(s) != "" }
 
 // contextsValue is --contexts: pflag's string slice (comma-separated, CSV
 // quoting, repeatable), which also records a value naming no context at
-// all (”, ',', ' '), which pflag's would take for the flag's absence.
+// all ("", ",", " "), which pflag's would take for the flag's absence.
 type contextsValue struct {
 	list    *[]string
 	empty   *bool
