@@ -6,6 +6,7 @@ import (
 	"khook.io/core/load"
 	"khook.io/core/plan"
 	"khook.io/core/state"
+	"khook.io/core/step"
 )
 
 // stepInputs computes every step's inputs with the record's salt. prev is
@@ -14,7 +15,7 @@ import (
 // build. A step whose local inputs cannot be read gets no hash: it never
 // resumes, and reports the problem itself when it runs.
 func (s *session) stepInputs(ctx context.Context, salt []byte, prev *state.Record) ([]*state.Inputs, error) {
-	h := &state.Hasher{BaseDir: s.doc.BaseDir, Redactor: s.red, Salt: salt, Previous: prev}
+	h := &state.Hasher{BaseDir: s.doc.BaseDir, Redactor: s.red, Salt: salt, Previous: prev, Steps: s.registry}
 	out := make([]*state.Inputs, len(s.doc.Spec.Steps))
 	for i := range s.doc.Spec.Steps {
 		in, err := h.Inputs(ctx, &s.doc.Spec.Steps[i])
@@ -35,10 +36,21 @@ func hashesOf(ins []*state.Inputs) []string {
 }
 
 // markHashCannotSee notes, on each planned step of a spec that enables
-// state, the remote content its input hash cannot see.
-func markHashCannotSee(p *plan.Plan, doc *load.Document) {
+// state, the remote content its input hash cannot see: what the step's
+// executor declares (clusters' Steps build them, no cluster needed).
+// Without executors nothing is noted. (clusters is variadic only until
+// every caller passes its *Clusters.)
+func markHashCannotSee(p *plan.Plan, doc *load.Document, clusters ...*Clusters) {
 	if !doc.Spec.State.IsEnabled() {
 		return
+	}
+	var reg *step.Registry
+	for _, c := range clusters {
+		if c != nil && c.Steps != nil {
+			if r, err := c.Steps(); err == nil {
+				reg = r
+			}
+		}
 	}
 	byName := make(map[string]int, len(p.Steps))
 	for k, ps := range p.Steps {
@@ -46,6 +58,6 @@ func markHashCannotSee(p *plan.Plan, doc *load.Document) {
 	}
 	for i := range doc.Spec.Steps {
 		st := &doc.Spec.Steps[i]
-		p.Steps[byName[st.Name]].HashCannotSee = state.HashCannotSee(st, doc.BaseDir)
+		p.Steps[byName[st.Name]].HashCannotSee = state.HashCannotSee(st, doc.BaseDir, reg)
 	}
 }

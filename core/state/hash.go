@@ -22,10 +22,9 @@ import (
 
 	"golang.org/x/crypto/scrypt"
 
-	"khook.io/core/helm"
-	"khook.io/core/manifest"
 	"khook.io/core/redact"
 	"khook.io/core/spec"
+	"khook.io/core/step"
 )
 
 // scrypt cost of a secret fingerprint: about 30 ms and 16 MiB, once per
@@ -51,6 +50,11 @@ type Hasher struct {
 	// kustomize: source whose recorded file system calls all return what
 	// they returned is checked by replaying them, without a build.
 	Previous *Record
+	// Steps are the executors: a step's inputs are what its executor
+	// declares (step.InputDeclarer). A step whose type has no executor
+	// here, or whose executor declares nothing, has no inputs beyond its
+	// spec.
+	Steps *step.Registry
 
 	mu  sync.Mutex
 	fps map[string]string
@@ -87,13 +91,12 @@ func (h *Hasher) Step(ctx context.Context, st *spec.Step) (string, error) {
 // Inputs computes the input hash of st: its name, type and action block
 // after substitution, in canonical form (so comments, key order and
 // quoting that does not change a value do not matter), plus the content of
-// every local file the step reads: manifest and values files, every file a
-// kustomization's build reads (its bases, components, patches, generator
-// and replacement files, transitively: taken from kustomize's own file
-// system calls), and a local chart's files as helm loads them with its
-// file:// dependencies, transitively. Scheduling fields are not inputs.
-// The error is for what no step can fix (fingerprinting secrets);
-// unreadable inputs are Inputs.Err.
+// every local input st's executor declares (step.InputDeclarer), in the
+// order it declares them: files and folders, every file system call a
+// kustomization's build makes with what it returned, the files a loader
+// picks (a local chart's, with its file:// dependencies). Scheduling
+// fields are not inputs. The error is for what no step can fix
+// (fingerprinting secrets); unreadable inputs are Inputs.Err.
 func (h *Hasher) Inputs(ctx context.Context, st *spec.Step) (*Inputs, error) {
 	canon, err := Canonical(st)
 	if err != nil {
@@ -246,106 +249,57 @@ type inputReader struct {
 	remote     []string
 }
 
-// step digests every local input of st, in the order the step reads them,
-// and notes the remote ones.
+// step digests every local input st's executor declares, in the order the
+// step reads them, and notes the remote ones. A step whose executor
+// declares none has none.
 func (r *inputReader) step(st *spec.Step) (string, error) {
+	d, ok := r.h.declarer(st)
+	if !ok {
+		return "", nil
+	}
+	inputs, declErr := d.Inputs(st, r.h.BaseDir)
 	var b strings.Builder
-	manifests := func(list []spec.ManifestSource) error {
-		for i, m := range list {
-			switch {
-			case m.File != "":
-				if err := r.tree(&b, m.File); err != nil {
-					return err
-				}
-			case m.Kustomize != "":
-				if err := r.kustomize(&b, m.Kustomize); err != nil {
-					return err
-				}
-			case m.URL != "":
-				r.remote = append(r.remote, manifest.Describe(i, m))
-			}
+	for _, in := range inputs {
+		var err error
+		switch {
+		case in.Path != "":
+			err = r.tree(&b, in.Path)
+		case in.Kustomization != nil:
+			err = r.kustomize(&b, in.Kustomization)
+		case in.Files != nil:
+			err = r.files(&b, in.Files)
+		case in.Remote != "":
+			r.remote = append(r.remote, in.Remote)
 		}
-		return nil
+		if err != nil {
+			return b.String(), err
+		}
 	}
-	var err error
-	switch {
-	case st.Apply != nil:
-		err = manifests(st.Apply.Manifests)
-	case st.Delete != nil:
-		err = manifests(st.Delete.Manifests)
-	case st.Helm != nil:
-		err = r.helm(&b, st.Helm)
-	}
-	return b.String(), err
+	return b.String(), declErr
 }
 
-func (r *inputReader) helm(b *strings.Builder, hs *spec.Helm) error {
-	for i, v := range hs.ValuesFrom {
-		switch {
-		case v.File != "":
-			if err := r.tree(b, v.File); err != nil {
-				return err
-			}
-		case v.URL != "":
-			r.remote = append(r.remote, remoteValues(i, v.URL))
-		}
+// declarer is the executor of st's type, if it declares inputs.
+func (h *Hasher) declarer(st *spec.Step) (step.InputDeclarer, bool) {
+	e, ok := h.Steps.Get(st.Type())
+	if !ok {
+		return nil, false
 	}
-	ref, err := spec.ParseChart(hs.Chart)
+	d, ok := e.(step.InputDeclarer)
+	return d, ok
+}
+
+// files digests a set of files a loader picks (a local chart's), and
+// notes what the set depends on remotely.
+func (r *inputReader) files(b *strings.Builder, in *step.FilesInput) error {
+	files, remote, err := in.Read()
 	if err != nil {
 		return err
 	}
-	if ref.Source != spec.ChartFromLocal {
-		if why := unpinnedChart(ref, hs); why != "" {
-			r.remote = append(r.remote, why)
-		}
-		return nil
+	for _, f := range files {
+		fmt.Fprintf(b, "%s\x00%s\x00%s\x00%s\n", in.Kind, in.Source, f.Path, f.Digest)
 	}
-	in, err := helm.LocalChartInputs(spec.Resolve(r.h.BaseDir, hs.Chart))
-	if err != nil {
-		return err
-	}
-	for _, f := range in.Files {
-		fmt.Fprintf(b, "chart\x00%s\x00%s\x00%s\n", hs.Chart, f.Path, f.Digest)
-	}
-	r.remote = append(r.remote, in.Remote...)
+	r.remote = append(r.remote, remote...)
 	return nil
-}
-
-// unpinnedChart says why a remote chart's content can change behind an
-// unchanged reference, or "" when the reference pins it: an OCI digest, or
-// an exact version (which chart repositories and registries publish once).
-func unpinnedChart(ref spec.ChartRef, hs *spec.Helm) string {
-	switch ref.Source {
-	case spec.ChartFromOCI:
-		name := "chart oci://" + ref.Name
-		switch {
-		case ref.Digest != "":
-			return ""
-		case ref.InlineVersion != "":
-			if helm.ExactVersion(ref.InlineVersion) {
-				return ""
-			}
-			return fmt.Sprintf("%s:%s (tag %s is not an exact version)", name, ref.InlineVersion, ref.InlineVersion)
-		}
-		return unpinnedVersion(name, hs.Version)
-	case spec.ChartFromRepo:
-		version := hs.Version
-		if version == "" {
-			version = ref.InlineVersion
-		}
-		return unpinnedVersion(fmt.Sprintf("chart %s from %s", ref.Name, redact.StripURLUserinfo(hs.Repo)), version)
-	}
-	return ""
-}
-
-func unpinnedVersion(name, version string) string {
-	switch {
-	case version == "":
-		return name + " (no version: the latest)"
-	case !helm.ExactVersion(version):
-		return fmt.Sprintf("%s (version %s is a range)", name, version)
-	}
-	return ""
 }
 
 // tree digests a local file, or each regular file under a directory, by
@@ -386,35 +340,34 @@ func (r *inputReader) tree(b *strings.Builder, p string) error {
 // kustomize digests every file system call a build of the kustomization
 // makes, with what it returned: from a build (reused by the step that
 // applies it), or by replaying the calls the record kept.
-func (r *inputReader) kustomize(b *strings.Builder, p string) error {
+func (r *inputReader) kustomize(b *strings.Builder, k *step.KustomizationInput) error {
 	if r.remoteOnly {
 		return nil
 	}
-	full := spec.Resolve(r.h.BaseDir, p)
-	var reads []manifest.FSRead
+	p := k.Path
+	var reads []step.FSRead
 	if r.replay != nil {
 		recorded, ok := r.replay[p]
 		if !ok {
 			return fmt.Errorf("no recorded reads of %s", p)
 		}
-		calls := make([]manifest.FSRead, 0, len(recorded))
+		calls := make([]step.FSRead, 0, len(recorded))
 		for _, c := range recorded {
 			op, path, ok := strings.Cut(c, " ")
 			if !ok {
 				return fmt.Errorf("recorded read %q of %s: want \"op path\"", c, p)
 			}
-			calls = append(calls, manifest.FSRead{Op: op, Path: path})
+			calls = append(calls, step.FSRead{Op: op, Path: path})
 		}
 		var err error
-		if reads, err = manifest.ReplayKustomizeReads(full, calls); err != nil {
+		if reads, err = k.Replay(calls); err != nil {
 			return err
 		}
 	} else {
-		build, err := manifest.BuildKustomization(r.ctx, full)
-		if err != nil {
+		var err error
+		if reads, err = k.Build(r.ctx); err != nil {
 			return fmt.Errorf("%s: %w", p, err)
 		}
-		reads = build.Reads
 		calls := make([]string, len(reads))
 		for i, rd := range reads {
 			calls[i] = rd.Op + " " + rd.Path
@@ -439,16 +392,13 @@ func (r *inputReader) kustomize(b *strings.Builder, p string) error {
 // HashCannotSee lists the remote content st depends on that an input
 // hash identifies by reference only (url: sources, valuesFrom urls, remote
 // charts without an exact version or digest, a local chart's dependencies
-// fetched at a range), reading only what that takes: no kustomization is
-// built. Inputs that cannot be read are left to the step to report.
-func HashCannotSee(st *spec.Step, baseDir string) []string {
-	r := &inputReader{h: &Hasher{BaseDir: baseDir}, remoteOnly: true}
+// fetched at a range: what st's executor in steps declares), reading only
+// what that takes: no kustomization is built. Inputs that cannot be read
+// are left to the step to report.
+func HashCannotSee(st *spec.Step, baseDir string, steps *step.Registry) []string {
+	r := &inputReader{h: &Hasher{BaseDir: baseDir, Steps: steps}, remoteOnly: true}
 	_, _ = r.step(st)
 	return r.remote
-}
-
-func remoteValues(i int, url string) string {
-	return fmt.Sprintf("valuesFrom[%d] (url %s)", i, redact.StripURLUserinfo(url))
 }
 
 // SpecHash combines the step hashes into the whole spec's hash.

@@ -2,6 +2,7 @@ package state
 
 import (
 	"context"
+	"go/build"
 	"os"
 	"path/filepath"
 	"strings"
@@ -27,7 +28,7 @@ func hashOf(t *testing.T, dir, stepYAML string, env ...string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &Hasher{BaseDir: dir, Redactor: red, Salt: []byte("0123456789abcdef")}
+	h := &Hasher{BaseDir: dir, Redactor: red, Salt: []byte("0123456789abcdef"), Steps: builtinSteps(t)}
 	sum, err := h.Step(context.Background(), &doc.Spec.Steps[0])
 	if err != nil {
 		t.Fatal(err)
@@ -153,5 +154,21 @@ func TestPinnedHashes(t *testing.T) {
 				t.Errorf("hash = %q, want %q", got, c.want)
 			}
 		})
+	}
+}
+
+// TestStepsOwnTheirInputs: the state package hashes what the executors
+// declare; it knows no step type, so it imports none of their packages
+// (nor helm's or the manifest loader's, which a step type would read
+// through).
+func TestStepsOwnTheirInputs(t *testing.T) {
+	pkg, err := build.ImportDir(".", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, imp := range pkg.Imports {
+		if imp == "khook.io/core/helm" || imp == "khook.io/core/manifest" || strings.HasPrefix(imp, "khook.io/core/steps/") {
+			t.Errorf("package state imports %s", imp)
+		}
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"khook.io/core/load"
 	"khook.io/core/redact"
 	"khook.io/core/spec"
+	"khook.io/core/step"
+	"khook.io/core/steps/builtin"
 	"khook.io/core/vars"
 )
 
@@ -20,7 +22,7 @@ import (
 func inputsOf(t *testing.T, dir, stepYAML string, prev *Record, env ...string) *Inputs {
 	t.Helper()
 	st, red := loadStep(t, dir, stepYAML, env...)
-	h := &Hasher{BaseDir: dir, Redactor: red, Salt: []byte("0123456789abcdef"), Previous: prev}
+	h := &Hasher{BaseDir: dir, Redactor: red, Salt: []byte("0123456789abcdef"), Previous: prev, Steps: builtinSteps(t)}
 	in, err := h.Inputs(context.Background(), st)
 	if err != nil {
 		t.Fatal(err)
@@ -317,12 +319,12 @@ func TestHashCannotSee(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			st, _ := loadStep(t, dir, c.step)
-			got := HashCannotSee(st, dir)
+			got := HashCannotSee(st, dir, builtinSteps(t))
 			if !reflect.DeepEqual(got, c.want) {
 				t.Fatalf("HashCannotSee = %q, want %q", got, c.want)
 			}
 			// Inputs says the same
-			h := &Hasher{BaseDir: dir, Redactor: redact.New(), Salt: []byte("salt")}
+			h := &Hasher{BaseDir: dir, Redactor: redact.New(), Salt: []byte("salt"), Steps: builtinSteps(t)}
 			in, err := h.Inputs(context.Background(), st)
 			if err != nil {
 				t.Fatal(err)
@@ -341,7 +343,7 @@ func BenchmarkKustomizeInputs(b *testing.B) {
 	dir := b.TempDir()
 	writeTree(b, dir, kustomizeLayout)
 	st, red := loadStep(b, dir, kustomizeStep)
-	h := &Hasher{BaseDir: dir, Redactor: red, Salt: []byte("salt")}
+	h := &Hasher{BaseDir: dir, Redactor: red, Salt: []byte("salt"), Steps: builtinSteps(b)}
 	first, err := h.Inputs(context.Background(), st)
 	if err != nil || first.Err != nil {
 		b.Fatal(err, first.Err)
@@ -357,7 +359,7 @@ func BenchmarkKustomizeInputs(b *testing.B) {
 	})
 	writeTree(b, dir, kustomizeLayout)
 	first, _ = h.Inputs(context.Background(), st)
-	replay := &Hasher{BaseDir: dir, Redactor: red, Salt: []byte("salt"),
+	replay := &Hasher{BaseDir: dir, Redactor: red, Salt: []byte("salt"), Steps: builtinSteps(b),
 		Previous: &Record{Steps: map[string]*StepRecord{"k": {Status: StepOK, Hash: first.Hash, Reads: first.Reads}}}}
 	b.Run("replay", func(b *testing.B) {
 		for b.Loop() {
@@ -366,4 +368,15 @@ func BenchmarkKustomizeInputs(b *testing.B) {
 			}
 		}
 	})
+}
+
+// builtinSteps is the executors khook ships: the steps declare their
+// inputs, the state package only hashes them.
+func builtinSteps(t testing.TB) *step.Registry {
+	t.Helper()
+	reg, err := builtin.Registry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reg
 }
