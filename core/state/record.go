@@ -33,17 +33,20 @@ const maxText = 512
 
 // Record is the journal of the last run of a spec.
 type Record struct {
-	Version      int                    `json:"version"`
-	Spec         string                 `json:"spec"`
-	SpecHash     string                 `json:"specHash"`
-	KhookVersion string                 `json:"khookVersion"`
-	Command      string                 `json:"command"`
-	RunStatus    string                 `json:"runStatus"`
-	StartedAt    time.Time              `json:"startedAt"`
-	UpdatedAt    time.Time              `json:"updatedAt"`
-	FinishedAt   *time.Time             `json:"finishedAt,omitempty"`
-	Salt         string                 `json:"salt"`
-	Steps        map[string]*StepRecord `json:"steps"`
+	Version      int        `json:"version"`
+	Spec         string     `json:"spec"`
+	SpecHash     string     `json:"specHash"`
+	KhookVersion string     `json:"khookVersion"`
+	Command      string     `json:"command"`
+	RunStatus    string     `json:"runStatus"`
+	StartedAt    time.Time  `json:"startedAt"`
+	UpdatedAt    time.Time  `json:"updatedAt"`
+	FinishedAt   *time.Time `json:"finishedAt,omitempty"`
+	Salt         string     `json:"salt"`
+	// Trimmed says what the record left out to fit its Secret (the step
+	// details, ...), "" when nothing.
+	Trimmed string                 `json:"trimmed,omitempty"`
+	Steps   map[string]*StepRecord `json:"steps"`
 }
 
 // StepRecord is one step's last outcome.
@@ -88,15 +91,17 @@ func newRecord() *Record {
 }
 
 // Truncate cuts s to the record's text limit on a character boundary.
-func Truncate(s string) string {
-	if len(s) <= maxText {
+func Truncate(s string) string { return cut(s, maxText) }
+
+// cut shortens s to n bytes on a character boundary, marking the cut.
+func cut(s string, n int) string {
+	if len(s) <= n {
 		return s
 	}
-	cut := maxText
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
 	}
-	return s[:cut] + "… (truncated)"
+	return s[:n] + "… (truncated)"
 }
 
 func (r *Record) clone() *Record {

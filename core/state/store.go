@@ -2,14 +2,17 @@ package state
 
 import (
 	"context"
-	"encoding/json"
+	"crypto/sha256"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 )
@@ -19,7 +22,6 @@ const (
 	ManagedByLabel = "app.kubernetes.io/managed-by"
 	ManagedBy      = "khook"
 	SpecLabel      = "khook.io/spec"
-	DataKey        = "record.json"
 )
 
 // writeTimeout bounds one write of the record; writes use a context of
@@ -57,28 +59,68 @@ func Read(ctx context.Context, c kubernetes.Interface, loc Location) (rec *Recor
 	if sec.Labels[ManagedByLabel] != ManagedBy {
 		return nil, false, &NotOwnedError{Location: loc}
 	}
-	rec, err = decode(sec)
+	rec, err = DecodeSecret(sec)
 	if err != nil {
 		return nil, false, fmt.Errorf("state record %s: %w", loc, err)
 	}
 	return rec, true, nil
 }
 
-func decode(sec *corev1.Secret) (*Record, error) {
-	rec := &Record{}
-	if err := json.Unmarshal(sec.Data[DataKey], rec); err != nil {
-		return nil, fmt.Errorf("unreadable record (delete the Secret to start afresh): %w", err)
+// ConflictError: the record Secret changed under the run, since the run
+// read it or last wrote it: another writer wrote it, deleted it or created
+// it. The run lock makes that impossible unless someone broke the lock or
+// wrote around it, so it is a fault: the store never writes over the other
+// writer's version and stops writing.
+type ConflictError struct {
+	Location Location
+	// What happened: "changed", "deleted" or "created".
+	What string
+	// Read is the resourceVersion this run last read or wrote ("" when it
+	// found no record); Now the Secret's current one, "" when unknown.
+	Read, Now string
+	// Other is what the other writer's record says of its run, "" when
+	// unknown.
+	Other string
+	// Begin: the run's first write found it, before any step ran.
+	Begin bool
+	// Delete: the delete after a successful destroy found it.
+	Delete bool
+}
+
+func (e *ConflictError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "state record %s ", e.Location)
+	switch e.What {
+	case "deleted":
+		b.WriteString("was deleted by another run since this run read it")
+	case "created":
+		b.WriteString("was created by another run since this run found none")
+	default:
+		fmt.Fprintf(&b, "changed since this run read it (resourceVersion %s", e.Read)
+		if e.Now != "" {
+			fmt.Fprintf(&b, ", now %s", e.Now)
+		}
+		b.WriteString("): another run wrote it")
 	}
-	if rec.Steps == nil {
-		rec.Steps = map[string]*StepRecord{}
+	if e.Other != "" {
+		fmt.Fprintf(&b, " (its record: %s)", e.Other)
 	}
-	return rec, nil
+	switch {
+	case e.Begin:
+		b.WriteString("; nothing ran: run again once the other run has ended")
+	case e.Delete:
+		b.WriteString("; this run did not delete it: the other run's record stands")
+	default:
+		b.WriteString("; this run stopped writing it and left the other run's record in place")
+	}
+	return b.String()
 }
 
 // Store journals one run. Updates are applied in memory at once and
 // written by one writer goroutine (so parallel steps never race on the
 // Secret), coalescing updates that arrive while a write is in flight; each
-// write uses the Secret's resourceVersion (optimistic concurrency).
+// write carries the resourceVersion and UID of the Secret as this run last
+// read or wrote it (optimistic concurrency).
 //
 // The record is crash-consistent: every version of it that reaches the
 // API server claims no more than the cluster has. A step is recorded ok
@@ -86,20 +128,36 @@ func decode(sec *corev1.Secret) (*Record, error) {
 // in Begin's synchronous write, before the run touches it; the
 // asynchronous writes in between can only lag behind (a step done but not
 // yet recorded re-runs), never run ahead.
+//
+// It never loses a write to another writer, nor writes over one: a write
+// the API server refuses because the Secret changed (409), was deleted or
+// was created meanwhile ends the store's writing with a *ConflictError
+// (Lost is closed, Err and every later write return it).
 type Store struct {
 	secrets corev1client.SecretInterface
 	loc     Location
 	spec    string
+	// budget is what the compressed record may take (recordBudget)
+	budget int
 
 	mu      sync.Mutex
 	rec     *Record
-	prev    *Record // the record as the run found it
-	rv      string  // resourceVersion of the Secret, "" when absent
-	version uint64  // bumped on every in-memory change
-	written uint64  // the version the Secret holds
+	prev    *Record   // the record as the run found it
+	rv      string    // resourceVersion of the Secret, "" when absent
+	uid     types.UID // its UID, "" when absent
+	version uint64    // bumped on every in-memory change
+	written uint64    // the version the Secret holds
 	// marked are the steps Begin marked running whose end is not recorded
 	// yet
 	marked map[string]bool
+	// unsure are the digests of the data of writes whose outcome is not
+	// known (a timeout, a lost connection) since the last acknowledged
+	// one: the Secret holding one of them is this run's own write, not
+	// another writer's
+	unsure map[[sha256.Size]byte]bool
+	// lost is the conflict that ended the writing; lostCh is closed then
+	lost   *ConflictError
+	lostCh chan struct{}
 
 	kick chan struct{}
 	stop chan struct{}
@@ -109,7 +167,8 @@ type Store struct {
 // Open loads the record at loc (a new one when there is none), refusing a
 // Secret of that name khook does not own. It does not write.
 func Open(ctx context.Context, c kubernetes.Interface, loc Location, specName string) (*Store, error) {
-	s := &Store{secrets: c.CoreV1().Secrets(loc.Namespace), loc: loc, spec: specName}
+	s := &Store{secrets: c.CoreV1().Secrets(loc.Namespace), loc: loc, spec: specName, budget: recordBudget,
+		unsure: map[[sha256.Size]byte]bool{}, lostCh: make(chan struct{})}
 	sec, err := s.secrets.Get(ctx, loc.Name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
@@ -120,8 +179,8 @@ func Open(ctx context.Context, c kubernetes.Interface, loc Location, specName st
 		if sec.Labels[ManagedByLabel] != ManagedBy {
 			return nil, &NotOwnedError{Location: loc}
 		}
-		s.rv = sec.ResourceVersion
-		if s.rec, err = decode(sec); err != nil {
+		s.rv, s.uid = sec.ResourceVersion, sec.UID
+		if s.rec, err = DecodeSecret(sec); err != nil {
 			s.rec = newRecord() // a journal: an unreadable one is started afresh
 		}
 		if s.rec.Salt == "" {
@@ -141,6 +200,21 @@ func (s *Store) Previous() *Record { return s.prev }
 // Salt is the record's fingerprint salt.
 func (s *Store) Salt() []byte { return s.rec.SaltBytes() }
 
+// Lost is closed when a write finds that another writer changed, deleted
+// or created the record: the store writes no more, and the run should stop.
+func (s *Store) Lost() <-chan struct{} { return s.lostCh }
+
+// Err is the *ConflictError that ended the writing, nil while there is
+// none.
+func (s *Store) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lost == nil {
+		return nil
+	}
+	return s.lost
+}
+
 // Run is what Begin records of the run it marks started.
 type Run struct {
 	Command, SpecHash, KhookVersion string
@@ -157,7 +231,18 @@ type Run struct {
 // has acknowledged when Begin returns, every step of r.Changing recorded
 // ok is marked running: from then on the record never claims a step the
 // run may be changing, whenever the process dies.
+//
+// Before writing, it refuses (a *SizeError) a spec whose record could not
+// fit in its Secret even with only the names, types, hashes and statuses
+// of its steps: so no later write fails for want of space.
 func (s *Store) Begin(ctx context.Context, r Run) error {
+	need, err := EssentialSize(r.Steps, r.KhookVersion)
+	if err != nil {
+		return fmt.Errorf("state record %s: %w", s.loc, err)
+	}
+	if need > s.budget {
+		return &SizeError{Location: s.loc, Steps: len(r.Steps), Need: need, Limit: s.budget, Before: true}
+	}
 	s.mu.Lock()
 	now := time.Now().UTC()
 	keep := make(map[string]bool, len(r.Steps))
@@ -181,6 +266,11 @@ func (s *Store) Begin(ctx context.Context, r Run) error {
 	s.version++
 	s.mu.Unlock()
 	if err := s.write(ctx); err != nil {
+		var ce *ConflictError
+		if errors.As(err, &ce) {
+			ce.Begin = true
+			return ce
+		}
 		return fmt.Errorf("state record %s is not writable: %w", s.loc, err)
 	}
 	s.kick, s.stop, s.done = make(chan struct{}, 1), make(chan struct{}), make(chan struct{})
@@ -223,40 +313,78 @@ func (s *Store) kickWriter() {
 	}
 }
 
+// stopWriter ends the writer goroutine, if Begin started it.
+func (s *Store) stopWriter() {
+	if s.stop != nil {
+		select {
+		case <-s.stop:
+		default:
+			close(s.stop)
+		}
+		<-s.done
+	}
+}
+
 // Finish records how the run ended and writes it. Its error is the final
 // write's: earlier writes that failed only delayed the journal (it claimed
 // less than was done), and this write carries everything they would have.
+// The exception is a conflict: after it nothing is written, and Finish
+// returns it.
 func (s *Store) Finish(ctx context.Context, runStatus string) error {
-	close(s.stop)
-	<-s.done
+	s.stopWriter()
 	s.mu.Lock()
 	now := time.Now().UTC()
 	s.rec.RunStatus, s.rec.FinishedAt = runStatus, &now
 	s.version++
 	s.mu.Unlock()
 	if err := s.write(ctx); err != nil {
+		var ce *ConflictError
+		if errors.As(err, &ce) {
+			return ce
+		}
 		return fmt.Errorf("state record %s: final write failed: %w", s.loc, err)
 	}
 	return nil
 }
 
-// Delete removes the record (after a fully successful destroy).
+// Delete removes the record (after a fully successful destroy): the
+// version this run wrote, and only that one. A record another writer
+// changed since is left alone and reported (a *ConflictError); one that is
+// gone already is fine.
 func (s *Store) Delete(ctx context.Context) error {
-	if s.stop != nil {
-		close(s.stop)
-		<-s.done
+	s.stopWriter()
+	s.mu.Lock()
+	lost, rv, uid := s.lost, s.rv, s.uid
+	s.mu.Unlock()
+	if lost != nil {
+		return lost
 	}
-	err := s.secrets.Delete(ctx, s.loc.Name, metav1.DeleteOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("state record %s: delete: %w", s.loc, err)
+	if rv == "" {
+		return nil // this run found no record and wrote none
 	}
-	return nil
+	for try := 0; ; try++ {
+		err := s.secrets.Delete(ctx, s.loc.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv, UID: &uid}})
+		switch {
+		case err == nil || apierrors.IsNotFound(err):
+			return nil
+		case !apierrors.IsConflict(err):
+			return fmt.Errorf("state record %s: delete: %w", s.loc, err)
+		}
+		cur, ce := s.conflict(ctx, "changed", rv)
+		if cur == nil || try > 0 {
+			ce.Delete = true
+			s.lose(ce)
+			return ce
+		}
+		rv, uid = cur.ResourceVersion, cur.UID // this run's own write landed
+	}
 }
 
 // writer writes the record after steps end, coalescing the updates that
 // arrive while a write is in flight. A failed write is tried again after a
 // pause (doubling from retryMin to retryMax) without waiting for the next
-// update; Finish writes whatever is still unwritten.
+// update; Finish writes whatever is still unwritten. A conflict ends it:
+// nothing more is written.
 func (s *Store) writer() {
 	defer close(s.done)
 	var retry <-chan time.Time
@@ -269,6 +397,10 @@ func (s *Store) writer() {
 		case <-retry:
 		}
 		if err := s.write(context.Background()); err != nil {
+			var ce *ConflictError
+			if errors.As(err, &ce) {
+				return
+			}
 			retry = time.After(pause)
 			pause = min(2*pause, retryMax)
 			continue
@@ -277,69 +409,131 @@ func (s *Store) writer() {
 	}
 }
 
+// lose ends the writing with ce (the first conflict stands).
+func (s *Store) lose(ce *ConflictError) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lost == nil {
+		s.lost = ce
+		close(s.lostCh)
+	}
+}
+
+// conflict reads the Secret after the API server refused a write or a
+// delete of the version rv as changed, deleted or created (what). When the
+// Secret holds a write of this run whose outcome was not known, it returns
+// the Secret (the caller goes on from it); otherwise it returns the
+// conflict, saying what it can of the other writer.
+func (s *Store) conflict(ctx context.Context, what, rv string) (*corev1.Secret, *ConflictError) {
+	ce := &ConflictError{Location: s.loc, What: what, Read: rv}
+	cur, err := s.secrets.Get(ctx, s.loc.Name, metav1.GetOptions{})
+	if err != nil {
+		return nil, ce
+	}
+	ce.Now = cur.ResourceVersion
+	if z, ok := cur.Data[GzipDataKey]; ok && cur.Labels[ManagedByLabel] == ManagedBy {
+		s.mu.Lock()
+		mine := s.unsure[sha256.Sum256(z)]
+		s.mu.Unlock()
+		if mine {
+			return cur, nil
+		}
+	}
+	if rec, err := DecodeSecret(cur); err == nil && rec.Command != "" {
+		ce.Other = fmt.Sprintf("%s %s, begun %s", rec.Command, rec.RunStatus, rec.StartedAt.Format(time.RFC3339))
+		if rec.KhookVersion != "" {
+			ce.Other += " by khook " + rec.KhookVersion
+		}
+	}
+	return nil, ce
+}
+
+// outcomeUnknown reports whether a failed request may have been carried
+// out all the same: it timed out, or never got an answer.
+func outcomeUnknown(err error) bool {
+	var st apierrors.APIStatus
+	if !errors.As(err, &st) {
+		return true
+	}
+	return apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) || apierrors.IsInternalError(err) || apierrors.IsServiceUnavailable(err) || apierrors.IsUnexpectedServerError(err)
+}
+
 // write stores the current record if it changed since the last write.
 func (s *Store) write(parent context.Context) error {
 	s.mu.Lock()
+	if s.lost != nil {
+		defer s.mu.Unlock()
+		return s.lost
+	}
 	if s.version == s.written {
 		s.mu.Unlock()
 		return nil
 	}
 	version := s.version
 	rec := s.rec.clone()
-	rv := s.rv
+	rv, uid := s.rv, s.uid
 	s.mu.Unlock()
 
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(parent), writeTimeout)
 	defer cancel()
 	rec.UpdatedAt = time.Now().UTC()
-	data, err := json.Marshal(rec)
+	data, err := encode(rec, s.budget, s.loc)
 	if err != nil {
 		return err
 	}
 	sec := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:            s.loc.Name,
-			Namespace:       s.loc.Namespace,
-			ResourceVersion: rv,
-			Labels:          map[string]string{ManagedByLabel: ManagedBy, SpecLabel: labelValue(s.spec)},
-			Annotations:     map[string]string{"khook.io/description": "khook run-state record: per-step input hashes and outcomes"},
+			Name:        s.loc.Name,
+			Namespace:   s.loc.Namespace,
+			Labels:      map[string]string{ManagedByLabel: ManagedBy, SpecLabel: labelValue(s.spec)},
+			Annotations: map[string]string{"khook.io/description": "khook run-state record: per-step input hashes and outcomes (record.json.gz: gzipped JSON)"},
 		},
 		Type: "khook.io/state",
-		Data: map[string][]byte{DataKey: data},
+		// the record alone: a plain record.json an earlier khook wrote is
+		// dropped, migrated
+		Data: map[string][]byte{GzipDataKey: data},
 	}
 	var out *corev1.Secret
-	for try := 0; try < 3; try++ {
-		if sec.ResourceVersion == "" {
+	for try := 0; ; try++ {
+		sec.ResourceVersion, sec.UID = rv, uid
+		if rv == "" {
 			out, err = s.secrets.Create(ctx, sec, metav1.CreateOptions{FieldManager: "khook"})
 		} else {
 			out, err = s.secrets.Update(ctx, sec, metav1.UpdateOptions{FieldManager: "khook"})
 		}
-		if err == nil || !(apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || apierrors.IsNotFound(err)) {
+		var what string
+		switch {
+		case err == nil:
+		case outcomeUnknown(err):
+			s.mu.Lock()
+			s.unsure[sha256.Sum256(data)] = true
+			s.mu.Unlock()
+		case rv == "" && apierrors.IsAlreadyExists(err):
+			what = "created"
+		case rv != "" && apierrors.IsNotFound(err):
+			what = "deleted"
+		case rv != "" && apierrors.IsConflict(err):
+			what = "changed"
+		}
+		if what == "" {
 			break
 		}
-		// someone else wrote (or deleted) it: a single runner is assumed,
-		// so take the current version and write ours over it
-		cur, gerr := s.secrets.Get(ctx, s.loc.Name, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(gerr):
-			sec.ResourceVersion = ""
-			continue
-		case gerr != nil:
-			err = gerr
-		case cur.Labels[ManagedByLabel] != ManagedBy:
-			err = &NotOwnedError{Location: s.loc}
-		default:
-			sec.ResourceVersion = cur.ResourceVersion
-			continue
+		cur, ce := s.conflict(ctx, what, rv)
+		if cur == nil || try > 0 {
+			s.lose(ce)
+			return ce
 		}
-		break
+		// the Secret holds this run's own earlier write, whose answer was
+		// lost: go on from it
+		rv, uid = cur.ResourceVersion, cur.UID
 	}
 	if err != nil {
 		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.rv = out.ResourceVersion
+	s.rv, s.uid = out.ResourceVersion, out.UID
+	clear(s.unsure)
 	if version > s.written {
 		s.written = version
 	}
