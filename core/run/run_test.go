@@ -19,12 +19,36 @@ import (
 type recorder struct {
 	mu     sync.Mutex
 	events []event.Event
+	waits  []eventWait
+}
+
+// eventWait is a channel closed when a step's event of a kind is emitted.
+type eventWait struct {
+	step string
+	kind event.Kind
+	ch   chan struct{}
 }
 
 func (r *recorder) Emit(e event.Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.events = append(r.events, e)
+	for i, w := range r.waits {
+		if w.ch != nil && w.step == e.Step && w.kind == e.Kind {
+			close(w.ch)
+			r.waits[i].ch = nil
+		}
+	}
+}
+
+// on returns a channel closed once step's event of kind has been emitted
+// (ask before the run starts).
+func (r *recorder) on(step string, kind event.Kind) <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ch := make(chan struct{})
+	r.waits = append(r.waits, eventWait{step: step, kind: kind, ch: ch})
+	return ch
 }
 
 func (r *recorder) kinds(step string) []event.Kind {
@@ -103,40 +127,47 @@ func TestParallelismCap(t *testing.T) {
 	}
 }
 
-// TestNoLevelBarrier: c needs only a; it must not wait for the slow b,
-// which is on a's level.
+// TestNoLevelBarrier: c needs only a; it must not wait for b, which is
+// on a's level. b ends only once c has run: a scheduler that made c wait
+// for b's level would never run c while b runs (the timer only turns that
+// deadlock into a failure).
 func TestNoLevelBarrier(t *testing.T) {
-	bDone := make(chan struct{})
-	var cStartedBeforeB atomic.Bool
+	cRan := make(chan struct{})
+	var cRanWhileBRan atomic.Bool
 	tasks := []Task{
 		{Name: "a", Attempt: ok("")},
 		{Name: "b", Attempt: func(context.Context, int) (Outcome, error) {
-			time.Sleep(200 * time.Millisecond)
-			close(bDone)
+			select {
+			case <-cRan:
+				cRanWhileBRan.Store(true)
+			case <-time.After(10 * time.Second):
+			}
 			return Outcome{}, nil
 		}},
 		{Name: "c", Attempt: func(context.Context, int) (Outcome, error) {
-			select {
-			case <-bDone:
-			default:
-				cStartedBeforeB.Store(true)
-			}
+			close(cRan)
 			return Outcome{}, nil
 		}},
 	}
 	Run(context.Background(), dag{2: {0}}, tasks, Options{})
-	if !cStartedBeforeB.Load() {
+	if !cRanWhileBRan.Load() {
 		t.Fatal("c waited for b, which it does not need")
 	}
 }
 
 func TestOnErrorFail(t *testing.T) {
+	// slow ends only once the run has recorded bad's failure (the
+	// scheduler records a step's end, and decides on its onError, on one
+	// goroutine, before it takes the next end): slow is still running
+	// when the run stops, however the steps are scheduled.
 	slowStarted := make(chan struct{})
+	rec := &recorder{}
+	badFailed := rec.on("bad", event.StepFailed)
 	var slowFinished atomic.Bool
 	tasks := []Task{
 		{Name: "slow", Attempt: func(context.Context, int) (Outcome, error) {
 			close(slowStarted)
-			time.Sleep(100 * time.Millisecond)
+			<-badFailed
 			slowFinished.Store(true)
 			return Outcome{Message: "done"}, nil
 		}},
@@ -147,7 +178,6 @@ func TestOnErrorFail(t *testing.T) {
 		{Name: "after-slow", Attempt: ok("")},
 		{Name: "after-bad", Attempt: ok("")},
 	}
-	rec := &recorder{}
 	res := Run(context.Background(), dag{2: {0}, 3: {1}}, tasks, Options{Events: rec})
 	m := byName(res)
 	if res.Status != RunFailed || !slowFinished.Load() {
@@ -170,17 +200,19 @@ func TestOnErrorFail(t *testing.T) {
 }
 
 func TestOnErrorContinue(t *testing.T) {
+	rec := &recorder{}
+	badFailed := rec.on("bad", event.StepFailed)
 	tasks := []Task{
 		{Name: "bad", OnError: spec.OnErrorContinue, Attempt: fail("boom")},
 		{Name: "child", Attempt: ok("")},
 		{Name: "grandchild", Attempt: ok("")},
 		{Name: "other", Attempt: func(context.Context, int) (Outcome, error) {
-			time.Sleep(50 * time.Millisecond) // still running when bad fails
+			<-badFailed // still running when bad fails
 			return Outcome{}, nil
 		}},
 		{Name: "after-other", Attempt: ok("ran")},
 	}
-	res := Run(context.Background(), dag{1: {0}, 2: {1}, 4: {3}}, tasks, Options{})
+	res := Run(context.Background(), dag{1: {0}, 2: {1}, 4: {3}}, tasks, Options{Events: rec})
 	m := byName(res)
 	if res.Status != RunFailed {
 		t.Fatal(res.Status)

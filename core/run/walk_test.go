@@ -131,8 +131,13 @@ func TestWalkOrder(t *testing.T) {
 	}
 }
 
-// TestWalkLimit: never more than Limit nodes run at once, and as many as
-// Limit do when that many are ready.
+// TestWalkLimit: the walk starts a node only while fewer than Limit run,
+// and reaches the limit. The walk decides to start a node when it calls
+// Skip, on its own goroutine, the goroutine Done is called on: counting
+// there is exact, whatever the Visits' goroutines do. Every Visit holds
+// its slot until the limit is reached, so the walk is at the limit with
+// nodes still ready to start: a walk that starts one more then does so
+// deterministically.
 func TestWalkLimit(t *testing.T) {
 	for _, limit := range []int{1, 2, 3, 0} {
 		t.Run(fmt.Sprint("limit ", limit), func(t *testing.T) {
@@ -141,34 +146,63 @@ func TestWalkLimit(t *testing.T) {
 			if limit == 0 {
 				want = n
 			}
-			var cur, peak atomic.Int32
-			full := make(chan struct{})
-			var fullOnce sync.Once
-			v := &logVisitor{work: func(context.Context, int) {
-				c := cur.Add(1)
-				for p := peak.Load(); c > p && !peak.CompareAndSwap(p, c); p = peak.Load() {
-				}
-				if int(c) == want {
-					fullOnce.Do(func() { close(full) })
-				}
-				select { // hold the slot until the cap is reached once
-				case <-full:
-				case <-time.After(5 * time.Second):
-				}
-				time.Sleep(5 * time.Millisecond) // and a while more: a node over the cap would run now
-				cur.Add(-1)
-			}}
+			v := &limitVisitor{want: want, full: make(chan struct{})}
 			w := Walker{Graph: make(dag, n), Limit: limit}
 			w.Walk(context.Background(), v)
-			if got := int(peak.Load()); got != want {
-				t.Fatalf("at most %d nodes ran at once, want %d", got, want)
+			if v.peak != want {
+				t.Errorf("at most %d nodes ran at once, want %d", v.peak, want)
 			}
-			if runs := len(slices.DeleteFunc(v.lines(), func(l string) bool { return !strings.HasPrefix(l, "run ") })); runs != n {
-				t.Fatalf("%d nodes ran, want %d", runs, n)
+			if v.over != "" {
+				t.Error(v.over)
+			}
+			if v.runs.Load() != n {
+				t.Errorf("%d nodes ran, want %d", v.runs.Load(), n)
 			}
 		})
 	}
 }
+
+// limitVisitor counts the nodes that run at once where the walk decides:
+// Skip (a node starts) and Done (it ended), both on the walk's goroutine.
+type limitVisitor struct {
+	want     int
+	full     chan struct{} // closed when want nodes run at once
+	running  int
+	peak     int
+	over     string
+	runs     atomic.Int32
+	fullOnce sync.Once
+}
+
+func (v *limitVisitor) Skip(i int) (skip, ok bool) {
+	if v.running == v.want && v.over == "" {
+		v.over = fmt.Sprintf("node %d started while %d ran, at the limit", i, v.running)
+	}
+	v.running++
+	v.peak = max(v.peak, v.running)
+	if v.running == v.want {
+		v.fullOnce.Do(func() { close(v.full) })
+	}
+	return false, false
+}
+
+func (v *limitVisitor) Visit(context.Context, int) {
+	v.runs.Add(1)
+	// hold the slot until the limit is reached once; the timer only turns
+	// a walk that never reaches it from a hang into a failure (peak < want)
+	select {
+	case <-v.full:
+	case <-time.After(10 * time.Second):
+	}
+}
+
+func (v *limitVisitor) Done(int) (ok bool, stop error) {
+	v.running--
+	return true, nil
+}
+
+func (v *limitVisitor) Blocked(int, int)     {}
+func (v *limitVisitor) Unreached(int, error) {}
 
 // TestWalkWaitsForAllNeeds: a node starts only once every node it needs
 // has ended, however their ends interleave.
