@@ -34,12 +34,14 @@ const (
 	// a margin, so that a record at the budget is never the write the API
 	// server refuses.
 	recordBudget = MaxSecretBytes - 16<<10
-	// maxDecoded bounds the JSON a record may inflate to when read.
-	maxDecoded = 256 << 20
 	// shortError is what an error text is cut to when the record must
 	// shrink.
 	shortError = 64
 )
+
+// maxDecoded bounds the JSON a record may inflate to when read (a real
+// one inflates about fivefold).
+var maxDecoded = 64 << 20
 
 // DecodeSecret reads the record a record Secret holds, from GzipDataKey,
 // else from the plain DataKey an earlier khook wrote.
@@ -66,7 +68,7 @@ func SecretJSON(sec *corev1.Secret) ([]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("unreadable record (delete the Secret to start afresh): %s: %w", GzipDataKey, err)
 		}
-		data, err := io.ReadAll(io.LimitReader(zr, maxDecoded+1))
+		data, err := io.ReadAll(io.LimitReader(zr, int64(maxDecoded)+1))
 		if err == nil && len(data) > maxDecoded {
 			err = fmt.Errorf("inflates to more than %d bytes", maxDecoded)
 		}
