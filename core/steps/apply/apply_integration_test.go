@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -385,24 +386,8 @@ func TestApplyIdempotent(t *testing.T) {
 			if first.Message != "applied 5 objects: 5 created" {
 				t.Errorf("first: %q", first.Message)
 			}
-			rvs := func() map[string]string {
-				m := map[string]string{}
-				for _, x := range []struct {
-					what string
-					u    *unstructured.Unstructured
-				}{
-					{"cm", e.get(cmGVR, e.ns, "cfg")},
-					{"deploy", e.get(deployGVR, e.ns, "web")},
-					{"svc", e.get(schemaSvc, e.ns, "web")},
-					{"crd", e.get(crdGVR, "", f.plural+"."+f.group)},
-					{"cr", e.get(f.gvr(), e.ns, "w")},
-				} {
-					m[x.what] = x.u.GetResourceVersion()
-				}
-				return m
-			}
-			// let controllers settle: the Deployment Available, then a moment
-			// for the last status writes
+			// let controllers settle (the Deployment Available): the second
+			// run meets objects they have written to
 			m, err := e.clients.MappingForType(context.Background(), "deployments.apps")
 			if err != nil {
 				t.Fatal(err)
@@ -411,21 +396,83 @@ func TestApplyIdempotent(t *testing.T) {
 				spec.WaitFor{Kind: spec.ForCondition, Name: "Available", Value: "True"}, nil); err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(time.Second)
-			before := rvs()
-			second := run(t, e.request(yaml))
+			// what the second run changed, without waiting for controllers
+			// to stop writing: the objects no controller writes keep their
+			// resourceVersion; the Deployment, whose status the controller
+			// may still write, keeps its generation and what khook manages
+			snapshot := func() map[string]string {
+				out := map[string]string{}
+				for _, x := range []struct {
+					what string
+					u    *unstructured.Unstructured
+				}{
+					{"cm", e.get(cmGVR, e.ns, "cfg")},
+					{"svc", e.get(schemaSvc, e.ns, "web")},
+					{"crd", e.get(crdGVR, "", f.plural+"."+f.group)},
+					{"cr", e.get(f.gvr(), e.ns, "w")},
+				} {
+					out[x.what] = "resourceVersion " + x.u.GetResourceVersion()
+				}
+				d := e.get(deployGVR, e.ns, "web")
+				out["deploy"] = fmt.Sprintf("generation %d, annotations %v, labels %v", d.GetGeneration(), d.GetAnnotations()[corev1.LastAppliedConfigAnnotation], d.GetLabels())
+				for _, mf := range d.GetManagedFields() {
+					if mf.Manager == objects.DefaultFieldManager {
+						out["deploy"] += fmt.Sprintf(", %s fields at %v: %s", mf.Operation, mf.Time, mf.FieldsV1.Raw)
+					}
+				}
+				return out
+			}
+			before := snapshot()
+			// client-side: the second run's requests, seen on the wire,
+			// hold no write at all (server-side apply always sends its
+			// apply, which the server turns into no change)
+			cfg := e.c.RESTConfig(t)
+			writes := &writeLog{}
+			cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return writes.wrap(rt) })
+			second := run(t, steptest.Request(t, steptest.Clients(t, cfg), yaml, steptest.Options{}))
 			if second.Message != "applied 5 objects: 5 unchanged" {
 				t.Errorf("second: %q", second.Message)
 			}
-			after := rvs()
+			if w := writes.list(); !serverSide && len(w) > 0 {
+				t.Errorf("the second run wrote: %s", strings.Join(w, ", "))
+			}
+			after := snapshot()
 			for k, v := range before {
 				if after[k] != v {
-					t.Errorf("%s changed: resourceVersion %s -> %s", k, v, after[k])
+					t.Errorf("%s changed: %s -> %s", k, v, after[k])
 				}
 			}
 		})
 	}
 }
+
+// writeLog records the write requests (not GET, HEAD, or a dry run) made
+// through a transport.
+type writeLog struct {
+	mu     sync.Mutex
+	writes []string
+}
+
+func (l *writeLog) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		if req.Method != http.MethodGet && req.Method != http.MethodHead && req.URL.Query().Get("dryRun") != "All" {
+			l.mu.Lock()
+			l.writes = append(l.writes, req.Method+" "+req.URL.Path)
+			l.mu.Unlock()
+		}
+		return rt.RoundTrip(req)
+	})
+}
+
+func (l *writeLog) list() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.writes)
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
 // The least-privilege user: refused writes keep the server's wording.
 func TestApplyLeastPrivilege(t *testing.T) {
