@@ -44,23 +44,31 @@ type Mapper func(line, col int) (int, int)
 // Error. Positions, those in the message included, go through mapPos. It
 // returns nil for an error that is not about the text (io.EOF).
 func Locate(text []byte, err error, mapPos Mapper) *Error {
+	e, _ := locate(text, err, mapPos)
+	return e
+}
+
+// locate is Locate, and how it located the error: by v4's marks (or a
+// character check), or, falling back (v4 reads the text differently, or
+// words its problem differently from v3), at v3's line.
+func locate(text []byte, err error, mapPos Mapper) (e *Error, byMarks bool) {
 	if err == nil || errors.Is(err, io.EOF) {
-		return nil
+		return nil, false
 	}
 	if mapPos == nil {
 		mapPos = func(l, c int) (int, int) { return l, c }
 	}
 	if e := BadChar(text); e != nil {
 		e.Line, e.Col = mapPos(e.Line, e.Col)
-		return e
+		return e, true
 	}
 	v3msg, v3line := splitV3(err)
 	if le := parseV4(text); le != nil && sameProblem(le, v3msg) {
-		return explain(text, le, mapPos)
+		return explain(text, le, mapPos), true
 	}
 	// v4 reads it differently (they differ on a few rules): v3's own line,
 	// which is 0-based for parser errors, at its first character.
-	e := &Error{Line: v3line, Msg: v3msg}
+	e = &Error{Line: v3line, Msg: v3msg}
 	if v3line > 0 && parserProblems[v3msg] {
 		e.Line++
 	}
@@ -76,7 +84,7 @@ func Locate(text []byte, err error, mapPos Mapper) *Error {
 		e.Msg += ": YAML indents with spaces"
 	}
 	e.Line, e.Col = mapPos(e.Line, e.Col)
-	return e
+	return e, false
 }
 
 // indentTab returns the position of the first tab in the indentation of
