@@ -517,3 +517,178 @@ func BenchmarkFleetTenCharts(b *testing.B) {
 	b.ReportMetric(three.Seconds()/float64(b.N), "3-clusters-s")
 	b.ReportMetric(three.Seconds()/one.Seconds(), "ratio")
 }
+
+// oneClusterTwice writes a kubeconfig naming the test cluster under three
+// contexts: one-a and one-b (admin, each with its own cluster entry, as
+// two kubeconfig files merged would), and one-limited (the least-privilege
+// user, who may not read namespace kube-system).
+func oneClusterTwice(t *testing.T) (kubeconfig, server string) {
+	t.Helper()
+	c := testcluster.Get(t)
+	merged := clientcmdapi.NewConfig()
+	for _, e := range []struct {
+		file     string
+		contexts []string
+	}{{c.Kubeconfig, []string{"one-a", "one-b"}}, {c.LimitedKubeconfig, []string{"one-limited"}}} {
+		cfg, err := clientcmd.LoadFromFile(e.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kctx := cfg.Contexts[cfg.CurrentContext]
+		for _, name := range e.contexts {
+			merged.Clusters[name] = cfg.Clusters[kctx.Cluster]
+			merged.AuthInfos[name] = cfg.AuthInfos[kctx.AuthInfo]
+			merged.Contexts[name] = &clientcmdapi.Context{Cluster: name, AuthInfo: name}
+			server = cfg.Clusters[kctx.Cluster].Server
+		}
+	}
+	merged.CurrentContext = "one-a"
+	kubeconfig = filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*merged, kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	return kubeconfig, server
+}
+
+// oneClusterSpec: a ConfigMap per context, and a state record in ns,
+// named by recordName.
+const oneClusterSpec = `apiVersion: khook.io/v1
+kind: Khook
+metadata: {name: twice}
+state: {namespace: %[1]s, name: "%[2]s"}
+steps:
+  - name: config
+    apply:
+      namespace: %[1]s
+      manifests:
+        - inline: |
+            apiVersion: v1
+            kind: ConfigMap
+            metadata: {name: "cm-${KHOOK_CONTEXT}"}
+`
+
+// TestFleetOneClusterTwice: a fleet naming one cluster under two contexts
+// with one state record is refused before anything runs, both contexts
+// named (told apart by kube-system's UID, or by URL and CA for a user who
+// may not read it); with a record per context (state.name with
+// ${KHOOK_CONTEXT}) it runs on both. An empty --contexts (an unset CI
+// variable) is refused, not taken for the current context.
+func TestFleetOneClusterTwice(t *testing.T) {
+	kubeconfig, server := oneClusterTwice(t)
+	c := testcluster.Get(t)
+	cs, err := kubernetes.NewForConfig(c.RESTConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := c.NewNamespace(t, "fleet-once")
+	dir := t.TempDir()
+	shared, separate := filepath.Join(dir, "shared.yaml"), filepath.Join(dir, "separate.yaml")
+	for file, record := range map[string]string{shared: "khook-state-twice", separate: "khook-state-${KHOOK_CONTEXT}"} {
+		if err := os.WriteFile(file, []byte(fmt.Sprintf(oneClusterSpec, ns, record)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env := []string{"KUBECONFIG=" + kubeconfig}
+	ctx := context.Background()
+	// untouched says that ns holds nothing khook writes: no ConfigMap of
+	// the spec, no record, no lock
+	untouched := func(t *testing.T) {
+		t.Helper()
+		cms, err := cs.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, cm := range cms.Items {
+			if strings.HasPrefix(cm.Name, "cm-") {
+				t.Errorf("ConfigMap %s was applied", cm.Name)
+			}
+		}
+		secrets, err := cs.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range secrets.Items {
+			t.Errorf("Secret %s was written", s.Name)
+		}
+		leases, err := cs.CoordinationV1().Leases(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range leases.Items {
+			t.Errorf("Lease %s was taken", l.Name)
+		}
+	}
+
+	for _, tc := range []struct {
+		name, command, contexts string
+		has                     []string
+	}{
+		{"apply, two admin contexts", "apply", "one-a,one-b",
+			[]string{`contexts "one-a" and "one-b" are one cluster (` + server + `, kube-system namespace UID `, "sharing the state record " + ns + "/khook-state-twice", "khook-state-${KHOOK_CONTEXT}"}},
+		{"destroy, by a pattern", "destroy", "one-*",
+			[]string{`contexts "one-a", "one-b" and "one-limited" are one cluster (` + server}},
+		{"apply, kube-system forbidden to one: the URL and CA", "apply", "one-limited,one-b",
+			[]string{`contexts "one-limited" and "one-b" are one cluster (` + server + ` (reading namespace kube-system is forbidden: told apart by its URL and certificate authority)`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := run(t, bins.Kubectl, env, "", tc.command, "-f", shared, "--contexts", tc.contexts)
+			if res.Code != 2 {
+				t.Fatalf("exit %d, want 2\n%s\n%s", res.Code, res.Stdout, res.Stderr)
+			}
+			for _, s := range append(tc.has, "the fleet names one cluster under several contexts, so nothing was run on any cluster") {
+				if !strings.Contains(res.Stderr, s) {
+					t.Errorf("stderr lacks %q:\n%s", s, res.Stderr)
+				}
+			}
+			untouched(t)
+		})
+	}
+
+	t.Run("--contexts '' applies nowhere", func(t *testing.T) {
+		for _, contexts := range []string{"", ","} {
+			res := run(t, bins.Kubectl, env, "", "apply", "-f", separate, "--contexts", contexts, "--set", "KHOOK_CONTEXT=one-a")
+			if res.Code != 2 || !strings.Contains(res.Stderr, "--contexts was given an empty value") {
+				t.Fatalf("--contexts %q: exit %d, want 2\n%s\n%s", contexts, res.Code, res.Stdout, res.Stderr)
+			}
+		}
+		untouched(t)
+	})
+
+	t.Run("a state record per context: both run", func(t *testing.T) {
+		res := run(t, bins.Kubectl, env, "", "apply", "-f", separate, "--contexts", "one-a,one-b")
+		if res.Code != 0 {
+			t.Fatalf("exit %d\n%s\n%s", res.Code, res.Stdout, res.Stderr)
+		}
+		for _, name := range []string{"one-a", "one-b"} {
+			if _, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, "cm-"+name, metav1.GetOptions{}); err != nil {
+				t.Errorf("ConfigMap of %s: %v", name, err)
+			}
+			if _, found, err := state.Read(ctx, cs, state.Location{Namespace: ns, Name: "khook-state-" + name}); err != nil || !found {
+				t.Errorf("record of %s: found %v, %v", name, found, err)
+			}
+		}
+	})
+
+	t.Run("--contexts '' destroys nothing", func(t *testing.T) {
+		res := run(t, bins.Kubectl, env, "", "destroy", "-f", separate, "--contexts", "", "--set", "KHOOK_CONTEXT=one-a")
+		if res.Code != 2 || !strings.Contains(res.Stderr, "--contexts was given an empty value") {
+			t.Fatalf("exit %d, want 2\n%s\n%s", res.Code, res.Stdout, res.Stderr)
+		}
+		for _, name := range []string{"one-a", "one-b"} {
+			if _, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, "cm-"+name, metav1.GetOptions{}); err != nil {
+				t.Errorf("ConfigMap of %s: %v", name, err)
+			}
+			if _, found, err := state.Read(ctx, cs, state.Location{Namespace: ns, Name: "khook-state-" + name}); err != nil || !found {
+				t.Errorf("record of %s: found %v, %v", name, found, err)
+			}
+		}
+	})
+
+	t.Run("destroy with a record per context", func(t *testing.T) {
+		res := run(t, bins.Kubectl, env, "", "destroy", "-f", separate, "--contexts", "one-a,one-b")
+		if res.Code != 0 {
+			t.Fatalf("exit %d\n%s\n%s", res.Code, res.Stdout, res.Stderr)
+		}
+		untouched(t)
+	})
+}
