@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"helm.sh/helm/v4/pkg/action"
 	helmkube "helm.sh/helm/v4/pkg/kube"
@@ -50,8 +51,9 @@ func (o ManifestObject) Name() string {
 type ReleaseDiff struct {
 	// Action is PlanInstall, PlanUpgrade, PlanNoOp or PlanSkip, or
 	// PlanUnknown when no diff can be made (a release left pending by an
-	// interrupted run, which Apply recovers first); Reason says why for
-	// skip and unknown.
+	// interrupted run, which Apply recovers first, or one another
+	// operation may still be working on); Reason says why for skip and
+	// unknown.
 	Action PlanAction
 	Reason string
 	// Current is the release's latest revision, nil when none.
@@ -104,7 +106,11 @@ func (c *Client) diff(ctx context.Context, r Release) (ReleaseDiff, error) {
 		return d, nil
 	}
 	if d.Current.Pending() {
-		d.Action, d.Reason = PlanUnknown, pendingPlan(hist, last)
+		pend := judgePending(last, time.Now(), r.Timeout, r.Run)
+		d.Action, d.Reason = PlanUnknown, pendingPlan(hist, last, pend)
+		if !pend.abandoned() {
+			d.Reason = inProgress(pend)
+		}
 		return d, nil
 	}
 	ch, err := c.loadChart(ctx, r.Source)

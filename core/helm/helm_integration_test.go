@@ -4,8 +4,10 @@ package helm
 
 import (
 	"context"
+	"errors"
 	"os"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -61,6 +63,18 @@ func (c *cluster) apply(r Release) Result {
 	return res
 }
 
+func (c *cluster) applyErr(r Release) error {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := c.client.Apply(ctx, r)
+	if err == nil {
+		c.t.Fatalf("apply: %s revision %d, want an error", res.Action, res.Revision)
+	}
+	c.t.Logf("apply: %v", err)
+	return err
+}
+
 func (c *cluster) config() *configuration {
 	c.t.Helper()
 	cfg, err := c.client.configuration(c.ns)
@@ -71,8 +85,16 @@ func (c *cluster) config() *configuration {
 }
 
 // setLatest rewrites the latest revision's status, as an interrupted run
-// would have left it.
+// would have left it an hour ago (older than any step timeout here).
 func (c *cluster) setLatest(name string, status rcommon.Status) {
+	c.t.Helper()
+	c.pend(name, status, time.Hour, nil)
+}
+
+// pend rewrites the latest revision's status, as a writer that began its
+// operation age ago would have left it, with labels added to the
+// revision's own (a nil value removes one).
+func (c *cluster) pend(name string, status rcommon.Status, age time.Duration, labels map[string]*string) {
 	c.t.Helper()
 	cfg := c.config()
 	hist, err := history(cfg, name)
@@ -81,9 +103,41 @@ func (c *cluster) setLatest(name string, status rcommon.Status) {
 	}
 	rel := latest(hist)
 	rel.Info.Status = status
+	rel.Info.LastDeployed = time.Now().Add(-age)
+	if status == rcommon.StatusUninstalling {
+		rel.Info.Deleted = rel.Info.LastDeployed
+	}
+	if rel.Labels == nil {
+		rel.Labels = map[string]string{}
+	}
+	for k, v := range labels {
+		if v == nil {
+			delete(rel.Labels, k)
+		} else {
+			rel.Labels[k] = *v
+		}
+	}
 	if err := cfg.Releases.Update(rel); err != nil {
 		c.t.Fatal(err)
 	}
+}
+
+// labels are the labels of a revision's storage Secret that are not
+// helm's own.
+func (c *cluster) labels(name string, revision int) map[string]string {
+	c.t.Helper()
+	s, err := c.clients.Typed.CoreV1().Secrets(c.ns).Get(context.Background(),
+		"sh.helm.release.v1."+name+".v"+strconv.Itoa(revision), metav1.GetOptions{})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	out := map[string]string{}
+	for k, v := range s.Labels {
+		if strings.HasPrefix(k, "khook.io/") {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 func (c *cluster) revisions(name string) []string {
@@ -149,13 +203,25 @@ func TestRecoverPendingUpgrade(t *testing.T) {
 		t.Fatalf("helm's own upgrade of the pending release: %v", err)
 	}
 
+	// fresh: another operation may be on it, and nothing is touched
+	fresh := c.release("pend", "two")
+	if err := c.applyErr(fresh); !errors.As(err, new(*PendingError)) ||
+		!strings.Contains(err.Error(), "release pend ("+c.ns+"): another operation (install/upgrade/rollback) is in progress: revision 2 has been pending-upgrade for ") {
+		t.Fatalf("apply of a fresh pending upgrade: %v", err)
+	}
+	if got := c.revisions("pend"); !reflect.DeepEqual(got, []string{"1:deployed", "2:pending-upgrade"}) {
+		t.Errorf("revisions after the refusal = %v", got)
+	}
+
+	// an hour old: abandoned
+	c.pend("pend", rcommon.StatusPendingUpgrade, time.Hour, nil)
 	p := c.plan(c.release("pend", "two"))
-	if p.Action != PlanUpgrade || p.Reason != "revision 2 was left pending-upgrade by an interrupted run: apply will mark it failed, roll back to revision 1, then upgrade" {
+	if p.Action != PlanUpgrade || !regexp.MustCompile(`^revision 2 was left pending-upgrade 1h0m\d+s ago, longer than the step's timeout \(1m0s\): apply will mark it failed, roll back to revision 1, then upgrade$`).MatchString(p.Reason) {
 		t.Errorf("plan: %+v", p)
 	}
 	res := c.apply(c.release("pend", "two"))
 	if res.Action != Upgraded || res.Revision != 4 ||
-		res.Recovered != "revision 2 was left pending-upgrade by an interrupted run: marked it failed and rolled back to revision 1" {
+		!regexp.MustCompile(`^revision 2 was left pending-upgrade 1h0m\d+s ago, longer than the step's timeout \(1m0s\): marked it failed and rolled back to revision 1$`).MatchString(res.Recovered) {
 		t.Errorf("result: %+v", res)
 	}
 	if got := c.revisions("pend"); !reflect.DeepEqual(got, []string{"1:superseded", "2:failed", "3:superseded", "4:deployed"}) {
@@ -183,7 +249,7 @@ func TestRecoverPendingRollback(t *testing.T) {
 	c.apply(c.release("rb", "two"))
 	c.setLatest("rb", rcommon.StatusPendingRollback)
 	res := c.apply(c.release("rb", "three"))
-	if res.Action != Upgraded || res.Recovered != "revision 2 was left pending-rollback by an interrupted run: marked it failed and rolled back to revision 1" {
+	if res.Action != Upgraded || !regexp.MustCompile(`^revision 2 was left pending-rollback 1h0m\d+s ago, longer than the step's timeout \(1m0s\): marked it failed and rolled back to revision 1$`).MatchString(res.Recovered) {
 		t.Errorf("result: %+v", res)
 	}
 	if got := c.color("rb"); got != "three" {
@@ -200,13 +266,14 @@ func TestRecoverPendingInstall(t *testing.T) {
 		name := "r-" + string(status)
 		c.apply(c.release(name, "one"))
 		c.setLatest(name, status)
+		left := "^revision 1 was left " + string(status) + ` 1h0m\d+s ago, longer than the step's timeout \(1m0s\): `
 		p := c.plan(c.release(name, "two"))
-		if p.Action != PlanUpgrade || p.Reason != "revision 1 was left "+string(status)+" by an interrupted run: apply will uninstall it and install again" {
+		if p.Action != PlanUpgrade || !regexp.MustCompile(left+"apply will uninstall it and install again$").MatchString(p.Reason) {
 			t.Errorf("%s: plan: %+v", status, p)
 		}
 		res := c.apply(c.release(name, "two"))
 		if res.Action != Installed || res.Revision != 1 ||
-			res.Recovered != "revision 1 was left "+string(status)+" by an interrupted run: uninstalled it and installed again" {
+			!regexp.MustCompile(left+"uninstalled it and installed again$").MatchString(res.Recovered) {
 			t.Errorf("%s: result: %+v", status, res)
 		}
 		if got := c.revisions(name); !reflect.DeepEqual(got, []string{"1:deployed"}) {

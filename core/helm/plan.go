@@ -3,6 +3,7 @@ package helm
 import (
 	"context"
 	"fmt"
+	"time"
 
 	rcommon "helm.sh/helm/v4/pkg/release/common"
 	release "helm.sh/helm/v4/pkg/release/v1"
@@ -19,8 +20,9 @@ const (
 	PlanUpgrade PlanAction = "upgrade"
 	PlanNoOp    PlanAction = "no-op"
 	PlanSkip    PlanAction = "skip"
-	// PlanUnknown: the chart or its values cannot be fetched, or a dry run
-	// of the install or upgrade fails (the chart does not render, values
+	// PlanUnknown: the release is pending and not provably abandoned
+	// (another operation may be in progress), the chart or its values
+	// cannot be fetched, or a dry run of the install or upgrade fails (the chart does not render, values
 	// break its schema, an object exists that another owner has); Reason
 	// says why.
 	PlanUnknown PlanAction = "unknown"
@@ -72,6 +74,13 @@ func (c *Client) plan(ctx context.Context, r Release) (Plan, error) {
 		p.Reason = fmt.Sprintf("skipIf installed: release %s exists at %s", r.Name, p.Current)
 		return p, nil
 	}
+	var pend pending
+	if p.Current.Pending() {
+		if pend = judgePending(last, time.Now(), r.Timeout, r.Run); !pend.abandoned() {
+			p.Action, p.Reason = PlanUnknown, inProgress(pend)
+			return p, nil
+		}
+	}
 	ch, err := c.loadChart(ctx, r.Source)
 	if err != nil {
 		p.Action, p.Reason = PlanUnknown, "the chart cannot be fetched: "+err.Error()
@@ -109,7 +118,7 @@ func (c *Client) plan(ctx context.Context, r Release) (Plan, error) {
 	p.Details = append(p.Details, "current: "+p.Current.String(), "target: chart "+ch.Ref)
 	if p.Current.Pending() {
 		p.Action = PlanUpgrade
-		p.Reason = pendingPlan(hist, last)
+		p.Reason = pendingPlan(hist, last, pend)
 		return p, nil
 	}
 	if last.Info.Status == rcommon.StatusDeployed {
@@ -129,9 +138,10 @@ func (c *Client) plan(ctx context.Context, r Release) (Plan, error) {
 	return p, nil
 }
 
-// pendingPlan says how Apply will recover a pending release.
-func pendingPlan(hist []*release.Release, last *release.Release) string {
-	left := fmt.Sprintf("revision %d was left %s by an interrupted run", last.Version, last.Info.Status)
+// pendingPlan says how Apply will recover a pending release that p
+// judged abandoned.
+func pendingPlan(hist []*release.Release, last *release.Release, p pending) string {
+	left := p.left()
 	good := lastSuccessful(hist, last.Version)
 	switch {
 	case last.Info.Status == rcommon.StatusUninstalling || (last.Info.Status == rcommon.StatusPendingInstall && good == nil):
@@ -140,6 +150,12 @@ func pendingPlan(hist []*release.Release, last *release.Release) string {
 		return left + ": apply will mark it failed, then upgrade"
 	}
 	return fmt.Sprintf("%s: apply will mark it failed, roll back to revision %d, then upgrade", left, good.Version)
+}
+
+// inProgress is what plan and diff say of a pending release that is not
+// provably abandoned: apply would fail on it.
+func inProgress(p pending) string {
+	return p.err().Error() + ": apply will fail unless that operation ends first"
 }
 
 // changes says what differs between the deployed revision and the target.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	release "helm.sh/helm/v4/pkg/release/v1"
 	"helm.sh/helm/v4/pkg/storage/driver"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"khook.io/core/objects"
 )
@@ -56,8 +58,174 @@ type Release struct {
 	// SkipIfInstalled skips when the release exists, whatever its chart
 	// version and values.
 	SkipIfInstalled bool
-	// Timeout bounds the operation when ctx has no deadline.
+	// Timeout bounds the operation when ctx has no deadline. It is also
+	// how old a pending revision must be before it is taken as abandoned.
 	Timeout time.Duration
+	// Run is the khook run applying r: its ID labels every revision Apply
+	// makes, and a pending revision another run left is recovered only
+	// when it is provably abandoned (see Apply).
+	Run Run
+}
+
+// Run identifies the khook run an operation belongs to (step.Run).
+type Run struct {
+	// ID labels every revision the run makes (RunLabel); empty: no label.
+	// It must be a valid label value.
+	ID string
+	// Abandoned reports whether the run of id is known to be gone (its
+	// run lock expired and this run took it over); nil: none is.
+	Abandoned func(id string) bool
+}
+
+func (r Run) abandoned(id string) bool {
+	return id != "" && r.Abandoned != nil && r.Abandoned(id)
+}
+
+// RunLabel is the release label naming the khook run that wrote a
+// revision: step.RunLabel, on the revision's storage Secret (helm's
+// custom release labels).
+const RunLabel = "khook.io/run"
+
+// RunRevisionLabel is the revision RunLabel was written for. Helm carries
+// a release's labels over to the revisions that follow (an upgrade merges
+// the last revision's labels with its own, a rollback copies the
+// target's), so RunLabel names the writer only on the revision this label
+// names: on any other it was carried over by helm, another tool, or a
+// rollback.
+const RunRevisionLabel = "khook.io/run-revision"
+
+// runLabels are the labels of the revision an install or upgrade by run
+// makes. Without an id, an upgrade drops the labels carried over from
+// the last revision (helm's "null" removes a label) and an install sets
+// none.
+func runLabels(run Run, revision int, upgrade bool) (map[string]string, error) {
+	if run.ID == "" {
+		if upgrade {
+			return map[string]string{RunLabel: "null", RunRevisionLabel: "null"}, nil
+		}
+		return nil, nil
+	}
+	if errs := validation.IsValidLabelValue(run.ID); len(errs) > 0 {
+		return nil, fmt.Errorf("run id %q cannot label the release (%s): %s", run.ID, RunLabel, strings.Join(errs, "; "))
+	}
+	return map[string]string{RunLabel: run.ID, RunRevisionLabel: strconv.Itoa(revision)}, nil
+}
+
+// defaultTimeout is the step timeout of the spec when none is given: the
+// age past which a pending revision is abandoned when Timeout is unset.
+const defaultTimeout = 5 * time.Minute
+
+// pending is what is known of a revision left pending: who last wrote it,
+// when, and whether it is provably abandoned.
+type pending struct {
+	revision int
+	status   rcommon.Status
+	// age is how long ago the operation started, by the revision's own
+	// time (LastDeployed; Deleted for an uninstall).
+	age     time.Duration
+	timeout time.Duration
+	// run is the khook run that wrote the revision, "" when unknown;
+	// carried is the revision a RunLabel on it was written for, when
+	// another (helm carried it over).
+	run     string
+	carried string
+	// byRun: the run that wrote it is known to be gone; byAge: it is older
+	// than the timeout.
+	byRun, byAge bool
+}
+
+// judgePending decides whether rel, a pending revision (Status.Pending),
+// is provably abandoned at now: its run is known to be gone, or its last
+// operation is older than timeout (defaultTimeout when unset). A revision
+// without a time (no helm writes one) is taken as old.
+func judgePending(rel *release.Release, now time.Time, timeout time.Duration, run Run) pending {
+	if timeout <= 0 {
+		timeout = defaultTimeout
+	}
+	p := pending{revision: rel.Version, timeout: timeout}
+	var since time.Time
+	if rel.Info != nil {
+		p.status = rel.Info.Status
+		since = rel.Info.LastDeployed
+		if p.status == rcommon.StatusUninstalling && !rel.Info.Deleted.IsZero() {
+			since = rel.Info.Deleted
+		}
+	}
+	if id := rel.Labels[RunLabel]; id != "" {
+		if rev := rel.Labels[RunRevisionLabel]; rev == strconv.Itoa(rel.Version) {
+			p.run = id
+		} else {
+			p.carried = rev
+		}
+	}
+	if since.IsZero() {
+		p.age, p.byAge = -1, true
+	} else {
+		p.age = max(now.Sub(since), 0)
+		p.byAge = p.age > timeout
+	}
+	p.byRun = run.abandoned(p.run)
+	return p
+}
+
+func (p pending) abandoned() bool { return p.byRun || p.byAge }
+
+// writer says who last wrote the revision.
+func (p pending) writer() string {
+	switch {
+	case p.run != "":
+		return "khook run " + p.run
+	case p.carried != "":
+		return fmt.Sprintf("not khook (its %s label was carried over from revision %s): helm or another tool", RunLabel, p.carried)
+	}
+	return fmt.Sprintf("not khook (no %s label): helm or another tool", RunLabel)
+}
+
+func (p pending) ageString() string {
+	if p.age < 0 {
+		return "an unknown time"
+	}
+	return p.age.Round(time.Second).String()
+}
+
+// operation is helm's word for the operation in progress.
+func (p pending) operation() string {
+	if p.status == rcommon.StatusUninstalling {
+		return "uninstall"
+	}
+	return "install/upgrade/rollback"
+}
+
+// left says why a revision is taken as abandoned.
+func (p pending) left() string {
+	if p.byRun {
+		return fmt.Sprintf("revision %d was left %s by khook run %s, which is gone (its run lock expired)", p.revision, p.status, p.run)
+	}
+	return fmt.Sprintf("revision %d was left %s %s ago, longer than the step's timeout (%s)", p.revision, p.status, p.ageString(), p.timeout)
+}
+
+// PendingError: the release's latest revision is pending and not
+// provably abandoned: another operation may be working on it.
+type PendingError struct {
+	Revision int
+	Status   string
+	// Age is how long the operation has been going on; negative: unknown.
+	Age time.Duration
+	// Writer says who last wrote the revision: "khook run <id>", or "not
+	// khook (...): helm or another tool".
+	Writer  string
+	Timeout time.Duration
+	op      string
+}
+
+func (p pending) err() *PendingError {
+	return &PendingError{Revision: p.revision, Status: string(p.status), Age: p.age, Writer: p.writer(), Timeout: p.timeout, op: p.operation()}
+}
+
+func (e *PendingError) Error() string {
+	return fmt.Sprintf("another operation (%s) is in progress: revision %d has been %s for %s, last writer: %s; "+
+		"khook takes over a pending release only when it is older than the step's timeout (%s) or the khook run that left it is known to be gone",
+		e.op, e.Revision, e.Status, pending{age: e.Age}.ageString(), e.Writer, e.Timeout)
 }
 
 // Action is what Apply did.
@@ -127,11 +295,21 @@ type Result struct {
 //   - otherwise: upgrade. Values are always the spec's (never reused from
 //     the release), and history is capped at 10 revisions.
 //
-// A release left pending by an interrupted run is recovered first: an
-// interrupted first install (pending-install, nothing deployed) or
-// uninstall is uninstalled and installed again; an interrupted upgrade or
-// rollback is marked failed and rolled back to the last deployed revision,
-// then upgraded. Result.Recovered says what was done.
+// A release whose latest revision is pending (pending-install,
+// pending-upgrade, pending-rollback, uninstalling) is recovered first only
+// when it is provably abandoned: its last operation (the revision's
+// LastDeployed; Deleted for an uninstall) is older than r.Timeout, or its
+// RunLabel names a run r.Run knows to be gone. Otherwise another operation
+// may be working on it, and Apply fails at once with a *PendingError, as
+// helm does ("another operation (install/upgrade/rollback) is in
+// progress"), changing nothing. An abandoned first install (pending-install,
+// nothing deployed) or uninstall is uninstalled and installed again; an
+// abandoned upgrade or rollback is marked failed and rolled back to the
+// last deployed revision, then upgraded. Result.Recovered says what was
+// done.
+//
+// Every revision Apply makes carries r.Run.ID as RunLabel (and its
+// revision as RunRevisionLabel), so that a later run can tell who left it.
 //
 // Helm's own timeouts are set from ctx's deadline (r.Timeout without one),
 // a little before it, so that Helm records a failure (and, with Atomic,
@@ -160,6 +338,12 @@ func (c *Client) apply(ctx context.Context, r Release) (Result, error) {
 		res.Action, res.Revision = Skipped, last.Version
 		return res, nil
 	}
+	var pend pending
+	if res.Previous.Pending() {
+		if pend = judgePending(last, time.Now(), r.Timeout, r.Run); !pend.abandoned() {
+			return res, pend.err()
+		}
+	}
 	ch, err := c.loadChart(ctx, r.Source)
 	if err != nil {
 		return res, err
@@ -170,7 +354,7 @@ func (c *Client) apply(ctx context.Context, r Release) (Result, error) {
 		return res, err
 	}
 	if res.Previous.Pending() {
-		msg, reinstall, err := c.recoverPending(ctx, cfg, r, hist, last)
+		msg, reinstall, err := c.recoverPending(ctx, cfg, r, hist, last, pend)
 		res.Recovered = msg
 		if err != nil {
 			return res, err
@@ -184,12 +368,22 @@ func (c *Client) apply(ctx context.Context, r Release) (Result, error) {
 		}
 	}
 	if !installed(last) {
-		return c.install(ctx, cfg, r, ch, vals, last != nil, res)
+		return c.install(ctx, cfg, r, ch, vals, last, res)
 	}
 	return c.upgrade(ctx, cfg, r, ch, vals, last, res)
 }
 
-func (c *Client) install(ctx context.Context, cfg *configuration, r Release, ch *Chart, vals map[string]any, replace bool, res Result) (Result, error) {
+// install installs r; last is an uninstalled revision kept in history,
+// which the install replaces, or nil.
+func (c *Client) install(ctx context.Context, cfg *configuration, r Release, ch *Chart, vals map[string]any, last *release.Release, res Result) (Result, error) {
+	replace, revision := last != nil, 1
+	if replace {
+		revision = last.Version + 1 // as helm's replace numbers it
+	}
+	labels, err := runLabels(r.Run, revision, false)
+	if err != nil {
+		return res, err
+	}
 	if err := c.ensureNamespace(ctx, r.Namespace, r.CreateNamespace); err != nil {
 		return res, err
 	}
@@ -206,6 +400,7 @@ func (c *Client) install(ctx context.Context, cfg *configuration, r Release, ch 
 	in.Replace = replace       // over an uninstalled revision kept in history
 	in.Timeout = helmTimeout(ctx, r)
 	in.DisableOpenAPIValidation = noClientValidation
+	in.Labels = labels
 	cfg.kube.clientSideCreates = !in.ServerSideApply // creates without Helm's process-wide lock: see kubeClient.Create
 	c.env.logf("installing chart %s as release %s in %s", ch.Ref, r.Name, r.Namespace)
 	rel, err := v1Release(in.RunWithContext(ctx, chrt, vals))
@@ -232,6 +427,10 @@ func (c *Client) upgrade(ctx context.Context, cfg *configuration, r Release, ch 
 			return res, nil
 		}
 	}
+	labels, err := runLabels(r.Run, last.Version+1, true) // helm's next revision
+	if err != nil {
+		return res, err
+	}
 	chrt, err := ch.load()
 	if err != nil {
 		return res, err
@@ -245,6 +444,7 @@ func (c *Client) upgrade(ctx context.Context, cfg *configuration, r Release, ch 
 	up.MaxHistory = maxHistory
 	up.Timeout = helmTimeout(ctx, r)
 	up.DisableOpenAPIValidation = noClientValidation
+	up.Labels = labels // merged by helm with the last revision's
 	c.env.logf("upgrading release %s in %s from %s to chart %s", r.Name, r.Namespace, statusOf(last), ch.Ref)
 	rel, err := v1Release(up.RunWithContext(ctx, r.Name, chrt, vals))
 	if err != nil {
@@ -377,17 +577,17 @@ func (c *Client) waitReady(ctx context.Context, cfg *configuration, r Release, r
 	return nil
 }
 
-// recoverPending recovers a release whose latest revision an interrupted
-// run left pending (see Apply). reinstall says the release is gone and is
-// to be installed again.
-func (c *Client) recoverPending(ctx context.Context, cfg *configuration, r Release, hist []*release.Release, last *release.Release) (msg string, reinstall bool, err error) {
+// recoverPending recovers a release whose latest revision p judged
+// abandoned (see Apply). reinstall says the release is gone and is to be
+// installed again.
+func (c *Client) recoverPending(ctx context.Context, cfg *configuration, r Release, hist []*release.Release, last *release.Release, p pending) (msg string, reinstall bool, err error) {
 	state := last.Info.Status
 	good := lastSuccessful(hist, last.Version)
-	left := fmt.Sprintf("revision %d was left %s by an interrupted run", last.Version, state)
+	left := p.left()
 	c.env.logf("release %s (%s): %s; recovering", r.Name, r.Namespace, left)
 	switch {
 	case state == rcommon.StatusUninstalling || (state == rcommon.StatusPendingInstall && good == nil):
-		if _, err := c.uninstall(ctx, cfg, r.Name, r.Namespace, r.Timeout); err != nil {
+		if _, err := c.uninstall(ctx, cfg, r.Name, r.Namespace, UninstallOptions{Timeout: r.Timeout}, false); err != nil {
 			return left, false, fmt.Errorf("%s, and uninstalling it failed: %w", left, err)
 		}
 		return left + ": uninstalled it and installed again", true, nil

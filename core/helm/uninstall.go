@@ -36,8 +36,13 @@ type UninstallResult struct {
 type UninstallOptions struct {
 	// IgnoreNotFound makes an absent release a success.
 	IgnoreNotFound bool
-	// Timeout bounds the uninstall when ctx has no deadline.
+	// Timeout bounds the uninstall when ctx has no deadline. It is also
+	// how old a pending revision must be before it is taken as abandoned.
 	Timeout time.Duration
+	// Run is the khook run uninstalling: a release whose latest revision
+	// is pending is uninstalled only when it is provably abandoned (see
+	// Uninstall).
+	Run Run
 }
 
 // ErrReleaseNotFound is returned (wrapped) by Uninstall for an absent
@@ -51,6 +56,12 @@ var ErrReleaseNotFound = errors.New("release not found")
 // by watches with their UIDs: an object re-created under the same name
 // meanwhile is not waited for. Objects kept by
 // helm.sh/resource-policy: keep are not waited for.
+//
+// A release whose latest revision is pending (uninstalling, or
+// pending-install, -upgrade or -rollback) is uninstalled only when it is
+// provably abandoned, as Apply decides; otherwise another operation may be
+// working on it, and Uninstall fails at once with a *PendingError,
+// changing nothing.
 func (c *Client) Uninstall(ctx context.Context, name, namespace string, opts UninstallOptions) (UninstallResult, error) {
 	res, err := c.uninstallRelease(ctx, name, namespace, opts)
 	if err != nil {
@@ -64,14 +75,16 @@ func (c *Client) uninstallRelease(ctx context.Context, name, namespace string, o
 	if err != nil {
 		return UninstallResult{}, err
 	}
-	res, err := c.uninstall(ctx, cfg, name, namespace, opts.Timeout)
+	res, err := c.uninstall(ctx, cfg, name, namespace, opts, true)
 	if err == nil && res.Absent && !opts.IgnoreNotFound {
 		return res, ErrReleaseNotFound
 	}
 	return res, err
 }
 
-func (c *Client) uninstall(ctx context.Context, cfg *configuration, name, namespace string, timeout time.Duration) (UninstallResult, error) {
+// uninstall uninstalls a release; guard refuses a pending one that is not
+// provably abandoned (Apply's recovery has judged it already).
+func (c *Client) uninstall(ctx context.Context, cfg *configuration, name, namespace string, opts UninstallOptions, guard bool) (UninstallResult, error) {
 	hist, err := history(cfg, name)
 	if err != nil {
 		return UninstallResult{}, err
@@ -82,6 +95,14 @@ func (c *Client) uninstall(ctx context.Context, cfg *configuration, name, namesp
 		res.Absent = true
 		return res, nil
 	}
+	if guard && res.Previous.Pending() {
+		p := judgePending(last, time.Now(), opts.Timeout, opts.Run)
+		if !p.abandoned() {
+			return res, p.err()
+		}
+		c.env.logf("release %s (%s): %s; uninstalling it", name, namespace, p.left())
+	}
+	timeout := opts.Timeout
 	var targets []object
 	if last.Info == nil || last.Info.Status != rcommon.StatusUninstalled {
 		targets, res.Kept = c.objectsOf(cfg, last)

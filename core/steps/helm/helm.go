@@ -12,15 +12,22 @@
 //     resources are still waited for. Out-of-band drift of the live objects
 //     is therefore not corrected by such a re-run (khook does no drift
 //     detection); changing anything in the step, or the chart, upgrades;
-//   - a release left pending by an interrupted run is recovered (see
-//     khook.io/core/helm.Client.Apply) and the outcome says how;
+//   - every revision an install or upgrade makes carries the run's id
+//     (step.Request.Run) as the label step.RunLabel;
+//   - a release left pending (pending-install, -upgrade, -rollback,
+//     uninstalling) is recovered only when it is provably abandoned: older
+//     than the step timeout, or left by a run known to be gone (see
+//     khook.io/core/helm.Client.Apply); the outcome says how. Otherwise
+//     another operation may be working on it and the step fails at once,
+//     naming the revision, its status, its age and who last wrote it; so
+//     does an uninstall (delete.release, destroy) of such a release;
 //   - atomic: keeps half of the step timeout for the rollback/uninstall;
 //   - upgrades never reuse the release's previous values, and keep at most
 //     10 revisions;
 //   - uninstall (delete.release, destroy) purges the release history and
-//     deletes with foreground propagation, then waits until the objects of
-//     the release's manifest are gone (a Deployment is gone once its pods
-//     are), bounded by the step timeout.
+//     deletes with background propagation, then waits until the objects of
+//     the release's manifest are gone (their dependents are left to the
+//     garbage collector), bounded by the step timeout.
 package helm
 
 import (
@@ -154,7 +161,7 @@ func (e *Executor) Uninstall(ctx context.Context, req *step.Request, release, na
 	defer req.RedactOutcome(&out, &err)
 	ns := req.Namespace(namespace)
 	subject := fmt.Sprintf("release %s (%s)", release, ns)
-	res, err := client(req).Uninstall(ctx, release, ns, khelm.UninstallOptions{IgnoreNotFound: ignoreNotFound, Timeout: req.Timeout})
+	res, err := client(req).Uninstall(ctx, release, ns, khelm.UninstallOptions{IgnoreNotFound: ignoreNotFound, Timeout: req.Timeout, Run: runOf(req)})
 	if errors.Is(err, khelm.ErrReleaseNotFound) {
 		return step.Outcome{}, fmt.Errorf("%s not found (set ignoreNotFound: true to accept that)", subject)
 	}
@@ -196,6 +203,11 @@ func client(req *step.Request) *khelm.Client {
 	})
 }
 
+// runOf is the request's run, as the helm package takes it.
+func runOf(req *step.Request) khelm.Run {
+	return khelm.Run{ID: req.Run.ID, Abandoned: req.Run.IsAbandoned}
+}
+
 // releaseOf is the step's desired release.
 func releaseOf(req *step.Request) (khelm.Release, error) {
 	if req.Step == nil || req.Step.Helm == nil {
@@ -212,6 +224,7 @@ func releaseOf(req *step.Request) (khelm.Release, error) {
 		Wait:            h.Wait,
 		SkipIfInstalled: h.SkipIf == spec.SkipIfInstalled,
 		Timeout:         req.Timeout,
+		Run:             runOf(req),
 	}
 	if h.Auth != nil {
 		r.Source.Auth = &khelm.Credentials{Username: h.Auth.Username, Password: h.Auth.Password}
