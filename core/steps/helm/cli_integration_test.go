@@ -14,9 +14,13 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	khelm "khook.io/core/helm"
 	"khook.io/core/internal/chartrepo"
 	"khook.io/core/internal/e2e"
 	"khook.io/core/internal/steptest"
+	"khook.io/core/step"
 )
 
 // The helm CLIs of the compatibility test: the versions `make helm-tools`
@@ -105,7 +109,7 @@ func TestHelmCLICompatibility(t *testing.T) {
 	t.Run("helm 3 installs, khook upgrades and uninstalls", func(t *testing.T) {
 		ns := f.cluster.NewNamespace(t, "helm-cli-3k")
 		helm3.run(t, "install", "old", demo, "-n", ns, "--set", "color=red", "--wait")
-		out := f.apply(f.request(fmt.Sprintf("name: old\nhelm:\n  chart: %s\n  namespace: %s\n  wait: true\n  values: {color: green}", demo, ns), steptest.Options{}))
+		out := f.apply(withRun(f.request(fmt.Sprintf("name: old\nhelm:\n  chart: %s\n  namespace: %s\n  wait: true\n  values: {color: green}", demo, ns), steptest.Options{}), "k1"))
 		if !strings.Contains(out.Message, "upgraded release old ("+ns+") to revision 2") {
 			t.Errorf("khook over helm 3's release: %q", out.Message)
 		}
@@ -133,7 +137,7 @@ func TestHelmCLICompatibility(t *testing.T) {
 		t.Run("khook installs, "+h.name+" lists, upgrades and rolls back", func(t *testing.T) {
 			ns := f.cluster.NewNamespace(t, "helm-cli-k"+strings.TrimPrefix(h.name, "helm "))
 			spec := fmt.Sprintf("name: app\nhelm:\n  chart: %s\n  namespace: %s\n  wait: true\n  values: {color: %%s}", demo, ns)
-			f.apply(f.request(fmt.Sprintf(spec, "blue"), steptest.Options{}))
+			f.apply(withRun(f.request(fmt.Sprintf(spec, "blue"), steptest.Options{}), "k1"))
 			if got := h.list(t, ns, "app"); !strings.HasPrefix(got, "1:deployed:demo-") {
 				t.Errorf("%s lists %q", h.name, got)
 			}
@@ -151,14 +155,52 @@ func TestHelmCLICompatibility(t *testing.T) {
 			if got := f.revisions(ns, "app"); strings.Join(got, ",") != "1:superseded,2:superseded,3:deployed" {
 				t.Errorf("revisions = %v", got)
 			}
+			// the CLI carried khook's run label over to its own revisions
+			// (an upgrade merges the last revision's labels, a rollback
+			// copies its target's): the revision label tells them apart
+			for rev, want := range map[int]string{1: "k1/1", 2: "k1/1", 3: "k1/1"} {
+				if got := runLabels(t, f, ns, "app", rev); got != want {
+					t.Errorf("revision %d labelled %q, want %q", rev, got, want)
+				}
+			}
 			// khook takes over again: the spec's values, a new revision
-			out := f.apply(f.request(fmt.Sprintf(spec, "white"), steptest.Options{}))
+			out := f.apply(withRun(f.request(fmt.Sprintf(spec, "white"), steptest.Options{}), "k2"))
 			if !strings.Contains(out.Message, "upgraded release app ("+ns+") to revision 4") {
 				t.Errorf("khook after %s: %q", h.name, out.Message)
 			}
 			if got := f.configMap(ns, "app")["color"]; got != "white" {
 				t.Errorf("color = %q after khook's upgrade", got)
 			}
+			if got := runLabels(t, f, ns, "app", 4); got != "k2/4" {
+				t.Errorf("revision 4 labelled %q", got)
+			}
+			// and the CLI still upgrades and rolls back a revision khook
+			// labelled
+			h.run(t, "upgrade", "app", demo, "-n", ns, "--set", "color=pink", "--wait")
+			h.run(t, "rollback", "app", "4", "-n", ns, "--wait")
+			if got := h.list(t, ns, "app"); !strings.HasPrefix(got, "6:deployed:") {
+				t.Errorf("%s lists %q after its rollback to khook's revision", h.name, got)
+			}
+			if got := f.configMap(ns, "app")["color"]; got != "white" {
+				t.Errorf("color = %q after %s's rollback to khook's revision", got, h.name)
+			}
 		})
 	}
+}
+
+// withRun makes r a step of the khook run id.
+func withRun(r *run, id string) *run {
+	r.req.Run = step.Run{ID: id}
+	return r
+}
+
+// runLabels is "run/revision" of the khook labels on a revision's storage
+// Secret.
+func runLabels(t *testing.T, f *fixture, ns, release string, revision int) string {
+	t.Helper()
+	s, err := f.clients.Typed.CoreV1().Secrets(ns).Get(context.Background(), fmt.Sprintf("sh.helm.release.v1.%s.v%d", release, revision), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.Labels[khelm.RunLabel] + "/" + s.Labels[khelm.RunRevisionLabel]
 }
