@@ -2,8 +2,11 @@ package helm
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"sync"
 
 	helmkube "helm.sh/helm/v4/pkg/kube"
@@ -25,10 +28,30 @@ import (
 // client-side: an install (see Client.install, which never applies
 // server-side). Anything else, server-side apply and an upgrade's "auto",
 // whose method Helm resolves from the history, is Helm's own Create.
+//
+// The options are read as Helm's Create reads them (see readCreateOptions):
+// options that ask for server-side apply (or none at all: Helm's default)
+// go to Helm's own Create; a client-side create honours what Helm's
+// client-side create honours, and refuses a dry run, which Helm's
+// client-side create ignores (it creates the objects). Whether this copy
+// still behaves as Helm's Create is checked by TestCreateAsHelms, on the
+// test cluster.
 func (k *kubeClient) Create(resources helmkube.ResourceList, opts ...helmkube.ClientCreateOption) (*helmkube.Result, error) {
 	if !k.clientSideCreates {
 		return k.Client.Create(resources, opts...)
 	}
+	o, err := readCreateOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	if o.serverSideApply {
+		return k.Client.Create(resources, opts...)
+	}
+	if o.dryRun {
+		return nil, errors.New("client-side create: dry run refused: Helm's client-side create ignores it and creates the objects, and khook's copy does not implement it")
+	}
+	// o.fieldValidation is not sent, as Helm's client-side create does not
+	// send it ("for client-side apply: this is ignored").
 	if len(resources) == 0 {
 		return nil, helmkube.ErrNoObjectsVisited
 	}
@@ -40,6 +63,62 @@ func (k *kubeClient) Create(resources helmkube.ResourceList, opts ...helmkube.Cl
 		return nil, err
 	}
 	return &helmkube.Result{Created: resources}, nil
+}
+
+// createOptions are the options of one Create, as Helm's Create resolves
+// them.
+type createOptions struct {
+	serverSideApply bool
+	forceConflicts  bool
+	dryRun          bool
+	fieldValidation helmkube.FieldValidationDirective
+}
+
+// helmCreateDefaults are the defaults of Helm's Create, as options:
+// server-side apply, strict field validation.
+var helmCreateDefaults = []helmkube.ClientCreateOption{
+	helmkube.ClientCreateOptionServerSideApply(true, false),
+	helmkube.ClientCreateOptionFieldValidationDirective(helmkube.FieldValidationDirectiveStrict),
+}
+
+// readCreateOptions resolves opts as Helm's Create does: Helm's own option
+// functions applied, after Helm's defaults, to a value of Helm's options
+// struct (unexported, so made and read by reflection), whose fields are
+// then read by name. An option's error is Helm's, worded as Helm's Create
+// words it. A field khook does not know (an option added by a Helm
+// upgrade) is refused: khook's copy would otherwise drop it.
+func readCreateOptions(opts []helmkube.ClientCreateOption) (createOptions, error) {
+	var o createOptions
+	ptr := reflect.New(reflect.TypeFor[helmkube.ClientCreateOption]().In(0).Elem())
+	var errs []error
+	for _, opt := range append(slices.Clone(helmCreateDefaults), opts...) {
+		if opt == nil {
+			return o, errors.New("client-side create: nil create option")
+		}
+		if err, _ := reflect.ValueOf(opt).Call([]reflect.Value{ptr})[0].Interface().(error); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return o, fmt.Errorf("invalid client create option(s): %w", err) // Helm's words
+	}
+	v := ptr.Elem()
+	for i := range v.NumField() {
+		f, name := v.Field(i), v.Type().Field(i).Name
+		switch {
+		case name == "serverSideApply" && f.Kind() == reflect.Bool:
+			o.serverSideApply = f.Bool()
+		case name == "forceConflicts" && f.Kind() == reflect.Bool:
+			o.forceConflicts = f.Bool()
+		case name == "dryRun" && f.Kind() == reflect.Bool:
+			o.dryRun = f.Bool()
+		case name == "fieldValidationDirective" && f.Kind() == reflect.String:
+			o.fieldValidation = helmkube.FieldValidationDirective(f.String())
+		default:
+			return o, fmt.Errorf("client-side create: Helm's create option %s (%s) is unknown to khook's copy of Helm's create", name, f.Type())
+		}
+	}
+	return o, nil
 }
 
 // kindBatches cuts resources into runs of one kind, in order, as Helm's

@@ -8,6 +8,8 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -59,12 +61,17 @@ func (s *createServer) record(line string) {
 func (s *createServer) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	var obj map[string]any
-	if r.Method != http.MethodPost || json.Unmarshal(body, &obj) != nil {
+	if json.Unmarshal(body, &obj) != nil {
 		http.Error(w, "unexpected request", http.StatusBadRequest)
 		return
 	}
 	u := unstructured.Unstructured{Object: obj}
 	what := u.GetKind() + " " + u.GetName()
+	if r.Method != http.MethodPost {
+		s.record(r.Method + " " + what)
+		http.Error(w, "unexpected request", http.StatusBadRequest)
+		return
+	}
 	s.mu.Lock()
 	s.log = append(s.log, "POST "+what)
 	s.managers = append(s.managers, r.URL.Query().Get("fieldManager"))
@@ -128,6 +135,10 @@ func (s *createServer) info(t *testing.T, kind, name string) *resource.Info {
 	}
 }
 
+// installOption is the option Helm's install passes to Create when it
+// applies client-side.
+var installOption = helmkube.ClientCreateOptionServerSideApply(false, false)
+
 // TestCreatesOfParallelReleasesAreConcurrent: two installs running at once
 // send their creates at once. Helm 4's own Create holds one process-wide
 // lock around every create, so the second would wait for the first: here
@@ -139,7 +150,7 @@ func TestCreatesOfParallelReleasesAreConcurrent(t *testing.T) {
 	for i, name := range []string{"left", "right"} {
 		k := &kubeClient{clientSideCreates: true}
 		list := helmkube.ResourceList{s.info(t, "ConfigMap", name)}
-		wg.Go(func() { _, errs[i] = k.Create(list) })
+		wg.Go(func() { _, errs[i] = k.Create(list, installOption) })
 	}
 	wg.Wait()
 	for _, err := range errs {
@@ -159,7 +170,7 @@ func TestCreatesOfParallelReleasesAreConcurrent(t *testing.T) {
 func TestCreateKindAfterKind(t *testing.T) {
 	s := newCreateServer(t, 2)
 	list := helmkube.ResourceList{s.info(t, "ConfigMap", "a"), s.info(t, "ConfigMap", "b"), s.info(t, "Secret", "c")}
-	res, err := (&kubeClient{clientSideCreates: true}).Create(list)
+	res, err := (&kubeClient{clientSideCreates: true}).Create(list, installOption)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +205,7 @@ func TestCreateReportsEveryFailure(t *testing.T) {
 	s := newCreateServer(t, 2)
 	s.fail["a"], s.fail["c"] = true, true
 	list := helmkube.ResourceList{s.info(t, "ConfigMap", "a"), s.info(t, "ConfigMap", "b"), s.info(t, "Secret", "c")}
-	_, err := (&kubeClient{clientSideCreates: true}).Create(list)
+	_, err := (&kubeClient{clientSideCreates: true}).Create(list, installOption)
 	if err == nil {
 		t.Fatal("no error")
 	}
@@ -206,7 +217,7 @@ func TestCreateReportsEveryFailure(t *testing.T) {
 	if indexOf(s.log, "done ConfigMap b") < 0 {
 		t.Errorf("b was not created: %q", s.log)
 	}
-	if _, err := (&kubeClient{clientSideCreates: true}).Create(nil); err != helmkube.ErrNoObjectsVisited {
+	if _, err := (&kubeClient{clientSideCreates: true}).Create(nil, installOption); err != helmkube.ErrNoObjectsVisited {
 		t.Errorf("empty list: %v, want Helm's ErrNoObjectsVisited", err)
 	}
 }
@@ -218,4 +229,101 @@ func indexOf(list []string, s string) int {
 		}
 	}
 	return -1
+}
+
+// TestReadCreateOptions: Create's options are resolved as Helm's Create
+// resolves them, Helm's defaults first.
+func TestReadCreateOptions(t *testing.T) {
+	ssa := helmkube.ClientCreateOptionServerSideApply
+	fv := helmkube.ClientCreateOptionFieldValidationDirective
+	dry := helmkube.ClientCreateOptionDryRun
+	for _, tc := range []struct {
+		name string
+		opts []helmkube.ClientCreateOption
+		want createOptions
+		err  string
+	}{
+		{name: "none: Helm's defaults", want: createOptions{serverSideApply: true, fieldValidation: "Strict"}},
+		{name: "install, client-side", opts: []helmkube.ClientCreateOption{ssa(false, false)}, want: createOptions{fieldValidation: "Strict"}},
+		{name: "server-side, forced", opts: []helmkube.ClientCreateOption{ssa(true, true)}, want: createOptions{serverSideApply: true, forceConflicts: true, fieldValidation: "Strict"}},
+		{name: "the last wins", opts: []helmkube.ClientCreateOption{ssa(false, false), ssa(true, false)}, want: createOptions{serverSideApply: true, fieldValidation: "Strict"}},
+		{name: "dry run", opts: []helmkube.ClientCreateOption{ssa(false, false), dry(true)}, want: createOptions{dryRun: true, fieldValidation: "Strict"}},
+		{name: "field validation", opts: []helmkube.ClientCreateOption{fv(helmkube.FieldValidationDirectiveIgnore), ssa(false, false)}, want: createOptions{fieldValidation: "Ignore"}},
+		{name: "forced without server-side", opts: []helmkube.ClientCreateOption{ssa(false, true), dry(true)},
+			err: "invalid client create option(s): forceConflicts enabled when serverSideApply disabled"},
+		{name: "nil", opts: []helmkube.ClientCreateOption{nil}, err: "client-side create: nil create option"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := readCreateOptions(tc.opts)
+			if tc.err != "" {
+				if err == nil || err.Error() != tc.err {
+					t.Fatalf("error %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.want {
+				t.Errorf("got %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestCreateOptionsKnowHelms: khook's copy knows every field of Helm's
+// create options; a Helm upgrade that adds one fails here (and every
+// client-side Create refuses it) until the copy implements or refuses it.
+func TestCreateOptionsKnowHelms(t *testing.T) {
+	typ := reflect.TypeFor[helmkube.ClientCreateOption]().In(0).Elem()
+	var fields []string
+	for f := range typ.Fields() {
+		fields = append(fields, f.Name+" "+f.Type.String())
+	}
+	want := []string{"serverSideApply bool", "forceConflicts bool", "dryRun bool", "fieldValidationDirective kube.FieldValidationDirective"}
+	if !slices.Equal(fields, want) {
+		t.Errorf("Helm's create options are %q, khook's copy knows %q", fields, want)
+	}
+}
+
+// TestCreateOptions: what a client-side Create does with each option, as
+// seen by the API server.
+func TestCreateOptions(t *testing.T) {
+	ssa := helmkube.ClientCreateOptionServerSideApply
+	for _, tc := range []struct {
+		name string
+		opts []helmkube.ClientCreateOption
+		log  []string // the requests the server saw
+		err  string   // the error, "" for none
+	}{
+		{name: "client-side", opts: []helmkube.ClientCreateOption{installOption},
+			log: []string{"POST ConfigMap a", "done ConfigMap a"}},
+		{name: "field validation: not sent, as Helm's client-side create",
+			opts: []helmkube.ClientCreateOption{installOption, helmkube.ClientCreateOptionFieldValidationDirective(helmkube.FieldValidationDirectiveIgnore)},
+			log:  []string{"POST ConfigMap a", "done ConfigMap a"}},
+		{name: "dry run: refused", opts: []helmkube.ClientCreateOption{installOption, helmkube.ClientCreateOptionDryRun(true)},
+			err: "client-side create: dry run refused: Helm's client-side create ignores it and creates the objects, and khook's copy does not implement it"},
+		{name: "no dry run", opts: []helmkube.ClientCreateOption{installOption, helmkube.ClientCreateOptionDryRun(false)},
+			log: []string{"POST ConfigMap a", "done ConfigMap a"}},
+		{name: "forced without server-side: Helm's error", opts: []helmkube.ClientCreateOption{ssa(false, true)},
+			err: "invalid client create option(s): forceConflicts enabled when serverSideApply disabled"},
+		{name: "server-side: Helm's own Create", opts: []helmkube.ClientCreateOption{ssa(true, false)},
+			log: []string{"PATCH ConfigMap a"}, err: "server-side apply failed for object ns/a"},
+		{name: "no options: Helm's default, server-side", log: []string{"PATCH ConfigMap a"}, err: "server-side apply failed for object ns/a"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newCreateServer(t, 1)
+			k := &kubeClient{Client: helmkube.New(nil), clientSideCreates: true}
+			_, err := k.Create(helmkube.ResourceList{s.info(t, "ConfigMap", "a")}, tc.opts...)
+			switch {
+			case tc.err == "" && err != nil:
+				t.Errorf("error: %v", err)
+			case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+				t.Errorf("error %v, want one holding %q", err, tc.err)
+			}
+			if !slices.Equal(s.log, tc.log) {
+				t.Errorf("requests %q, want %q", s.log, tc.log)
+			}
+		})
+	}
 }
