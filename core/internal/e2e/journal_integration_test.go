@@ -60,8 +60,8 @@ func readRecord(t *testing.T, c kubernetes.Interface, ns, name string) *state.Re
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := &state.Record{}
-	if err := json.Unmarshal(sec.Data[state.DataKey], rec); err != nil {
+	rec, err := state.DecodeSecret(sec)
+	if err != nil {
 		t.Fatalf("the record is unreadable: %v", err)
 	}
 	return rec

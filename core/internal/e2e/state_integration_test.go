@@ -149,15 +149,19 @@ func TestStateResumesPerStep(t *testing.T) {
 	if sec.Labels[state.ManagedByLabel] != state.ManagedBy {
 		t.Fatalf("record labels %v", sec.Labels)
 	}
-	var rec state.Record
-	if err := json.Unmarshal(sec.Data[state.DataKey], &rec); err != nil {
+	rec, err := state.DecodeSecret(sec)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if rec.RunStatus != "failed" || rec.Steps["a"].Status != "ok" || rec.Steps["e"].Status != "failed" || rec.KhookVersion == "" || rec.SpecHash == "" {
 		t.Fatalf("record %+v", rec)
 	}
 	// the record holds nothing from which the planted secret can be read
-	raw := string(sec.Data[state.DataKey])
+	rawJSON, err := state.SecretJSON(sec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := string(rawJSON) + string(sec.Data[state.GzipDataKey])
 	for _, f := range []string{stateSecret, base64.StdEncoding.EncodeToString([]byte(stateSecret))} {
 		if strings.Contains(raw, f) {
 			t.Fatalf("the record carries the secret (%q):\n%s", f, raw)
@@ -246,7 +250,7 @@ func TestStateRefusesANonOwnedSecret(t *testing.T) {
 	if _, err := typed(t).CoreV1().ConfigMaps(s.ns).Get(context.Background(), "a", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Fatal("a step ran although the record was refused")
 	}
-	if sec := s.secret(t); sec.Data["mine"] == nil || sec.Data[state.DataKey] != nil {
+	if sec := s.secret(t); sec.Data["mine"] == nil || sec.Data[state.DataKey] != nil || sec.Data[state.GzipDataKey] != nil {
 		t.Fatal("the non-owned Secret was modified")
 	}
 }
@@ -308,7 +312,7 @@ steps:
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		sec, err := typed(t).CoreV1().Secrets(ns).Get(context.Background(), "khook-state-"+ns, metav1.GetOptions{})
-		if err == nil && strings.Contains(string(sec.Data[state.DataKey]), `"second":{`) {
+		if err == nil && recordHasStep(sec, "second") {
 			break
 		}
 		if time.Now().After(deadline) {
