@@ -327,7 +327,7 @@ func (o *RunOptions) runFleet(ctx context.Context) error {
 	progress := render.NewFleetProgress(w, infos, popts)
 	start := time.Now()
 	runs := make([]render.ClusterRun, len(members))
-	conns := o.connectFleet(ctx, members, progress)
+	conns := o.connectFleet(ctx, members, progress, infos)
 	if ctx.Err() == nil {
 		if err := sameClusters(members, conns); err != nil {
 			for i, c := range conns {
@@ -344,13 +344,12 @@ func (o *RunOptions) runFleet(ctx context.Context) error {
 		g.SetLimit(p)
 	}
 	for i, m := range members {
-		cp := progress.Cluster(i)
-		if err := conns[i].err; err != nil {
-			runs[i] = o.memberFailed(ctx, m, cp, infos[i].Steps, conns[i].started, err)
+		if conns[i].err != nil {
+			runs[i] = conns[i].failed
 			continue
 		}
 		g.Go(func() error {
-			runs[i] = o.runMember(ctx, m, conns[i].s, cp, infos[i].Steps)
+			runs[i] = o.runMember(ctx, m, conns[i].s, progress.Cluster(i), infos[i].Steps)
 			return nil // a cluster's error is its result
 		})
 	}
@@ -366,14 +365,15 @@ type memberConn struct {
 	id      kube.ClusterID
 	started time.Time
 	// err: the cluster cannot be used (unreachable, its identity
-	// unreadable, its turn never came); it fails alone.
-	err error
+	// unreadable, its turn never came); it fails alone, failed its run.
+	err    error
+	failed render.ClusterRun
 }
 
 // connectFleet connects to every cluster of the fleet (checking each up
 // front, as a single run does), at most --fleet-parallelism at once, and
 // reads each one's identity; each connection serves its cluster's run.
-func (o *RunOptions) connectFleet(ctx context.Context, members []*member, progress *render.FleetProgress) []memberConn {
+func (o *RunOptions) connectFleet(ctx context.Context, members []*member, progress *render.FleetProgress, infos []render.ClusterInfo) []memberConn {
 	conns := make([]memberConn, len(members))
 	var g errgroup.Group
 	if p := o.Fleet.Parallelism; p > 0 {
@@ -381,13 +381,18 @@ func (o *RunOptions) connectFleet(ctx context.Context, members []*member, progre
 	}
 	for i, m := range members {
 		g.Go(func() error {
-			c := &conns[i]
+			c, cp := &conns[i], progress.Cluster(i)
 			c.started = time.Now()
+			defer func() {
+				if c.err != nil {
+					c.failed = o.memberFailed(ctx, m, cp, infos[i].Steps, c.started, c.err)
+				}
+			}()
 			if ctx.Err() != nil {
 				c.err = errors.New(fleetInterrupted)
 				return nil
 			}
-			progress.Cluster(i).Connecting()
+			cp.Connecting()
 			if c.s, c.err = o.Clusters.newSession(ctx, m.doc, m.getter, &linePrefixer{w: o.Streams.ErrOut, prefix: m.context + ": "}); c.err != nil {
 				return nil
 			}
