@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"khook.io/core/steps/builtin"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/golden")
@@ -26,6 +28,7 @@ func runCLI(t *testing.T, env []string, stdin string, args ...string) (string, s
 		Out:     &out,
 		ErrOut:  &errOut,
 		Environ: append([]string{"PATH=/usr/bin"}, env...),
+		Steps:   builtin.Registry,
 	}, args)
 	return out.String(), errOut.String(), code
 }

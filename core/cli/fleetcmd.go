@@ -136,7 +136,7 @@ func (o *PlanOptions) runFleet(ctx context.Context) error {
 				return fmt.Errorf("plan stopped (%v) before every step was assessed", context.Cause(ctx))
 			}
 		}
-		markHashCannotSee(p, m.doc)
+		markHashCannotSee(p, m.doc, o.Clusters)
 		plans[i] = p
 		if structured {
 			return nil

@@ -38,18 +38,15 @@ func hashesOf(ins []*state.Inputs) []string {
 // markHashCannotSee notes, on each planned step of a spec that enables
 // state, the remote content its input hash cannot see: what the step's
 // executor declares (clusters' Steps build them, no cluster needed).
-// Without executors nothing is noted. (clusters is variadic only until
-// every caller passes its *Clusters.)
-func markHashCannotSee(p *plan.Plan, doc *load.Document, clusters ...*Clusters) {
+// Without executors nothing is noted.
+func markHashCannotSee(p *plan.Plan, doc *load.Document, clusters *Clusters) {
 	if !doc.Spec.State.IsEnabled() {
 		return
 	}
 	var reg *step.Registry
-	for _, c := range clusters {
-		if c != nil && c.Steps != nil {
-			if r, err := c.Steps(); err == nil {
-				reg = r
-			}
+	if clusters != nil && clusters.Steps != nil {
+		if r, err := clusters.Steps(); err == nil {
+			reg = r
 		}
 	}
 	byName := make(map[string]int, len(p.Steps))

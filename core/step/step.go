@@ -2,7 +2,8 @@
 // Executor runs one step type; the entrypoint registers every executor
 // explicitly (no init(), no switch over kinds in the scheduler). Optional
 // capabilities are separate interfaces an executor may implement: Planner
-// (live plan), Destroyer (destroy), Differ (diff).
+// (live plan), Destroyer (destroy), Differ (diff), InputDeclarer (what the
+// state record's input hash reads).
 package step
 
 import (
