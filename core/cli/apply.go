@@ -10,6 +10,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"khook.io/core/event"
+	"khook.io/core/lock"
 	"khook.io/core/redact"
 	"khook.io/core/run"
 	"khook.io/core/state"
@@ -22,6 +23,9 @@ type RunFlags struct {
 	Fleet       FleetFlags
 	Output      *outputFlag
 	Parallelism int
+	// LockTimeout is how long to wait for the run lock another run holds
+	// (0: fail at once).
+	LockTimeout time.Duration
 }
 
 // NewRunFlags returns apply's and destroy's flags with their defaults.
@@ -39,6 +43,7 @@ func (f *RunFlags) AddFlags(cmd *cobra.Command, contextFlag string) {
 	f.Fleet.AddFlags(cmd, contextFlag)
 	f.Output.add(cmd, "output", "o", "report format (junit: a JUnit XML report, one test suite per cluster, one test case per step); progress always goes to standard error")
 	cmd.Flags().IntVar(&f.Parallelism, "parallelism", defaultParallelism, "how many steps may run at once (0: no limit); with --contexts, on each cluster")
+	cmd.Flags().DurationVar(&f.LockTimeout, "lock-timeout", 0, "with a state record: how long to wait for the run lock when another run holds it (0: fail at once, naming the holder)")
 }
 
 // RunOptions is a ready-to-run apply or destroy.
@@ -49,6 +54,7 @@ type RunOptions struct {
 	Fleet       FleetFlags
 	Output      string
 	Parallelism int
+	LockTimeout time.Duration
 	// Streams: the summary goes to Out, progress to Progress (standard
 	// error).
 	Streams  genericiooptions.IOStreams
@@ -62,6 +68,9 @@ func (f *RunFlags) ToOptions(command string, streams genericiooptions.IOStreams,
 	if f.Parallelism < 0 {
 		return nil, invalid(fmt.Errorf("--parallelism must not be negative"))
 	}
+	if f.LockTimeout < 0 {
+		return nil, invalid(fmt.Errorf("--lock-timeout must not be negative"))
+	}
 	if err := f.Fleet.check(); err != nil {
 		return nil, err
 	}
@@ -69,7 +78,7 @@ func (f *RunFlags) ToOptions(command string, streams genericiooptions.IOStreams,
 	if err != nil {
 		return nil, err
 	}
-	return &RunOptions{Command: command, Spec: so, Fleet: f.Fleet, Output: f.Output.value, Parallelism: f.Parallelism,
+	return &RunOptions{Command: command, Spec: so, Fleet: f.Fleet, Output: f.Output.value, Parallelism: f.Parallelism, LockTimeout: f.LockTimeout,
 		Streams: streams, Progress: progress, Redactor: src.Redactor, Clusters: clusters}, nil
 }
 
@@ -130,7 +139,8 @@ destroy -f bootstrap.yaml --contexts 'staging-*'`),
 }
 
 // Run connects, runs the steps and prints the summary; with --contexts,
-// on every cluster of the fleet.
+// on every cluster of the fleet. With a state record, the run holds the
+// record's run lock from before it reads the record until it ends.
 func (o *RunOptions) Run(ctx context.Context) error {
 	if o.Fleet.enabled() {
 		return o.runFleet(ctx)
@@ -143,12 +153,18 @@ func (o *RunOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	lk, err := s.takeLock(ctx, o.Command, o.LockTimeout, o.Streams.ErrOut)
+	if err != nil {
+		return err
+	}
+	defer releaseLock(lk, o.Streams.ErrOut)
 	pctx, cancel := s.preflight(ctx)
 	defer cancel()
 	ex, err := s.prepare(pctx, o.Command)
 	if err != nil {
 		return err
 	}
+	ex.lock = lk
 	progress := o.Progress.progress(o.Command, s.doc, ex.order)
 	if err := s.start(pctx, ex, progress); err != nil {
 		progress.Close()
@@ -179,6 +195,9 @@ type execution struct {
 	// graph is what the walk follows: the DAG, reversed for destroy.
 	graph run.Graph
 	rs    *runState // nil without a state record
+	// lock is the run lock of the state record, held for the run; nil
+	// without a state record.
+	lock *lock.Lock
 }
 
 // prepare reads the state record (with a state: block) and builds the
@@ -215,13 +234,26 @@ func (s *session) start(ctx context.Context, ex *execution, progress event.Sink)
 }
 
 // runSteps runs the tasks and records how the run ended; it returns the
-// result and the error of the state record's last write.
+// result and the error of the state record's last write. A run that loses
+// its lock, or whose record finds another writer, stops (its running
+// steps are interrupted) and says why.
 func (s *session) runSteps(ctx context.Context, ex *execution, parallelism int) (*run.Result, error) {
-	res := run.Run(ctx, ex.graph, ex.tasks, run.Options{Parallelism: parallelism, Events: s.sink})
-	if ex.rs == nil {
-		return res, nil
+	var store *state.Store
+	if ex.rs != nil {
+		store = ex.rs.store
 	}
-	return res, ex.rs.finish(ctx, ex.command, res.Status)
+	rctx, stop := watchLost(ctx, ex.lock, store)
+	res := run.Run(rctx, ex.graph, ex.tasks, run.Options{Parallelism: parallelism, Events: s.sink})
+	stop()
+	lost := lostError(ex.lock, store)
+	if ex.rs == nil {
+		return res, lost
+	}
+	err := ex.rs.finish(ctx, ex.command, res.Status)
+	if lost != nil {
+		return res, errors.Join(lost, err)
+	}
+	return res, err
 }
 
 // baseTask fills the scheduling fields of step i.

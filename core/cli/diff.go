@@ -212,6 +212,7 @@ func (o *DiffOptions) run(ctx context.Context) error {
 // reports whether anything differs.
 func (o *DiffOptions) diff(ctx context.Context, s *session, out, errOut io.Writer) (bool, error) {
 	s.sink = event.Discard
+	printLockNote(ctx, errOut, s.clients.Typed, s.doc)
 	resumed, err := s.resumedSteps(ctx)
 	if err != nil {
 		return false, err

@@ -107,7 +107,7 @@ func (o *PlanOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	markHashCannotSee(p, doc)
+	markHashCannotSee(p, doc, o.Clusters)
 	switch o.Output {
 	case "json":
 		return render.JSON(o.Streams.Out, p)
@@ -129,6 +129,7 @@ func (o *PlanOptions) plan(ctx context.Context, doc *load.Document) (*plan.Plan,
 	case err != nil:
 		return nil, err
 	}
+	printLockNote(ctx, o.Streams.ErrOut, s.clients.Typed, doc)
 	p := s.livePlan(ctx)
 	if ctx.Err() != nil {
 		// predictions cut short are no plan to pass a check with

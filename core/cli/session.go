@@ -34,6 +34,8 @@ type session struct {
 	namespace string // where the spec leaves a namespace to its default
 	// sink receives the run's events (progress lines of the executors).
 	sink event.Sink
+	// run identifies the run to its steps (see takeLock).
+	run step.Run
 }
 
 // preflight bounds the calls made before the steps run (the state record
@@ -69,6 +71,7 @@ func (s *session) request(i, attempt int, timeout time.Duration, sink event.Sink
 		Kube:             s.clients,
 		HTTP:             s.http,
 		Redactor:         s.red,
+		Run:              s.run,
 		Log: func(format string, args ...any) {
 			sink.Emit(event.Event{Kind: event.StepProgress, Time: time.Now(), Step: st.Name, Type: st.Type(), Message: fmt.Sprintf(format, args...)})
 		},

@@ -105,6 +105,7 @@ func (o *StatusOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	printLockNote(ctx, o.Streams.ErrOut, client, doc)
 	st, err := readStatus(ctx, o.Redactor, doc, client)
 	if err != nil {
 		return err
