@@ -107,9 +107,10 @@ func (e *Executor) Plan(ctx context.Context, req *step.Request) (pred step.Predi
 }
 
 // Diff is the release's current manifest against the chart rendered by a
-// server-side dry-run upgrade (or install), object by object. A release
-// left pending by an interrupted run is unavailable: apply recovers it
-// before it upgrades.
+// server-side dry-run upgrade (or install), object by object. A pending
+// release is unavailable: apply recovers an abandoned one before it
+// upgrades, and fails on one another operation may be working on (the
+// reason says which).
 func (e *Executor) Diff(ctx context.Context, req *step.Request) (d step.Diff, err error) {
 	defer req.RedactDiff(&d, &err)
 	r, err := releaseOf(req)
