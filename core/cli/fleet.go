@@ -514,12 +514,19 @@ func (o *RunOptions) runMember(ctx context.Context, m *member, s *session, cp *r
 	if ctx.Err() != nil {
 		return o.memberFailed(ctx, m, cp, steps, started, errors.New(fleetInterrupted))
 	}
+	notes := &linePrefixer{w: o.Streams.ErrOut, prefix: m.context + ": "}
+	lk, err := s.takeLock(ctx, o.Command, o.LockTimeout, notes)
+	if err != nil {
+		return o.memberFailed(ctx, m, cp, steps, started, err)
+	}
+	defer releaseLock(lk, notes)
 	pctx, cancel := s.preflight(ctx)
 	defer cancel()
 	ex, err := s.prepare(pctx, o.Command)
 	if err != nil {
 		return o.memberFailed(ctx, m, cp, steps, started, err)
 	}
+	ex.lock = lk
 	if err := s.start(pctx, ex, cp); err != nil {
 		return o.memberFailed(ctx, m, cp, steps, started, err)
 	}

@@ -182,7 +182,7 @@ type ForbiddenError struct {
 }
 
 func (e *ForbiddenError) Error() string {
-	return fmt.Sprintf("run lock of state record %s: the credentials may not take it (%v): a run with a state record needs get, create, update and delete on leases.coordination.k8s.io in namespace %s (see examples/in-cluster/rbac.yaml); khook does not run unlocked", e.Location, e.Err, e.Location.Namespace)
+	return fmt.Sprintf("run lock of state record %s: the credentials may not take it (%v): a run with a state record needs get, create, update and delete on leases.coordination.k8s.io (and watch, to wait with --lock-timeout) in namespace %s (see examples/in-cluster/rbac.yaml); khook does not run unlocked", e.Location, e.Err, e.Location.Namespace)
 }
 
 func (e *ForbiddenError) Unwrap() error { return e.Err }
