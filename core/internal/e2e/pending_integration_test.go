@@ -26,9 +26,14 @@ import (
 // a Deployment whose Pod nobody schedules (the test binds it) with
 // wait: true unless WAIT says otherwise, with the step timeout T.
 func pendingSpec(t *testing.T, ns string) string {
-	return writeSpec(t, fmt.Sprintf(`apiVersion: khook.io/v1
+	return writeSpec(t, pendingSpecText(ns, ""))
+}
+
+func pendingSpecText(ns, extra string) string {
+	return fmt.Sprintf(`apiVersion: khook.io/v1
 kind: Khook
 metadata: {name: pending}
+%s
 steps:
   - name: app
     timeout: ${T:-2m}
@@ -37,7 +42,7 @@ steps:
       namespace: %s
       wait: ${WAIT:-true}
       values: {schedulerName: khook-nobody}
-`, chartrepo.ChartDir("cmdeploy"), ns))
+`, extra, chartrepo.ChartDir("cmdeploy"), ns)
 }
 
 // releaseSecret is the storage Secret of the release's revision, nil
@@ -189,6 +194,43 @@ func TestKilledRunsPendingInstallIsRecoveredAfterTheTimeout(t *testing.T) {
 	}
 	if !strings.Contains(msg, "recovered: revision 1 was left pending-install ") || !strings.Contains(msg, "longer than the step's timeout (10s): uninstalled it and installed again") {
 		t.Errorf("apply after the timeout: %q", msg)
+	}
+	if s := releaseSecret(t, c, ns, "app", 1); s == nil || s.Labels["status"] != "deployed" || s.UID == sec.UID {
+		t.Errorf("after the recovery: revision 1 is %v, want a new one, deployed", s)
+	}
+}
+
+// TestTakenOverRunsPendingInstallIsRecoveredAtOnce: with a state record,
+// a run killed while installing leaves its release pending-install and
+// its run lock to expire; the run that takes the lock over knows that run
+// is gone, and recovers the release at once, long before the step
+// timeout.
+func TestTakenOverRunsPendingInstallIsRecoveredAtOnce(t *testing.T) {
+	c := typed(t)
+	ns := testcluster.Get(t).NewNamespace(t, "pending-taken")
+	spec := writeSpec(t, pendingSpecText(ns, "state: {namespace: "+ns+"}"))
+	first := startBackground(t, bins.Kubectl, kubeEnv(t), "apply", "-f", spec)
+	sec := pendingInstall(t, c, ns, first)
+	if first.kill() {
+		t.Fatalf("the first apply ended before it was killed:\n%s", first.output())
+	}
+	run := sec.Labels["khook.io/run"]
+	if run == "" || sec.Labels["khook.io/run-revision"] != "1" {
+		t.Fatalf("the pending revision does not name its run: %v", sec.Labels)
+	}
+	// the step timeout stays 2m: only the lock says the first run is gone
+	r, res := applyJSON(t, "apply", spec, kubeEnv(t, "KHOOK_VAR_WAIT=false"), "--lock-timeout", "1m")
+	if res.Code != 0 {
+		t.Fatalf("apply after the takeover: exit %d\n%s\n%s", res.Code, res.Stdout, res.Stderr)
+	}
+	var msg string
+	for _, s := range r.Steps {
+		if s.Name == "app" {
+			msg = s.Message
+		}
+	}
+	if want := "recovered: revision 1 was left pending-install by khook run " + run + ", which is gone (its run lock expired): uninstalled it and installed again"; !strings.Contains(msg, want) {
+		t.Errorf("apply after the takeover: %q, want %q", msg, want)
 	}
 	if s := releaseSecret(t, c, ns, "app", 1); s == nil || s.Labels["status"] != "deployed" || s.UID == sec.UID {
 		t.Errorf("after the recovery: revision 1 is %v, want a new one, deployed", s)
