@@ -41,6 +41,8 @@ type createServer struct {
 	// log is the order of events: "POST ConfigMap a", "done ConfigMap a".
 	log      []string
 	managers []string
+	// queries are the POSTs' query strings.
+	queries []string
 	// fail names objects whose create is refused (422).
 	fail map[string]bool
 }
@@ -75,6 +77,7 @@ func (s *createServer) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.log = append(s.log, "POST "+what)
 	s.managers = append(s.managers, r.URL.Query().Get("fieldManager"))
+	s.queries = append(s.queries, r.URL.RawQuery)
 	s.mu.Unlock()
 	if u.GetKind() == "ConfigMap" {
 		s.hold()
@@ -323,6 +326,11 @@ func TestCreateOptions(t *testing.T) {
 			}
 			if !slices.Equal(s.log, tc.log) {
 				t.Errorf("requests %q, want %q", s.log, tc.log)
+			}
+			for _, q := range s.queries { // Helm's client-side create sends its field manager only
+				if q != "fieldManager="+filepath.Base(os.Args[0]) {
+					t.Errorf("POST query %q, want Helm's field manager only", q)
+				}
 			}
 		})
 	}
