@@ -235,7 +235,7 @@ func (o *StatusOptions) runFleet(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if statuses[i], err = readStatus(ctx, o.Redactor, m.doc, clients.Typed); err != nil {
+		if statuses[i], err = readStatus(ctx, o.Redactor, m.doc, clients.Typed, o.Clusters); err != nil {
 			return err
 		}
 		if structured {

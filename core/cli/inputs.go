@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 
 	"khook.io/core/load"
 	"khook.io/core/plan"
@@ -15,6 +16,11 @@ import (
 // build. A step whose local inputs cannot be read gets no hash: it never
 // resumes, and reports the problem itself when it runs.
 func (s *session) stepInputs(ctx context.Context, salt []byte, prev *state.Record) ([]*state.Inputs, error) {
+	if s.registry == nil {
+		// the executors declare what a step reads: without them a hash
+		// would leave the files out and never match apply's
+		return nil, errors.New("this build of khook has no step executors to read the steps' inputs")
+	}
 	h := &state.Hasher{BaseDir: s.doc.BaseDir, Redactor: s.red, Salt: salt, Previous: prev, Steps: s.registry}
 	out := make([]*state.Inputs, len(s.doc.Spec.Steps))
 	for i := range s.doc.Spec.Steps {

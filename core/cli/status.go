@@ -106,7 +106,7 @@ func (o *StatusOptions) Run(ctx context.Context) error {
 		return err
 	}
 	printLockNote(ctx, o.Streams.ErrOut, client, doc)
-	st, err := readStatus(ctx, o.Redactor, doc, client)
+	st, err := readStatus(ctx, o.Redactor, doc, client, o.Clusters)
 	if err != nil {
 		return err
 	}
@@ -136,8 +136,9 @@ func needsState(doc *load.Document) error {
 }
 
 // readStatus reads doc's record in the cluster and compares it with the
-// spec; nil when there is no record yet.
-func readStatus(ctx context.Context, red *redact.Redactor, doc *load.Document, client kubernetes.Interface) (*state.Status, error) {
+// spec, hashing each step's inputs as apply does (the executors of
+// clusters declare them); nil when there is no record yet.
+func readStatus(ctx context.Context, red *redact.Redactor, doc *load.Document, client kubernetes.Interface, clusters *Clusters) (*state.Status, error) {
 	sp := doc.Spec
 	loc := state.Location{Namespace: sp.StateNamespace(), Name: sp.StateSecretName()}
 	rec, found, err := state.Read(ctx, client, loc)
@@ -145,6 +146,13 @@ func readStatus(ctx context.Context, red *redact.Redactor, doc *load.Document, c
 		return nil, err
 	}
 	s := &session{red: red, doc: doc}
+	if clusters != nil && clusters.Steps != nil {
+		reg, err := clusters.Steps()
+		if err != nil {
+			return nil, err
+		}
+		s.registry = reg
+	}
 	ins, err := s.stepInputs(ctx, rec.SaltBytes(), rec)
 	if err != nil {
 		return nil, err

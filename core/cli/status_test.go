@@ -18,6 +18,7 @@ import (
 	"khook.io/core/load"
 	"khook.io/core/redact"
 	"khook.io/core/state"
+	"khook.io/core/steps/builtin"
 )
 
 // statusOptions builds status's options alone for spec, reading the
@@ -30,7 +31,7 @@ func statusOptions(t *testing.T, spec, output string, client kubernetes.Interfac
 	if err := f.Output.Set(output); err != nil {
 		t.Fatal(err)
 	}
-	o, err := f.ToOptions(genericiooptions.IOStreams{Out: &out}, SpecSource{Redactor: redact.New()}, nil)
+	o, err := f.ToOptions(genericiooptions.IOStreams{Out: &out}, SpecSource{Redactor: redact.New()}, &Clusters{Steps: builtin.Registry})
 	if err != nil {
 		t.Fatal(err)
 	}
