@@ -205,6 +205,7 @@ func TestKilledDestroyLosesNothing(t *testing.T) {
 	if p.kill() {
 		t.Fatalf("destroy ended before the kill:\n%s", p.output())
 	}
+	breakLock(t, ns, "khook-state-"+ns)
 	releaseFinalizer(t, c, ns, "held-b")
 	eventually(t, 30*time.Second, "held-b goes", func() bool {
 		_, err := c.CoreV1().ConfigMaps(ns).Get(context.Background(), "held-b", metav1.GetOptions{})
@@ -352,6 +353,7 @@ steps:
 	if p.kill() {
 		t.Fatalf("apply ended before the kill:\n%s", p.output())
 	}
+	breakLock(t, ns, "khook-state-"+ns)
 	r, res := applyJSON(t, "apply", spec, first)
 	if res.Code != 0 || fmt.Sprint(attempted(r)) != "[s]" {
 		t.Fatalf("apply with the first inputs again: exit %d, ran %v, want [s]\n%s", res.Code, attempted(r), res.Stderr)

@@ -329,6 +329,7 @@ func TestKillAnywhereConverges(t *testing.T) {
 			p := startBackground(t, bins.Kubectl, v.env(t), cmd, "-f", k.path)
 			time.Sleep(delay)
 			exited := p.kill()
+			breakLock(t, k.ns, "khook-state-"+k.ns)
 			kills++
 			how := "killed"
 			if exited {

@@ -356,3 +356,23 @@ steps:
 		t.Errorf("the refused apply created ConfigMap %s", name)
 	}
 }
+
+// breakLock does what an operator does after killing a run, instead of
+// waiting the 15 s its lock takes to expire: it breaks the run lock of
+// record ns/name, if a run left it held (a run killed before it took the
+// lock, or after it released it, left none).
+func breakLock(t *testing.T, ns, name string) {
+	t.Helper()
+	c := typed(t)
+	loc := lock.Location{Namespace: ns, Name: name}
+	h, held, err := lock.Read(context.Background(), c, loc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !held {
+		return
+	}
+	if _, err := lock.ForceUnlock(context.Background(), c, loc, h.ID); err != nil {
+		t.Fatalf("break the killed run's lock: %v", err)
+	}
+}

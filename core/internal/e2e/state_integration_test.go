@@ -325,6 +325,7 @@ steps:
 		t.Fatal(err)
 	}
 	_ = cmd.Wait()
+	breakLock(t, ns, "khook-state-"+ns)
 	// the kill left runStatus running: a marker, not a lock
 	res := run(t, bins.Kubectl, kubeEnv(t, "KHOOK_VAR_GO=no"), "", "status", "-f", spec)
 	if !strings.Contains(res.Stdout, "last apply running") {
