@@ -249,6 +249,11 @@ func (s *session) runSteps(ctx context.Context, ex *execution, parallelism int) 
 	if ex.rs == nil {
 		return res, lost
 	}
+	if ex.lock != nil && ex.lock.Err() != nil {
+		// the record is the lock's new holder's: this run writes no more
+		store.Abandon()
+		return res, lost
+	}
 	err := ex.rs.finish(ctx, ex.command, res.Status)
 	if lost != nil {
 		return res, errors.Join(lost, err)

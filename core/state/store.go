@@ -325,6 +325,12 @@ func (s *Store) stopWriter() {
 	}
 }
 
+// Abandon stops writing the record, without a last write: the run lost
+// its lock, so the record is another run's now (a write of this run
+// already in flight may still land, and the other run's next write then
+// finds it: decision 136).
+func (s *Store) Abandon() { s.stopWriter() }
+
 // Finish records how the run ended and writes it. Its error is the final
 // write's: earlier writes that failed only delayed the journal (it claimed
 // less than was done), and this write carries everything they would have.
