@@ -153,6 +153,7 @@ func (v *validator) spec(s *Spec) {
 	}
 	for i := range s.Steps {
 		v.step(&s.Steps[i], "steps["+strconv.Itoa(i)+"]", names)
+		v.triggers(s.Steps, i, names)
 	}
 }
 
