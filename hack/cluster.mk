@@ -33,7 +33,10 @@ cluster-down: testcluster-tool ## stop the test cluster of cluster-up (every pro
 cluster-status: testcluster-tool ## show the test cluster of cluster-up
 	@$(TESTCLUSTER) status --dir $(CLUSTER_DIR)
 
+# Only the tests of the integration-tagged files: the untagged ones ran in
+# test-unit (hack/integration-tests.sh lists them and runs go test -run).
 .PHONY: test-integration
-test-integration: testbin ## integration tests (-tags integration) against one fresh test cluster, always stopped afterwards
+test-integration: testbin ## integration tests (files tagged integration) against one fresh test cluster, always stopped afterwards
 	@GO=$(GO) $(ROOT)/hack/with-cluster.sh \
-		env KHOOK_BIN=$(BIN) $(GO) test -race -count=1 -tags 'integration $(TESTTAGS)' -p 2 -timeout 40m $(INTEGRATION_PKGS)
+		env KHOOK_BIN=$(BIN) GO=$(GO) $(ROOT)/hack/integration-tests.sh \
+		-race -count=1 -tags 'integration $(TESTTAGS)' -p 2 -timeout 40m -- $(INTEGRATION_PKGS)

@@ -3,7 +3,6 @@ package render
 import (
 	"bytes"
 	"encoding/xml"
-	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -51,9 +50,9 @@ func TestJUnitIsValidAgainstTheSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := b.Bytes()
-	if err := junitxsd.Validate(out); errors.Is(err, junitxsd.ErrUnavailable) {
-		t.Log(err)
-	} else if err != nil {
+	if !junitxsd.Available(t) {
+		t.Log("built without the tag libxml2 (plain go test): the schema is not checked")
+	} else if err := junitxsd.Validate(out); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	for _, leak := range []string{plantedSecret, "s3cr&amp;t", "&lt;pa", "s3cr"} {
@@ -98,9 +97,10 @@ func TestJUnitSchemaCatchesABrokenReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	broken := strings.Replace(b.String(), ` failures="0" errors="0" skipped=`, ` errors="0" skipped=`, 1)
-	if err := junitxsd.Validate([]byte(broken)); errors.Is(err, junitxsd.ErrUnavailable) {
-		t.Skip(err)
-	} else if err == nil {
+	if !junitxsd.Available(t) {
+		t.Skip("built without the tag libxml2 (plain go test; make test sets it): no validator")
+	}
+	if err := junitxsd.Validate([]byte(broken)); err == nil {
 		t.Fatalf("a testsuite without failures= passed:\n%s", broken)
 	}
 }

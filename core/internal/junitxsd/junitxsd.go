@@ -4,10 +4,12 @@
 // xmllint uses, through github.com/terminalstatic/go-xsd-validate (cgo).
 // Only tests use it: nothing of it ships in the plugins. It is built with
 // the build tag libxml2, which the Makefile sets when pkg-config finds
-// libxml2's development files (Debian: libxml2-dev), so a machine without
-// them still builds and vets everything; without the tag (or without cgo,
-// as in the release builds) Validate returns ErrUnavailable and the tests
-// that need it skip, saying why.
+// libxml2's development files (Debian: libxml2-dev; `make test-deps`
+// installs them), so a machine without them still builds and vets
+// everything; without the tag (plain go test) or without cgo (the release
+// builds) Validate returns ErrUnavailable. Tests ask Available: a build
+// without the tag skips the check, saying so; one with the tag but no
+// validator fails.
 package junitxsd
 
 import (

@@ -1,7 +1,6 @@
 package junitxsd
 
 import (
-	"errors"
 	"strings"
 	"testing"
 )
@@ -12,9 +11,10 @@ import (
 func TestValidatorRejects(t *testing.T) {
 	valid := `<?xml version="1.0" encoding="UTF-8"?>
 <testsuites><testsuite name="a" tests="1" failures="0" errors="0" time="1.500"><testcase name="x" time="1.500"/></testsuite></testsuites>`
-	if err := Validate([]byte(valid)); errors.Is(err, ErrUnavailable) {
-		t.Skip(err)
-	} else if err != nil {
+	if !Available(t) {
+		t.Skip("built without the tag libxml2 (plain go test; make test sets it): no validator")
+	}
+	if err := Validate([]byte(valid)); err != nil {
 		t.Fatalf("a minimal report: %v", err)
 	}
 	for name, report := range map[string]string{

@@ -551,10 +551,10 @@ func TestPlan(t *testing.T) {
 	}
 }
 
-// TestDependencies: a local chart whose dependency is not vendored gets it
+// TestStepDependencies: a local chart whose dependency is not vendored gets it
 // from its repository, like helm dependency build, without writing to the
 // chart directory; a dependency that cannot be found is a clear error.
-func TestDependencies(t *testing.T) {
+func TestStepDependencies(t *testing.T) {
 	f := newFixture(t)
 	ns := f.cluster.NewNamespace(t, "helm-deps")
 	dir := writeFiles(t, map[string]string{

@@ -320,7 +320,7 @@ func TestFailedJob(t *testing.T) {
 	}
 }
 
-func TestDeadlineExceeded(t *testing.T) {
+func TestJobDeadlineExceeded(t *testing.T) {
 	c, ns := steptest.Setup(t, "job-deadline")
 	// a ServiceAccount that does not exist: the Job controller can create
 	// no pod, so the Job runs into its activeDeadlineSeconds (the timeout)
