@@ -333,6 +333,6 @@ func (s *session) destroyTasks(*runState) ([]run.Task, error) {
 func (s *session) attempt(i int, timeout time.Duration, fn func(context.Context, *step.Request) (step.Outcome, error)) run.AttemptFunc {
 	return func(ctx context.Context, attempt int) (run.Outcome, error) {
 		out, err := fn(ctx, s.request(i, attempt, timeout, s.sink))
-		return run.Outcome{Skipped: out.Skipped, SkipReason: out.SkipReason, Message: out.Message}, err
+		return run.Outcome{Skipped: out.Skipped, SkipReason: out.SkipReason, Message: out.Message, Changed: out.Changed}, err
 	}
 }

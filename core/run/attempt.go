@@ -25,7 +25,7 @@ func attemptLoop(ctx context.Context, t *Task, res StepResult, sink event.Sink) 
 		out, err := attemptOnce(ctx, t, attempt)
 		switch {
 		case err == nil:
-			res.Status, res.Message = StatusOK, out.Message
+			res.Status, res.Message, res.Changed = StatusOK, out.Message, out.Changed
 			if out.Skipped {
 				res.Status, res.SkipReason = StatusSkipped, out.SkipReason
 			}

@@ -59,11 +59,27 @@ type scheduler struct {
 // Skip skips a task decided up front (a when: exclusion, a resumed step);
 // it satisfies the tasks that need it.
 func (s *scheduler) Skip(i int) (skip, ok bool) {
-	if s.tasks[i].Skip == "" {
-		return false, false
+	t := &s.tasks[i]
+	if t.Skip != "" {
+		s.skipped(i, t.Skip)
+		return true, true
 	}
-	s.skipped(i, s.tasks[i].Skip)
-	return true, true
+	if len(t.Triggers) > 0 && !s.triggered(t) {
+		s.skipped(i, t.NotTriggered)
+		return true, true
+	}
+	return false, false
+}
+
+// triggered reports whether one of t's triggers ended ok having changed
+// something. Its triggers are among its needs, so each has ended.
+func (s *scheduler) triggered(t *Task) bool {
+	for _, j := range t.Triggers {
+		if r := s.results[j]; r.Status == StatusOK && r.Changed {
+			return true
+		}
+	}
+	return false
 }
 
 // Visit makes task i's attempts.

@@ -30,6 +30,10 @@ type Outcome struct {
 	Skipped    bool
 	SkipReason string
 	Message    string
+	// Changed: the attempt changed something in the cluster (created,
+	// configured, upgraded, patched, deleted, restarted, ran a Job); the
+	// tasks it triggers run (Task.Triggers).
+	Changed bool
 }
 
 // AttemptFunc makes one attempt; ctx carries the attempt's deadline.
@@ -49,6 +53,12 @@ type Task struct {
 	RetryDelay time.Duration
 	OnError    string
 	Attempt    AttemptFunc
+	// Triggers, when set, are tasks (by index) this task needs,
+	// transitively: it runs only when one of them ended ok having changed
+	// something in this run (Outcome.Changed); otherwise it is skipped
+	// with NotTriggered as the reason, satisfying its needers.
+	Triggers     []int
+	NotTriggered string
 }
 
 // Options tune a run.
@@ -68,6 +78,8 @@ type StepResult struct {
 	Error      string        `json:"error,omitempty"`
 	SkipReason string        `json:"skipReason,omitempty"`
 	Message    string        `json:"message,omitempty"`
+	// Changed: the step ended ok having changed something (Outcome).
+	Changed bool `json:"-"`
 	// Started and Finished are zero for steps that never ran.
 	Started  time.Time `json:"-"`
 	Finished time.Time `json:"-"`

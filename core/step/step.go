@@ -50,6 +50,9 @@ type Request struct {
 	// Run identifies the khook run the step belongs to; the zero Run is
 	// a run that knows nothing of other runs.
 	Run Run
+	// ForceCRDs lets destroy delete a CRD the spec created whose kind has
+	// custom resources the spec did not create (--force-crds).
+	ForceCRDs bool
 }
 
 // Run identifies one khook run (one command on one cluster), for what a
@@ -95,7 +98,7 @@ func (r *Request) Progress(line string) { r.Logf("%s", line) }
 // manager and redactor. One manager serves one attempt (it remembers the
 // kinds the cluster does not serve).
 func (r *Request) Objects() *objects.Manager {
-	return objects.New(r.Kube, objects.Options{FieldManager: r.FieldManager, Redactor: r.Redactor})
+	return objects.New(r.Kube, objects.Options{FieldManager: r.FieldManager, Redactor: r.Redactor, CreatedBy: r.SpecName})
 }
 
 // Redact returns err with every secret masked in its message (still
@@ -190,6 +193,12 @@ type Outcome struct {
 	SkipReason string
 	// Message summarizes what happened, in one line.
 	Message string
+	// Changed: the attempt changed something in the cluster (created,
+	// configured, upgraded, patched, deleted or restarted something, or ran
+	// a Job); what found everything as the spec says (unchanged, already
+	// absent, a wait) leaves it false. A step with triggeredBy runs only
+	// when one of its triggers changed something in the run.
+	Changed bool
 }
 
 // Executor runs one step type.

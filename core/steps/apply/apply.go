@@ -135,7 +135,8 @@ func (e *Executor) Run(ctx context.Context, req *step.Request) (result step.Outc
 	if cond != nil {
 		msg += "; " + a.WaitFor + " met"
 	}
-	return step.Outcome{Message: msg}, nil
+	changed := nsCreated || set.Count(objects.Created)+set.Count(objects.Configured)+set.Count(objects.Deleted) > 0
+	return step.Outcome{Message: msg, Changed: changed}, nil
 }
 
 // waitCondition parses waitFor; nil without one.
@@ -280,5 +281,5 @@ func (e *Executor) Destroy(ctx context.Context, req *step.Request) (result step.
 		}
 	}
 	sort.Strings(sum.Kept)
-	return step.Outcome{Message: sum.Message()}, nil
+	return step.Outcome{Message: sum.Message(), Changed: len(sum.Deleted) > 0}, nil
 }

@@ -102,7 +102,7 @@ func (e *Executor) Run(ctx context.Context, req *step.Request) (result step.Outc
 		if err != nil {
 			return step.Outcome{}, err
 		}
-		return step.Outcome{Message: sum.Message()}, nil
+		return step.Outcome{Message: sum.Message(), Changed: len(sum.Deleted) > 0}, nil
 	case spec.DeleteByResource:
 		return e.byResource(ctx, req, d)
 	case spec.DeleteByRelease:
@@ -230,9 +230,9 @@ func (e *Executor) byResource(ctx context.Context, req *step.Request, d *spec.De
 		return step.Outcome{}, err
 	}
 	if len(deleted) == 1 {
-		return step.Outcome{Message: "deleted " + deleted[0]}, nil
+		return step.Outcome{Message: "deleted " + deleted[0], Changed: true}, nil
 	}
-	return step.Outcome{Message: fmt.Sprintf("deleted %d %s (%s)", len(deleted), s.mapping.Resource.Resource, s.scope())}, nil
+	return step.Outcome{Message: fmt.Sprintf("deleted %d %s (%s)", len(deleted), s.mapping.Resource.Resource, s.scope()), Changed: len(deleted) > 0}, nil
 }
 
 func (s selection) scope() string {

@@ -75,13 +75,16 @@ func (e *Executor) Run(ctx context.Context, req *step.Request) (out step.Outcome
 		out.SkipReason = fmt.Sprintf("skipIf installed: %s exists at %s", subject, res.Previous)
 		out.Message = out.SkipReason
 	case khelm.Installed:
+		out.Changed = true
 		out.Message = fmt.Sprintf("installed %s revision %d: chart %s", subject, res.Revision, res.ChartRef)
 	case khelm.Upgraded:
+		out.Changed = true
 		out.Message = fmt.Sprintf("upgraded %s to revision %d: chart %s (was %s)", subject, res.Revision, res.ChartRef, res.Previous)
 	case khelm.Unchanged:
 		out.Message = fmt.Sprintf("%s unchanged at revision %d: chart %s with these values is deployed", subject, res.Revision, res.ChartRef)
 	}
 	if res.Recovered != "" {
+		out.Changed = true
 		out.Message += "; recovered: " + res.Recovered
 	}
 	return out, nil
@@ -180,7 +183,7 @@ func (e *Executor) Uninstall(ctx context.Context, req *step.Request, release, na
 	if res.Kept > 0 {
 		fmt.Fprintf(&b, "; %d kept by helm.sh/resource-policy: keep", res.Kept)
 	}
-	return step.Outcome{Message: b.String()}, nil
+	return step.Outcome{Message: b.String(), Changed: true}, nil
 }
 
 // ReleaseExists reports whether release exists in namespace (the

@@ -208,7 +208,7 @@ func (e *Executor) Run(ctx context.Context, req *step.Request) (result step.Outc
 	if err != nil {
 		return step.Outcome{}, err
 	}
-	return step.Outcome{Message: fmt.Sprintf("%s completed (in %s)", r.subject, time.Since(began).Round(time.Millisecond))}, nil
+	return step.Outcome{Message: fmt.Sprintf("%s completed (in %s)", r.subject, time.Since(began).Round(time.Millisecond)), Changed: true}, nil
 }
 
 func completedAt(j *batchv1.Job) string {
@@ -576,5 +576,5 @@ func (e *Executor) Destroy(ctx context.Context, req *step.Request) (result step.
 	if err := deleteAndWait(ctx, req.Objects(), r, old.UID); err != nil {
 		return step.Outcome{}, err
 	}
-	return step.Outcome{Message: r.subject + " deleted"}, nil
+	return step.Outcome{Message: r.subject + " deleted", Changed: true}, nil
 }

@@ -113,7 +113,7 @@ func (e *Executor) Run(ctx context.Context, req *step.Request) (result step.Outc
 	if out.GetResourceVersion() == live.GetResourceVersion() || !patchChanged(t.named, live, out) {
 		return step.Outcome{Message: fmt.Sprintf("%s unchanged: the %s patch was already applied", t.subject, t.typ)}, nil
 	}
-	return step.Outcome{Message: fmt.Sprintf("%s patched (%s)", t.subject, t.typ)}, nil
+	return step.Outcome{Message: fmt.Sprintf("%s patched (%s)", t.subject, t.typ), Changed: true}, nil
 }
 
 // Plan compares a server-side dry run of the patch with the live object:

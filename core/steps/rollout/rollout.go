@@ -136,7 +136,7 @@ func (w *workload) restart(ctx context.Context) (step.Outcome, error) {
 	if _, err := w.ri.Patch(ctx, w.name, types.StrategicMergePatchType, patch, metav1.PatchOptions{FieldManager: w.fieldManager}); err != nil {
 		return step.Outcome{}, fmt.Errorf("%s: restart: %w", w.subject, err)
 	}
-	return step.Outcome{Message: w.subject + " restarted"}, nil
+	return step.Outcome{Message: w.subject + " restarted", Changed: true}, nil
 }
 
 // RestartPatch is the strategic merge patch kubectl rollout restart sends
