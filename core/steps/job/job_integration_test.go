@@ -381,14 +381,14 @@ func TestLimitedUserForbidden(t *testing.T) {
 
 // servePodLogs makes kwok serve logFile as the log of every container in
 // ns, through a kwok ClusterLogs object, and returns once a probe pod's log
-// reads as the file. It returns why not when this cluster's kwok cannot
-// (no ClusterLogs type served, or no pod logs through the API server: see
-// the report on kwok's configuration).
-func servePodLogs(t *testing.T, c *kube.Clients, ns, logFile string) (whyNot string) {
+// reads as the file. The project's test cluster always serves them (kwok's
+// ClusterLogs CRD, and a kwok server the API server reaches): a cluster
+// that does not fails the test.
+func servePodLogs(t *testing.T, c *kube.Clients, ns, logFile string) {
 	t.Helper()
 	m, err := c.MappingForType(context.Background(), "clusterlogs.kwok.x-k8s.io")
 	if err != nil {
-		return fmt.Sprintf("kwok serves no pod logs in this test cluster (%v): the log-lines path needs kwok's ClusterLogs CRD enabled and a kwok server the API server reaches", err)
+		t.Fatalf("kwok serves no pod logs in this test cluster (%v): the test cluster enables kwok's ClusterLogs CRD", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -426,12 +426,12 @@ func servePodLogs(t *testing.T, c *kube.Clients, ns, logFile string) (whyNot str
 	for {
 		raw, err := c.Typed.CoreV1().Pods(ns).GetLogs(probe.Name, &corev1.PodLogOptions{Container: "probe"}).Do(ctx).Raw()
 		if err == nil && strings.HasSuffix(strings.TrimSpace(string(raw)), wantLast) {
-			return ""
+			return
 		}
 		last = err
 		select {
 		case <-ctx.Done():
-			return fmt.Sprintf("kwok serves no pod logs in this test cluster (last error: %v)", last)
+			t.Fatalf("kwok serves no pod logs in this test cluster within 30 s (last error: %v)", last)
 		case <-tick.C:
 		}
 	}
@@ -455,9 +455,7 @@ func TestFailedJobLogs(t *testing.T) {
 	if err := os.WriteFile(logFile, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if why := servePodLogs(t, c, ns, logFile); why != "" {
-		t.Skip(why)
-	}
+	servePodLogs(t, c, ns, logFile)
 	stop := failPods(t, c, ns, "migrate", "")
 	defer stop()
 	req := request(t, c, "name: migrate\njob:\n  image: x\n  namespace: "+ns+"\n  env: {DB_PASSWORD: \"${PASSWORD}\"}",
@@ -480,21 +478,21 @@ func TestFailedJobLogs(t *testing.T) {
 	}
 }
 
-// TestJobFailedByKwok runs a Job that kwok itself fails (with a kwok stage
-// for pods setting KHOOK_TEST_EXIT_CODE, proposed for the test cluster):
-// no race with the test playing the kubelet. Skipped when kwok completes
-// the pod instead.
+// TestJobFailedByKwok runs a Job that kwok itself fails (the test
+// cluster's kwok stage for pods setting KHOOK_TEST_EXIT_CODE): no race with
+// the test playing the kubelet. A cluster without that stage completes the
+// Job, and the test fails.
 func TestJobFailedByKwok(t *testing.T) {
 	c, ns := steptest.Setup(t, "job-kwokfail")
 	logFile := filepath.Join(t.TempDir(), "pod.log")
 	if err := os.WriteFile(logFile, []byte("2026-11-22T05:00:00.000000000Z stderr F fatal: migration 42 failed\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	whyNoLogs := servePodLogs(t, c, ns, logFile)
+	servePodLogs(t, c, ns, logFile)
 	req := request(t, c, "name: exits\njob:\n  image: x\n  namespace: "+ns+"\n  env: {KHOOK_TEST_EXIT_CODE: \"3\"}", steptest.Options{})
 	_, err := run(t, req)
 	if err == nil {
-		t.Skip("kwok of this test cluster has no stage failing pods with KHOOK_TEST_EXIT_CODE: it completed the Job")
+		t.Fatal("the Job succeeded: the test cluster's kwok has no stage failing pods with KHOOK_TEST_EXIT_CODE")
 	}
 	msg := err.Error()
 	t.Logf("error: %s", msg)
@@ -502,7 +500,7 @@ func TestJobFailedByKwok(t *testing.T) {
 	if !strings.HasPrefix(msg, want) || !strings.Contains(msg, ": container exits exited with code 3 (Error)") {
 		t.Errorf("err = %s\nwant %s...: container exits exited with code 3 (Error)", msg, want)
 	}
-	if whyNoLogs == "" && !strings.HasSuffix(msg, "; last log line:\n    fatal: migration 42 failed") {
+	if !strings.HasSuffix(msg, "; last log line:\n    fatal: migration 42 failed") {
 		t.Errorf("err = %s\nwant the log line", msg)
 	}
 }
