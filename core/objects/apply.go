@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	"khook.io/core/diff"
+	"khook.io/core/manifest/kubeyaml"
 )
 
 // maxPatchAttempts bounds client-side apply's re-reads when the object
@@ -48,6 +49,8 @@ type applier struct {
 	ri           dynamic.ResourceInterface
 	fieldManager string
 	opts         ApplyOptions
+	// createdBy marks what the applier creates (Options.CreatedBy).
+	createdBy string
 }
 
 // Apply applies obj, kubectl apply style, filling in namespace for a
@@ -62,11 +65,13 @@ func (m *Manager) Apply(ctx context.Context, obj *unstructured.Unstructured, nam
 		return Change{}, err
 	}
 	o := Prepare(obj, mapping, namespace)
-	a := &applier{ri: m.Client(mapping, o.GetNamespace()), fieldManager: m.fieldManager, opts: opts}
+	a := &applier{ri: m.Client(mapping, o.GetNamespace()), fieldManager: m.fieldManager, opts: opts, createdBy: m.createdBy}
 	res := Change{Mapping: mapping}
 
-	if o.GetName() == "" { // generateName: always a new object
-		return a.create(ctx, o, res)
+	if o.GetName() == "" {
+		// generateName: always a new object, which nothing finds again
+		// (a url: or kustomize: source; validate refuses the others)
+		return res, kubeyaml.ErrGenerateNameOnly
 	}
 	live, readErr := a.ri.Get(ctx, o.GetName(), metav1.GetOptions{})
 	switch {
@@ -108,6 +113,7 @@ func (a *applier) create(ctx context.Context, o *unstructured.Unstructured, res 
 			return res, fmt.Errorf("record the last-applied configuration: %w", err)
 		}
 	}
+	a.mark(o) // after the last-applied annotation, which so never names it
 	out, err := a.ri.Create(ctx, o, metav1.CreateOptions{
 		FieldManager:    a.fieldManager,
 		FieldValidation: metav1.FieldValidationStrict,
@@ -121,6 +127,9 @@ func (a *applier) create(ctx context.Context, o *unstructured.Unstructured, res 
 }
 
 func (a *applier) serverSide(ctx context.Context, o *unstructured.Unstructured, res Change, readErr error) (Change, error) {
+	if (res.Live == nil && readErr == nil) || (res.Live != nil && a.createdBy != "" && CreatedBy(res.Live) == a.createdBy) {
+		a.mark(o) // khook's field: applied on every run, or the next would drop it
+	}
 	data, err := json.Marshal(o.Object)
 	if err != nil {
 		return res, err

@@ -44,6 +44,11 @@ type Options struct {
 	// before writing it: an older value of a rotated secret is masked
 	// from then on.
 	Redactor *redact.Redactor
+	// CreatedBy, when set, is the name of the spec the manager writes
+	// for: what it creates carries it as the annotation
+	// AnnotationCreatedBy, and destroy deletes only what carries it
+	// (decision 150).
+	CreatedBy string
 }
 
 // Manager reads and writes objects for one step attempt. Safe for
@@ -52,6 +57,7 @@ type Manager struct {
 	kube         *kube.Clients
 	fieldManager string
 	redactor     *redact.Redactor
+	createdBy    string
 
 	mu       sync.Mutex
 	unserved map[schema.GroupVersionKind]error
@@ -63,7 +69,7 @@ func New(c *kube.Clients, opts Options) *Manager {
 	if fm == "" {
 		fm = DefaultFieldManager
 	}
-	return &Manager{kube: c, fieldManager: fm, redactor: opts.Redactor, unserved: map[schema.GroupVersionKind]error{}}
+	return &Manager{kube: c, fieldManager: fm, redactor: opts.Redactor, createdBy: opts.CreatedBy, unserved: map[schema.GroupVersionKind]error{}}
 }
 
 // Clients returns the clients the manager uses.

@@ -41,11 +41,16 @@ func (e *NamespaceUnknownError) Unwrap() error { return e.Err }
 
 // newNamespace is the namespace khook creates (createNamespace): labelled
 // app.kubernetes.io/managed-by: khook, the one policy of decision 120.
-func newNamespace(name string) *corev1.Namespace {
-	return &corev1.Namespace{
+// Made for a spec (Options.CreatedBy), it also carries AnnotationCreatedBy.
+func (m *Manager) newNamespace(name string) *corev1.Namespace {
+	ns := &corev1.Namespace{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{LabelManagedBy: ManagedBy}},
 	}
+	if m.createdBy != "" {
+		ns.Annotations = map[string]string{AnnotationCreatedBy: m.createdBy}
+	}
+	return ns
 }
 
 // EnsureNamespace creates namespace name when it does not exist and
@@ -62,7 +67,7 @@ func (m *Manager) EnsureNamespace(ctx context.Context, name string) (bool, error
 	case err != nil && !getForbidden:
 		return false, err
 	}
-	_, err = m.kube.Typed.CoreV1().Namespaces().Create(ctx, newNamespace(name), metav1.CreateOptions{FieldManager: m.fieldManager})
+	_, err = m.kube.Typed.CoreV1().Namespaces().Create(ctx, m.newNamespace(name), metav1.CreateOptions{FieldManager: m.fieldManager})
 	switch {
 	case err == nil:
 		return true, nil
@@ -77,7 +82,7 @@ func (m *Manager) EnsureNamespace(ctx context.Context, name string) (bool, error
 // DryRunNamespace is EnsureNamespace's create as a server dry run: the
 // namespace as the server would create it.
 func (m *Manager) DryRunNamespace(ctx context.Context, name string) (*unstructured.Unstructured, error) {
-	created, err := m.kube.Typed.CoreV1().Namespaces().Create(ctx, newNamespace(name),
+	created, err := m.kube.Typed.CoreV1().Namespaces().Create(ctx, m.newNamespace(name),
 		metav1.CreateOptions{FieldManager: m.fieldManager, DryRun: []string{metav1.DryRunAll}})
 	if err != nil {
 		return nil, fmt.Errorf("namespace %s: dry-run create: %w", name, err)

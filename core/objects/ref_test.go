@@ -82,9 +82,13 @@ func TestDeleteSummaryMessage(t *testing.T) {
 }
 
 func TestNewNamespace(t *testing.T) {
-	ns := newNamespace("team")
-	if ns.Name != "team" || ns.Labels[LabelManagedBy] != ManagedBy || len(ns.Labels) != 1 {
+	ns := New(nil, Options{}).newNamespace("team")
+	if ns.Name != "team" || ns.Labels[LabelManagedBy] != ManagedBy || len(ns.Labels) != 1 || len(ns.Annotations) != 0 {
 		t.Errorf("namespace %+v", ns.ObjectMeta)
+	}
+	ns = New(nil, Options{CreatedBy: "boot"}).newNamespace("team")
+	if ns.Annotations[AnnotationCreatedBy] != "boot" || len(ns.Labels) != 1 {
+		t.Errorf("namespace for a spec %+v", ns.ObjectMeta)
 	}
 }
 

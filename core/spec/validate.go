@@ -475,6 +475,11 @@ func (v *validator) manifests(p string, list []ManifestSource) {
 // block (inline: |) each problem is placed at its own line of the spec.
 func (v *validator) manifestDocs(path string, data []byte, name string) {
 	_, err := kubeyaml.Decode(data)
+	if err == nil {
+		if unnamed := kubeyaml.Unnamed(data); len(unnamed) > 0 {
+			err = unnamed
+		}
+	}
 	if err == nil || v.pos.Failed(path) {
 		return
 	}

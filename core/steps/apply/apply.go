@@ -255,9 +255,13 @@ func existing(ctx context.Context, m *objects.Manager, objs []*unstructured.Unst
 	return targets, true, nil
 }
 
-// Destroy deletes the step's objects, last manifest first, and waits
-// until they are gone; objects already gone count as success. Namespace
-// objects are never deleted (see the package documentation).
+// Destroy undoes the step's objects (objects.Manager.Undo): those this
+// spec created are deleted, last manifest first (CRDs after everything
+// else) and waited gone; those that existed before khook only lose the
+// fields khook wrote; Namespace objects are never deleted (see the
+// package documentation). A CRD whose kind has custom resources the spec
+// did not create is refused, before anything is touched, unless
+// --force-crds. Objects already gone count as success.
 func (e *Executor) Destroy(ctx context.Context, req *step.Request) (result step.Outcome, err error) {
 	defer req.RedactOutcome(&result, &err)
 	objs, ns, err := load(ctx, req)
@@ -265,11 +269,10 @@ func (e *Executor) Destroy(ctx context.Context, req *step.Request) (result step.
 		return step.Outcome{}, err
 	}
 	a := req.Step.Apply
-	sum, err := req.Objects().DeleteAll(ctx, objs, objects.DeleteOptions{
-		Namespace:      ns,
-		KeepNamespaces: true,
-		IgnoreNotFound: true,
-		Progress:       req.Progress,
+	sum, err := req.Objects().Undo(ctx, objs, objects.UndoOptions{
+		Namespace: ns,
+		ForceCRDs: req.ForceCRDs,
+		Progress:  req.Progress,
 	})
 	if err != nil {
 		return step.Outcome{}, err
@@ -281,5 +284,20 @@ func (e *Executor) Destroy(ctx context.Context, req *step.Request) (result step.
 		}
 	}
 	sort.Strings(sum.Kept)
-	return step.Outcome{Message: sum.Message(), Changed: len(sum.Deleted) > 0}, nil
+	return step.Outcome{Message: sum.Message()}, nil
+}
+
+// PlanDestroy says what Destroy would do with each object, changing
+// nothing.
+func (e *Executor) PlanDestroy(ctx context.Context, req *step.Request) (p step.DestroyPlan, err error) {
+	defer req.RedactDestroyPlan(&p, &err)
+	objs, ns, err := load(ctx, req)
+	if err != nil {
+		return p, err
+	}
+	items, err := req.Objects().PlanUndo(ctx, objs, objects.UndoOptions{Namespace: ns, ForceCRDs: req.ForceCRDs})
+	for _, it := range items {
+		p.Items = append(p.Items, step.DestroyItem{Object: it.Ref, Action: string(it.Action), Reason: it.Reason})
+	}
+	return p, err
 }

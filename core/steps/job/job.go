@@ -124,7 +124,7 @@ func Build(st *spec.Step, specName, ns string, timeout time.Duration) *batchv1.J
 			Name:        st.Name,
 			Namespace:   ns,
 			Labels:      labels,
-			Annotations: map[string]string{AnnotationSpec: specName},
+			Annotations: map[string]string{AnnotationSpec: specName, objects.AnnotationCreatedBy: specName},
 		},
 		Spec: batchv1.JobSpec{
 			BackoffLimit: &backoff,
@@ -577,4 +577,28 @@ func (e *Executor) Destroy(ctx context.Context, req *step.Request) (result step.
 		return step.Outcome{}, err
 	}
 	return step.Outcome{Message: r.subject + " deleted", Changed: true}, nil
+}
+
+// PlanDestroy says what Destroy would do with the step's Job, changing
+// nothing.
+func (e *Executor) PlanDestroy(ctx context.Context, req *step.Request) (p step.DestroyPlan, err error) {
+	defer req.RedactDestroyPlan(&p, &err)
+	r, err := jobRef(req)
+	if err != nil {
+		return p, err
+	}
+	it := step.DestroyItem{Object: r.subject}
+	old, err := req.Kube.Typed.BatchV1().Jobs(r.ns).Get(ctx, r.name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		it.Action, it.Reason = "gone", "already gone"
+	case err != nil:
+		return p, fmt.Errorf("%s: %w", r.subject, err)
+	case !Owned(old):
+		it.Action, it.Reason = "leave", "not managed by khook"
+	default:
+		it.Action, it.Reason = "delete", "khook's Job"
+	}
+	p.Items = append(p.Items, it)
+	return p, nil
 }

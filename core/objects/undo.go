@@ -1,0 +1,331 @@
+package objects
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"khook.io/core/internal/english"
+	"khook.io/core/manifest"
+	"khook.io/core/waiter"
+)
+
+// UndoAction is what destroy does with one object of an apply step.
+type UndoAction string
+
+// The undo actions, in the words of the destroy plan.
+const (
+	// UndoDelete: the spec created it (AnnotationCreatedBy).
+	UndoDelete UndoAction = "delete"
+	// UndoRevert: it existed before khook; khook's fields are removed.
+	UndoRevert UndoAction = "revert"
+	// UndoLeave: it existed before khook and holds nothing of khook's.
+	UndoLeave UndoAction = "leave"
+	// UndoKeep: a Namespace, never deleted by destroy (decision 19).
+	UndoKeep UndoAction = "keep"
+	// UndoAbsent: already gone (or its kind is not served).
+	UndoAbsent UndoAction = "gone"
+	// UndoRefuse: a CRD whose kind has custom resources the spec did not
+	// create (decision 152).
+	UndoRefuse UndoAction = "refuse"
+)
+
+// UndoItem is one object of an undo: what destroy does with it and why.
+type UndoItem struct {
+	Ref    string
+	Action UndoAction
+	Reason string
+
+	mapping *meta.RESTMapping
+	live    *unstructured.Unstructured
+	crd     bool
+}
+
+// UndoOptions tune PlanUndo and Undo.
+type UndoOptions struct {
+	// Namespace fills in namespace-less namespaced objects, as in apply.
+	Namespace string
+	// ForceCRDs deletes a CRD the spec created even when its kind has
+	// custom resources the spec did not create (--force-crds).
+	ForceCRDs bool
+	// Progress receives a line per object and wait; nil drops them.
+	Progress func(string)
+}
+
+// foreignShown is how many of a CRD's foreign custom resources a refusal
+// names.
+const foreignShown = 3
+
+// PlanUndo reads objs (an apply step's manifests, as loaded) and says
+// what Undo would do with each, in the order Undo takes them: last
+// manifest first, CRDs last. It writes nothing. A CRD the spec created
+// whose kind has custom resources the spec did not create is UndoRefuse
+// unless opts.ForceCRDs.
+func (m *Manager) PlanUndo(ctx context.Context, objs []*unstructured.Unstructured, opts UndoOptions) ([]UndoItem, error) {
+	var crds, rest []*unstructured.Unstructured
+	for _, o := range slices.Backward(objs) {
+		if manifest.IsCRD(o.GroupVersionKind()) {
+			crds = append(crds, o)
+		} else {
+			rest = append(rest, o)
+		}
+	}
+	var items []UndoItem
+	var errs []error
+	for _, o := range append(rest, crds...) {
+		it, err := m.planOne(ctx, o, opts)
+		if err != nil {
+			if ctx.Err() != nil {
+				return items, err
+			}
+			errs = append(errs, err)
+			continue
+		}
+		items = append(items, it)
+	}
+	return items, errors.Join(errs...)
+}
+
+func (m *Manager) planOne(ctx context.Context, o *unstructured.Unstructured, opts UndoOptions) (UndoItem, error) {
+	it := UndoItem{Ref: RefOf(o).KindName()}
+	gvk := o.GroupVersionKind()
+	if manifest.IsNamespace(gvk) {
+		it.Ref, it.Action, it.Reason = "Namespace/"+o.GetName(), UndoKeep, "destroy never deletes namespaces"
+		return it, nil
+	}
+	if o.GetName() == "" {
+		it.Action, it.Reason = UndoLeave, "generateName: cannot be found again"
+		return it, nil
+	}
+	r, err := m.Resolve(ctx, o, opts.Namespace)
+	if meta.IsNoMatchError(err) {
+		it.Action, it.Reason = UndoAbsent, "its kind is not served"
+		return it, nil
+	}
+	if err != nil {
+		return it, fmt.Errorf("%s: %w", it.Ref, err)
+	}
+	it.Ref, it.mapping, it.crd = r.Ref().String(), r.Mapping, manifest.IsCRD(gvk)
+	live, err := m.Get(ctx, r)
+	switch {
+	case apierrors.IsNotFound(err):
+		it.Action, it.Reason = UndoAbsent, "already gone"
+		return it, nil
+	case err != nil:
+		return it, fmt.Errorf("%s: %w", it.Ref, err)
+	}
+	it.live = live
+	if !m.CreatedByThis(live) {
+		owned := m.OwnedBy(live)
+		if !owned.Any() {
+			it.Action, it.Reason = UndoLeave, "it existed before khook, which owns none of its fields"
+			return it, nil
+		}
+		it.Action, it.Reason = UndoRevert, "it existed before khook: only khook's fields are removed"
+		return it, nil
+	}
+	it.Action, it.Reason = UndoDelete, "created by this spec"
+	if it.crd && !opts.ForceCRDs {
+		n, where, err := m.foreignResources(ctx, live)
+		if err != nil {
+			return it, fmt.Errorf("%s: %w", it.Ref, err)
+		}
+		if n > 0 {
+			it.Action = UndoRefuse
+			it.Reason = fmt.Sprintf("its kind has %s this spec did not create (%s): deleting the CRD deletes them; --force-crds deletes it anyway",
+				english.CountNoun(n, "custom resource"), where)
+		}
+	}
+	return it, nil
+}
+
+// foreignResources counts the custom resources of crd's kind that the
+// manager's spec did not create and that are not being deleted, and says
+// where they are: the namespaces, then the first few by name.
+func (m *Manager) foreignResources(ctx context.Context, crd *unstructured.Unstructured) (int, string, error) {
+	group, _, _ := unstructured.NestedString(crd.Object, "spec", "group")
+	plural, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "plural")
+	gvs, _ := servedVersions(crd)
+	if plural == "" || len(gvs) == 0 {
+		return 0, "", nil // nothing served, nothing to list
+	}
+	gvr := schema.GroupVersionResource{Group: group, Version: gvs[0].Version, Resource: plural}
+	list, err := m.kube.Dynamic.Resource(gvr).List(ctx, metav1.ListOptions{})
+	if apierrors.IsNotFound(err) {
+		return 0, "", nil
+	}
+	if err != nil {
+		return 0, "", fmt.Errorf("list its custom resources: %w", err)
+	}
+	var names []string
+	namespaces := map[string]bool{}
+	for i := range list.Items {
+		cr := &list.Items[i]
+		if m.CreatedByThis(cr) || cr.GetDeletionTimestamp() != nil {
+			continue
+		}
+		name := cr.GetName()
+		if ns := cr.GetNamespace(); ns != "" {
+			namespaces[ns] = true
+			name = ns + "/" + name
+		}
+		names = append(names, name)
+	}
+	if len(names) == 0 {
+		return 0, "", nil
+	}
+	sort.Strings(names)
+	var where []string
+	if len(namespaces) > 0 {
+		nss := make([]string, 0, len(namespaces))
+		for ns := range namespaces {
+			nss = append(nss, ns)
+		}
+		sort.Strings(nss)
+		noun := "namespace "
+		if len(nss) > 1 {
+			noun = "namespaces "
+		}
+		where = append(where, "in "+noun+strings.Join(nss, ", "))
+	}
+	shown := names[:min(len(names), foreignShown)]
+	s := strings.Join(shown, ", ")
+	if len(names) > len(shown) {
+		s += fmt.Sprintf(" and %d more", len(names)-len(shown))
+	}
+	return len(names), strings.Join(append(where, s), ": "), nil
+}
+
+// UndoSummary is what Undo did, each object named as in UndoItem.Ref.
+type UndoSummary struct {
+	Deleted, Reverted, Left, Kept, Absent []string
+}
+
+// Message summarizes s in one line: "deleted 2 objects; reverted
+// ConfigMap/team-settings in team (it existed before khook: only khook's
+// fields removed); left namespace team in place".
+func (s UndoSummary) Message() string {
+	var parts []string
+	switch n := len(s.Deleted); {
+	case n == 0 && len(s.Reverted) == 0 && len(s.Left) == 0 && len(s.Absent) == 0:
+		parts = append(parts, "nothing to delete")
+	case n == 0 && len(s.Reverted) == 0 && len(s.Left) == 0:
+		parts = append(parts, "nothing to delete: "+english.CountNoun(len(s.Absent), "object")+" already gone")
+	case n > 0:
+		p := "deleted " + english.CountNoun(n, "object")
+		if len(s.Absent) > 0 {
+			p += fmt.Sprintf(" (%d already gone)", len(s.Absent))
+		}
+		parts = append(parts, p)
+	}
+	if len(s.Reverted) > 0 {
+		parts = append(parts, "reverted "+strings.Join(s.Reverted, ", ")+" (existed before khook: only khook's fields removed)")
+	}
+	if len(s.Left) > 0 {
+		parts = append(parts, "left "+strings.Join(s.Left, ", ")+" alone (existed before khook, holds none of its fields)")
+	}
+	if len(s.Kept) > 0 {
+		parts = append(parts, "left "+strings.Join(s.Kept, ", ")+" in place")
+	}
+	return strings.Join(parts, "; ")
+}
+
+// RefusedError is an undo refused before it changed anything: CRDs whose
+// kinds have custom resources the spec did not create.
+type RefusedError struct{ Items []UndoItem }
+
+func (e *RefusedError) Error() string {
+	parts := make([]string, len(e.Items))
+	for i, it := range e.Items {
+		parts[i] = it.Ref + ": " + it.Reason
+	}
+	return "refused to delete " + strings.Join(parts, "; ")
+}
+
+// Undo undoes an apply step's objects (see PlanUndo): it deletes what the
+// spec created (waiting until it is gone, CRDs last, as DeleteAll),
+// reverts what khook only configured (Revert), and leaves Namespaces and
+// objects holding nothing of khook's. A refused CRD stops it before any
+// write (*RefusedError). A refused delete or revert does not stop the
+// others; the call then fails naming each.
+func (m *Manager) Undo(ctx context.Context, objs []*unstructured.Unstructured, opts UndoOptions) (UndoSummary, error) {
+	var sum UndoSummary
+	items, err := m.PlanUndo(ctx, objs, opts)
+	if err != nil {
+		return sum, err
+	}
+	var refused []UndoItem
+	for _, it := range items {
+		if it.Action == UndoRefuse {
+			refused = append(refused, it)
+		}
+	}
+	if len(refused) > 0 {
+		return sum, &RefusedError{Items: refused}
+	}
+	progress := func(format string, args ...any) {
+		if opts.Progress != nil {
+			opts.Progress(fmt.Sprintf(format, args...))
+		}
+	}
+	var failed []error
+	for _, crdPhase := range []bool{false, true} {
+		var targets []waiter.Target
+		var deleted []string
+		for _, it := range items {
+			if it.crd != crdPhase {
+				continue
+			}
+			switch it.Action {
+			case UndoKeep:
+				sum.Kept = append(sum.Kept, strings.ToLower(strings.Replace(it.Ref, "/", " ", 1)))
+			case UndoAbsent:
+				sum.Absent = append(sum.Absent, it.Ref)
+			case UndoLeave:
+				sum.Left = append(sum.Left, it.Ref)
+				progress("%s left alone: %s", it.Ref, it.Reason)
+			case UndoRevert:
+				if _, err := m.Revert(ctx, it.mapping, it.live); err != nil {
+					if ctx.Err() != nil {
+						return sum, fmt.Errorf("%s: %w", it.Ref, err)
+					}
+					failed = append(failed, fmt.Errorf("%s: %w", it.Ref, err))
+					continue
+				}
+				sum.Reverted = append(sum.Reverted, it.Ref)
+				progress("%s reverted: %s", it.Ref, it.Reason)
+			case UndoDelete:
+				t, err := m.Delete(ctx, it.mapping, it.live)
+				switch {
+				case apierrors.IsNotFound(err):
+					sum.Absent = append(sum.Absent, it.Ref)
+				case err != nil && ctx.Err() != nil:
+					return sum, fmt.Errorf("%s delete failed: %w", it.Ref, err)
+				case err != nil:
+					failed = append(failed, fmt.Errorf("%s: %w", it.Ref, err))
+				default:
+					progress("%s deleted: %s", it.Ref, it.Reason)
+					targets = append(targets, t)
+					deleted = append(deleted, it.Ref)
+				}
+			}
+		}
+		if err := m.WaitGone(ctx, targets, opts.Progress); err != nil {
+			return sum, err
+		}
+		sum.Deleted = append(sum.Deleted, deleted...)
+	}
+	if len(failed) > 0 {
+		return sum, fmt.Errorf("could not undo %s: %w (%s)", english.CountNoun(len(failed), "object"), errors.Join(failed...), sum.Message())
+	}
+	return sum, nil
+}

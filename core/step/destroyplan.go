@@ -1,0 +1,32 @@
+package step
+
+import "context"
+
+// DestroyPlanner is a Destroyer that can say, changing nothing, what its
+// Destroy would do: the destroy plan shown before destroy asks, and by
+// destroy --dry-run.
+type DestroyPlanner interface {
+	PlanDestroy(ctx context.Context, req *Request) (DestroyPlan, error)
+}
+
+// DestroyPlan is what destroy would do with one step's objects.
+type DestroyPlan struct {
+	Items []DestroyItem
+}
+
+// DestroyItem is one object (or release) of a destroy plan: Action is
+// what destroy does with it ("delete", "revert", "leave", "keep",
+// "gone", "refuse", "uninstall"), Reason why.
+type DestroyItem struct {
+	Object, Action, Reason string
+}
+
+// RedactDestroyPlan masks every secret in p, in place (object names can
+// come from variables).
+func (r *Request) RedactDestroyPlan(p *DestroyPlan, err *error) {
+	for i := range p.Items {
+		it := &p.Items[i]
+		it.Object, it.Reason = r.Redactor.String(it.Object), r.Redactor.String(it.Reason)
+	}
+	*err = r.Redact(*err)
+}

@@ -1,0 +1,31 @@
+package helm
+
+import (
+	"context"
+	"fmt"
+
+	"khook.io/core/step"
+)
+
+// PlanDestroy says what Destroy would do with the step's release,
+// changing nothing: uninstall it when it exists. A helm release is
+// khook's by its release record, created or upgraded alike.
+func (e *Executor) PlanDestroy(ctx context.Context, req *step.Request) (p step.DestroyPlan, err error) {
+	defer req.RedactDestroyPlan(&p, &err)
+	r, err := releaseOf(req)
+	if err != nil {
+		return p, err
+	}
+	it := step.DestroyItem{Object: fmt.Sprintf("release %s (%s)", r.Name, r.Namespace)}
+	st, err := client(req).Get(ctx, r.Name, r.Namespace)
+	switch {
+	case err != nil:
+		return p, err
+	case st == nil:
+		it.Action, it.Reason = "gone", "not installed"
+	default:
+		it.Action, it.Reason = "uninstall", st.String()
+	}
+	p.Items = append(p.Items, it)
+	return p, nil
+}
