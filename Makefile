@@ -67,7 +67,8 @@ test-unit: vet build ## unit tests only: fast, offline, no cluster (the CLI end-
 	KHOOK_BIN=$(BIN) $(GO) test -race -count=1 -tags '$(TESTTAGS)' ./core/... ./kubectl-khook/... ./helm-khook/...
 
 .PHONY: test
-test: test-unit test-integration ## everything: unit tests, then integration tests against the local test cluster
+# testbin first: the unit tests run kubectl too (kubectl_complete-khook).
+test: testbin test-unit test-dist-host test-integration ## everything: unit tests, this platform's release archives, then integration tests against the local test cluster
 
 -include hack/cluster.mk
 -include hack/dist.mk

@@ -40,7 +40,7 @@ DISTTOOL       := $(TOOLS_DIR)/khook-dist
 .PHONY: dist
 dist: dist-tool $(addprefix dist-bin-,$(DIST_PLATFORMS)) ## release archives of both plugins for six platforms, and dist/checksums.txt
 	@rm -f $(DIST)/*.tar.gz $(DIST)/*.zip $(DIST)/checksums.txt
-	$(DISTTOOL) package -root $(ROOT) -bin $(DIST)/bin -out $(DIST) -version $(DIST_VERSION) -date $(DIST_DATE)
+	$(DISTTOOL) package -root $(ROOT) -bin $(DIST)/bin -out $(DIST) -version $(DIST_VERSION) -date $(DIST_DATE) -platforms '$(DIST_PLATFORMS)'
 
 # Both binaries of one platform in one go build: one package graph, both
 # cores busy. Always handed to go build: its cache makes a no-op cheap.
@@ -70,6 +70,17 @@ dist-repro: dist ## build the release a second time into .cache/dist-repro and c
 	$(MAKE) --no-print-directory dist DIST=$(CACHE)/dist-repro
 	diff $(DIST)/checksums.txt $(CACHE)/dist-repro/checksums.txt
 	@echo "reproducible: the two builds' twelve archives are identical"
+
+# The release path of `make test`: `make dist` for this machine's platform
+# only (its two archives and checksums.txt, in .cache/dist-host), checked as
+# test-dist checks all six, its binaries unpacked and run. The binaries'
+# packages come from make build's cache: mostly two links.
+HOST_PLATFORM  := $(shell $(GO) env GOOS)_$(shell $(GO) env GOARCH)
+DIST_HOST      := $(CACHE)/dist-host
+.PHONY: test-dist-host
+test-dist-host: ## release archives of this machine's platform only: built as make dist does, checked, unpacked and run (part of make test)
+	@$(MAKE) --no-print-directory dist DIST=$(DIST_HOST) DIST_PLATFORMS=$(HOST_PLATFORM)
+	KHOOK_DIST=$(DIST_HOST) KHOOK_DIST_PLATFORMS=$(HOST_PLATFORM) $(GO) test -count=1 -run '^TestDistArchives$$' ./core/internal/packaging/
 
 .PHONY: test-dist
 # Without -race (make test has the race detector on this package): the checks

@@ -29,28 +29,51 @@ func distDir(t *testing.T) string {
 	return dir
 }
 
-// distVersion is the version the archives in dist carry.
-func distVersion(t *testing.T, dist string) string {
+// distPlatforms are the platforms dist holds: KHOOK_DIST_PLATFORMS
+// (<os>_<arch>, space-separated; `make test-dist-host` sets this machine's
+// own), or all six.
+func distPlatforms(t *testing.T) []Platform {
 	t.Helper()
-	m, err := filepath.Glob(filepath.Join(dist, KubectlPlugin+"_v*_linux_amd64.tar.gz"))
-	if err != nil || len(m) != 1 {
-		t.Fatalf("want one kubectl-khook linux/amd64 archive in %s, found %q (%v)", dist, m, err)
+	ids := strings.Fields(os.Getenv("KHOOK_DIST_PLATFORMS"))
+	if len(ids) == 0 {
+		return Platforms
 	}
-	v := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(m[0]), KubectlPlugin+"_"), "_linux_amd64.tar.gz")
+	var ps []Platform
+	for _, id := range ids {
+		p, err := ParsePlatform(id)
+		if err != nil {
+			t.Fatalf("KHOOK_DIST_PLATFORMS: %v", err)
+		}
+		ps = append(ps, p)
+	}
+	return ps
+}
+
+// distVersion is the version the archives in dist carry.
+func distVersion(t *testing.T, dist string, p Platform) string {
+	t.Helper()
+	suffix := "_" + p.ID() + "." + string(p.Format())
+	m, err := filepath.Glob(filepath.Join(dist, KubectlPlugin+"_v*"+suffix))
+	if err != nil || len(m) != 1 {
+		t.Fatalf("want one kubectl-khook %s archive in %s, found %q (%v)", p, dist, m, err)
+	}
+	v := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(m[0]), KubectlPlugin+"_"), suffix)
 	if err := CheckVersion(v); err != nil {
 		t.Fatal(err)
 	}
 	return v
 }
 
-// TestDistArchives checks `make dist`: the twelve archives and
-// checksums.txt, what each carries and with which modes, and the binaries
-// in them: built for their platform, static, stripped, carrying the
-// version.
+// TestDistArchives checks `make dist`: the twelve archives (two per
+// platform of distPlatforms) and checksums.txt, what each carries and with
+// which modes, and the binaries in them: built for their platform, static,
+// stripped, carrying the version; the binaries of this machine's platform
+// are unpacked and run.
 func TestDistArchives(t *testing.T) {
 	dist := distDir(t)
 	root := repoRoot(t)
-	version := distVersion(t, dist)
+	platforms := distPlatforms(t)
+	version := distVersion(t, dist, platforms[0])
 	f, err := os.Open(filepath.Join(dist, "checksums.txt"))
 	if err != nil {
 		t.Fatal(err)
@@ -62,7 +85,7 @@ func TestDistArchives(t *testing.T) {
 	}
 
 	var want []string
-	for _, p := range Platforms {
+	for _, p := range platforms {
 		for _, plugin := range Plugins {
 			want = append(want, ArchiveName(plugin, version, p))
 		}
@@ -85,7 +108,7 @@ func TestDistArchives(t *testing.T) {
 		t.Fatalf("archives %q\nchecksums.txt %q\nwant %q", found, listed, want)
 	}
 
-	for _, p := range Platforms {
+	for _, p := range platforms {
 		for _, plugin := range Plugins {
 			name := ArchiveName(plugin, version, p)
 			t.Run(name, func(t *testing.T) {
@@ -145,13 +168,40 @@ func TestDistArchives(t *testing.T) {
 		}
 	}
 
+	// this machine's binaries, unpacked from their archives, run and say
+	// the release version
+	t.Run("run", func(t *testing.T) {
+		host, err := ParsePlatform(runtime.GOOS + "_" + runtime.GOARCH)
+		if err != nil || !slices.Contains(platforms, host) {
+			t.Skipf("this machine (%s/%s) is none of the platforms in dist: no binary to run here", runtime.GOOS, runtime.GOARCH)
+		}
+		for _, plugin := range Plugins {
+			entries, err := ReadArchive(readFile(t, filepath.Join(dist, ArchiveName(plugin, version, host))))
+			if err != nil {
+				t.Fatal(err)
+			}
+			i := slices.IndexFunc(entries, func(e Entry) bool { return e.Name == BinaryPath(plugin, host) })
+			if i < 0 {
+				t.Fatalf("%s: no %s", plugin, BinaryPath(plugin, host))
+			}
+			exe := filepath.Join(t.TempDir(), filepath.Base(entries[i].Name))
+			if err := os.WriteFile(exe, entries[i].Data, entries[i].Mode.Perm()); err != nil {
+				t.Fatal(err)
+			}
+			out := run(t, []string{"HOME=" + t.TempDir()}, exe, "version")
+			if !strings.Contains(out, " "+version+"\n") || !strings.Contains(out, "platform: "+host.String()+"\n") {
+				t.Errorf("%s version:\n%s\nwant %s on %s", plugin, out, version, host)
+			}
+		}
+	})
+
 	// packing again gives the same bytes (the binaries' reproducibility is
 	// make dist-repro's: a second full build)
 	t.Run("repack", func(t *testing.T) {
 		for _, c := range []struct {
 			plugin string
 			p      Platform
-		}{{KubectlPlugin, Platforms[0]}, {HelmPlugin, Platforms[0]}, {HelmPlugin, Platforms[4]}} {
+		}{{KubectlPlugin, platforms[0]}, {HelmPlugin, platforms[0]}, {HelmPlugin, platforms[len(platforms)-1]}} {
 			name := ArchiveName(c.plugin, version, c.p)
 			old := readFile(t, filepath.Join(dist, name))
 			entries, err := ReadArchive(old)
@@ -262,8 +312,11 @@ func onlySystemLibs(libs []string) bool {
 func TestKrewManifest(t *testing.T) {
 	dist := distDir(t)
 	root := repoRoot(t)
-	version := distVersion(t, dist)
+	version := distVersion(t, dist, Platforms[0])
 	manifest := filepath.Join(dist, "krew", "khook.yaml")
+	if len(distPlatforms(t)) != len(Platforms) {
+		t.Fatal("KHOOK_DIST_PLATFORMS names some platforms: the krew manifest needs all six (make test-dist)")
+	}
 	m, err := ValidateKrewFile(manifest)
 	if err != nil {
 		t.Fatal(err)

@@ -288,9 +288,9 @@ func TestCompletion(t *testing.T) {
 	t.Run("kubectl_complete-khook through kubectl", func(t *testing.T) {
 		kubectl := kubectl(t)
 		if kubectl == "" {
-			// make test builds one (make testbin) before TestKrewManifest,
-			// which runs this path again and requires it
-			t.Skip("no kubectl: `make testbin` builds one into .cache/testbin/bin")
+			// make test builds one (make testbin) first; TestKrewInstallHost
+			// runs this path again and requires it
+			t.Skip("no kubectl (make test-unit before make testbin): make test builds one first")
 		}
 		dir := t.TempDir()
 		if err := os.Symlink(b.Kubectl, filepath.Join(dir, KubectlPlugin)); err != nil {

@@ -43,6 +43,7 @@ func run(args []string, out io.Writer) error {
 		bin := fs.String("bin", "dist/bin", "built binaries, in <os>_<arch>/ folders")
 		outDir := fs.String("out", "dist", "where the archives and checksums.txt go")
 		date := fs.String("date", "", "archive member mtime (RFC 3339; the commit date)")
+		only := fs.String("platforms", "", "<os>_<arch> of the platforms to pack, space- or comma-separated (default: all six)")
 		if err := fs.Parse(args[1:]); err != nil {
 			return err
 		}
@@ -50,7 +51,18 @@ func run(args []string, out io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("-date: %w", err)
 		}
-		return pack(out, *root, *bin, *outDir, *version, mtime)
+		platforms := packaging.Platforms
+		if f := strings.FieldsFunc(*only, func(r rune) bool { return r == ',' || r == ' ' }); len(f) > 0 {
+			platforms = nil
+			for _, id := range f {
+				p, err := packaging.ParsePlatform(id)
+				if err != nil {
+					return fmt.Errorf("-platforms: %w", err)
+				}
+				platforms = append(platforms, p)
+			}
+		}
+		return pack(out, *root, *bin, *outDir, *version, mtime, platforms)
 	case "krew":
 		dist := fs.String("dist", "dist", "folder with the archives and checksums.txt")
 		releaseURL := fs.String("release-url", "", "release download base URL; an archive is <base>/<version>/<file>")
@@ -75,9 +87,9 @@ func run(args []string, out io.Writer) error {
 	return fmt.Errorf("unknown command %q (want package, krew or krew-check)", args[0])
 }
 
-// pack writes the twelve archives and checksums.txt, two at a time per
-// core, and prints the sizes.
-func pack(out io.Writer, root, bin, outDir, version string, mtime time.Time) error {
+// pack writes the archives of platforms (twelve for all six) and
+// checksums.txt, two at a time per core, and prints the sizes.
+func pack(out io.Writer, root, bin, outDir, version string, mtime time.Time, platforms []packaging.Platform) error {
 	if err := packaging.CheckVersion(version); err != nil {
 		return err
 	}
@@ -94,7 +106,7 @@ func pack(out io.Writer, root, bin, outDir, version string, mtime time.Time) err
 		sum              string
 	}
 	var jobs []job
-	for _, p := range packaging.Platforms {
+	for _, p := range platforms {
 		for _, plugin := range packaging.Plugins {
 			jobs = append(jobs, job{plugin, p})
 		}
