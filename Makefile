@@ -26,6 +26,7 @@ build: ## build both plugins into bin/
 	@mkdir -p $(BIN)
 	cd kubectl-khook && $(GOBUILD) -o $(BIN)/kubectl-khook .
 	cd helm-khook && $(GOBUILD) -o $(BIN)/helm-khook .
+	cd terraform-provider-khook && $(GOBUILD) -o $(BIN)/terraform-provider-khook .
 
 .PHONY: demo
 demo: build cluster-up ## build both plugins, start the local test control plane (built the first time) and apply the quickstart to it
@@ -60,7 +61,7 @@ endif
 
 .PHONY: vet
 vet: test-deps ## go vet every module
-	$(GO) vet -tags '$(TESTTAGS)' ./core/... ./kubectl-khook/... ./helm-khook/...
+	$(GO) vet -tags '$(TESTTAGS)' ./core/... ./kubectl-khook/... ./helm-khook/... ./terraform-provider-khook/...
 
 .PHONY: test-unit
 test-unit: vet build ## unit tests only: fast, offline, no cluster (the CLI end-to-end tests use bin/)
@@ -73,13 +74,14 @@ test: testbin test-unit test-dist-host test-integration ## everything: unit test
 -include hack/cluster.mk
 -include hack/dist.mk
 -include hack/image.mk
+-include hack/tofu.mk
 
 # The integration tests also run the built plugins (the CLI end-to-end
 # tests, helm khook through helm 3 and helm 4) and the helm CLIs, built
 # before the cluster starts. The six-platform release and its krew manifest
 # are `make test-dist` (about 18 minutes of cross-compiling on 2 cores when
 # cold: docs/plugins.md).
-test-integration: test-deps build helm-tools
+test-integration: test-deps build helm-tools tofu
 
 .PHONY: help
 help:

@@ -6,7 +6,7 @@
 TESTBIN_DIR  := $(CACHE)/testbin
 TESTCLUSTER  := $(TESTBIN_DIR)/khook-testcluster
 CLUSTER_DIR  ?= $(CACHE)/cluster
-INTEGRATION_PKGS ?= ./core/... ./kubectl-khook/... ./helm-khook/...
+INTEGRATION_PKGS ?= ./core/... ./kubectl-khook/... ./helm-khook/... ./terraform-provider-khook/...
 
 .PHONY: testbin
 testbin: ## build the test-cluster binaries into .cache/testbin/bin (no-op when up to date; ~11 min cold)
