@@ -37,6 +37,9 @@ const (
 	// UndoRefuse: a CRD whose kind has custom resources the spec did not
 	// create (decision 152).
 	UndoRefuse UndoAction = "refuse"
+	// UndoUnknown: it could not be read (Reason says why), so whether
+	// khook created it is unknown; destroy leaves it and fails naming it.
+	UndoUnknown UndoAction = "unknown"
 )
 
 // UndoItem is one object of an undo: what destroy does with it and why.
@@ -48,6 +51,7 @@ type UndoItem struct {
 	mapping *meta.RESTMapping
 	live    *unstructured.Unstructured
 	crd     bool
+	err     error // UndoUnknown's
 }
 
 // UndoOptions tune PlanUndo and Undo.
@@ -69,7 +73,8 @@ const foreignShown = 3
 // what Undo would do with each, in the order Undo takes them: last
 // manifest first, CRDs last. It writes nothing. A CRD the spec created
 // whose kind has custom resources the spec did not create is UndoRefuse
-// unless opts.ForceCRDs.
+// unless opts.ForceCRDs. An object that cannot be read is UndoUnknown,
+// and the error names each (the other objects are still planned).
 func (m *Manager) PlanUndo(ctx context.Context, objs []*unstructured.Unstructured, opts UndoOptions) ([]UndoItem, error) {
 	var crds, rest []*unstructured.Unstructured
 	for _, o := range slices.Backward(objs) {
@@ -88,7 +93,7 @@ func (m *Manager) PlanUndo(ctx context.Context, objs []*unstructured.Unstructure
 				return items, err
 			}
 			errs = append(errs, err)
-			continue
+			it.Action, it.Reason, it.err = UndoUnknown, err.Error(), err
 		}
 		items = append(items, it)
 	}
@@ -260,7 +265,7 @@ func (e *RefusedError) Error() string {
 func (m *Manager) Undo(ctx context.Context, objs []*unstructured.Unstructured, opts UndoOptions) (UndoSummary, error) {
 	var sum UndoSummary
 	items, err := m.PlanUndo(ctx, objs, opts)
-	if err != nil {
+	if err != nil && ctx.Err() != nil {
 		return sum, err
 	}
 	var refused []UndoItem
@@ -286,6 +291,8 @@ func (m *Manager) Undo(ctx context.Context, objs []*unstructured.Unstructured, o
 				continue
 			}
 			switch it.Action {
+			case UndoUnknown:
+				failed = append(failed, it.err)
 			case UndoKeep:
 				sum.Kept = append(sum.Kept, strings.ToLower(strings.Replace(it.Ref, "/", " ", 1)))
 			case UndoAbsent:
@@ -325,7 +332,22 @@ func (m *Manager) Undo(ctx context.Context, objs []*unstructured.Unstructured, o
 		sum.Deleted = append(sum.Deleted, deleted...)
 	}
 	if len(failed) > 0 {
-		return sum, fmt.Errorf("could not undo %s: %w (%s)", english.CountNoun(len(failed), "object"), errors.Join(failed...), sum.Message())
+		msgs := make([]string, len(failed))
+		for i, err := range failed {
+			msgs[i] = err.Error()
+		}
+		return sum, &UndoError{Msg: fmt.Sprintf("could not undo %d of %s: %s (%s)", len(failed), english.CountNoun(len(items), "object"), strings.Join(msgs, "; "), sum.Message()), Errs: failed}
 	}
 	return sum, nil
 }
+
+// UndoError is an Undo that could not undo every object: it undid the
+// others, and names each object it could not undo, with why. It unwraps to
+// those errors, so apierrors.IsForbidden and the like see them.
+type UndoError struct {
+	Msg  string
+	Errs []error
+}
+
+func (e *UndoError) Error() string   { return e.Msg }
+func (e *UndoError) Unwrap() []error { return e.Errs }

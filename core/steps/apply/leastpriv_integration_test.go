@@ -102,14 +102,17 @@ func TestApplyPartialSaysWhatWasApplied(t *testing.T) {
 	}
 }
 
-// TestDestroyDeletesWhatItMay: destroy deletes every object it may, and
-// names the one it could not delete, with why.
+// TestDestroyDeletesWhatItMay: destroy deletes every object it may (all
+// created by this spec), and names the one it could not read, with why.
 func TestDestroyDeletesWhatItMay(t *testing.T) {
 	le := newLimitedEnv(t)
 	a, sa, b := le.name("lp-d-a"), le.name("lp-d-sa"), le.name("lp-d-b")
-	steptest.Create(t, le.clients, le.ns, configMap(a, nil))
-	steptest.Create(t, le.clients, le.ns, fmt.Sprintf(serviceAccount, sa))
-	steptest.Create(t, le.clients, le.ns, configMap(b, nil))
+	created := func(y string) string {
+		return strings.Replace(y, "metadata:\n", "metadata:\n  annotations: {khook.io/created-by: steptest}\n", 1)
+	}
+	steptest.Create(t, le.clients, le.ns, created(configMap(a, nil)))
+	steptest.Create(t, le.clients, le.ns, created(fmt.Sprintf(serviceAccount, sa)))
+	steptest.Create(t, le.clients, le.ns, created(configMap(b, nil)))
 	le.cleanup(cmGVR, a, b)
 	le.cleanup(saGVR, sa)
 	req := le.req(stepYAML("undo", "namespace: "+le.ns, inline(configMap(a, nil)), inline(fmt.Sprintf(serviceAccount, sa)), inline(configMap(b, nil))))
@@ -119,7 +122,7 @@ func TestDestroyDeletesWhatItMay(t *testing.T) {
 	if err == nil {
 		t.Fatal("destroy succeeded, but the ServiceAccount may not be deleted")
 	}
-	want := "could not delete 1 of 3 objects: ServiceAccount/" + sa + " in " + le.ns + ": serviceaccounts \"" + sa + "\" is forbidden"
+	want := "could not undo 1 of 3 objects: ServiceAccount/" + sa + " in " + le.ns + ": serviceaccounts \"" + sa + "\" is forbidden"
 	if !strings.HasPrefix(err.Error(), want) || !strings.HasSuffix(err.Error(), "(deleted 2 objects)") {
 		t.Errorf("error %q, want it to start %q and end (deleted 2 objects)", err, want)
 	}
