@@ -101,29 +101,48 @@ func TestIndependentStepsRunInParallel(t *testing.T) {
 	}
 }
 
+// TestParallelismCap: with a cap of 2, two steps run at once (the cap is
+// reached) and a third never starts while they run (never exceeded). Each
+// step holds until the test releases it: a scheduler running a third step
+// early counts 3; one running fewer than 2 never delivers the second start
+// and the test hangs until go test's -timeout names it.
 func TestParallelismCap(t *testing.T) {
-	var cur, peak atomic.Int32
+	const tasksN, limit = 10, 2
+	var cur atomic.Int32
+	started := make(chan int32, tasksN)
+	release := make(chan struct{})
 	work := func(context.Context, int) (Outcome, error) {
-		n := cur.Add(1)
-		for {
-			p := peak.Load()
-			if n <= p || peak.CompareAndSwap(p, n) {
-				break
-			}
-		}
-		time.Sleep(5 * time.Millisecond)
+		started <- cur.Add(1)
+		<-release
 		cur.Add(-1)
 		return Outcome{}, nil
 	}
 	var tasks []Task
-	for i := range 10 {
+	for i := range tasksN {
 		tasks = append(tasks, Task{Name: fmt.Sprint(i), Attempt: work})
 	}
-	if res := Run(context.Background(), make(dag, len(tasks)), tasks, Options{Parallelism: 2}); res.Status != RunOK {
+	done := make(chan *Result, 1)
+	go func() { done <- Run(context.Background(), make(dag, len(tasks)), tasks, Options{Parallelism: limit}) }()
+	var peak int32
+	for i := range tasksN {
+		n := <-started
+		if n > limit {
+			t.Errorf("step %d started with %d steps running, cap %d", i+1, n, limit)
+		}
+		peak = max(peak, n)
+		// hold the first two until both run; then one ends for each start
+		if i >= limit-1 {
+			release <- struct{}{}
+		}
+	}
+	for range limit - 1 {
+		release <- struct{}{}
+	}
+	if res := <-done; res.Status != RunOK {
 		t.Fatal(res.Status)
 	}
-	if peak.Load() > 2 {
-		t.Fatalf("%d steps ran at once with a cap of 2", peak.Load())
+	if peak != limit {
+		t.Fatalf("at most %d steps ran at once, cap %d", peak, limit)
 	}
 }
 
