@@ -26,6 +26,8 @@ type RunFlags struct {
 	// LockTimeout is how long to wait for the run lock another run holds
 	// (0: fail at once).
 	LockTimeout time.Duration
+	// Select is --steps (and apply's --no-needs, --replace).
+	Select SelectFlags
 }
 
 // NewRunFlags returns apply's and destroy's flags with their defaults.
@@ -55,6 +57,7 @@ type RunOptions struct {
 	Output      string
 	Parallelism int
 	LockTimeout time.Duration
+	Select      SelectFlags
 	// Streams: the summary goes to Out, progress to Progress (standard
 	// error).
 	Streams  genericiooptions.IOStreams
@@ -71,14 +74,14 @@ func (f *RunFlags) ToOptions(command string, streams genericiooptions.IOStreams,
 	if f.LockTimeout < 0 {
 		return nil, invalid(fmt.Errorf("--lock-timeout must not be negative"))
 	}
-	if err := f.Fleet.check(); err != nil {
+	if err := errors.Join(f.Fleet.check(), f.Select.check()); err != nil {
 		return nil, err
 	}
 	so, err := f.Spec.ToOptions(src)
 	if err != nil {
 		return nil, err
 	}
-	return &RunOptions{Command: command, Spec: so, Fleet: f.Fleet, Output: f.Output.value, Parallelism: f.Parallelism, LockTimeout: f.LockTimeout,
+	return &RunOptions{Command: command, Spec: so, Fleet: f.Fleet, Output: f.Output.value, Parallelism: f.Parallelism, LockTimeout: f.LockTimeout, Select: f.Select,
 		Streams: streams, Progress: progress, Redactor: src.Redactor, Clusters: clusters}, nil
 }
 
@@ -94,6 +97,7 @@ func newRunCommand(cmd *cobra.Command, command string, streams genericiooptions.
 		return o.Run(cmd.Context())
 	}
 	f.AddFlags(cmd, clusters.contextFlag())
+	f.Select.AddFlags(cmd, command)
 	return cmd
 }
 
@@ -149,10 +153,15 @@ func (o *RunOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	sel, err := o.Select.resolve(doc, o.Command)
+	if err != nil {
+		return err
+	}
 	s, err := o.Clusters.connect(ctx, doc)
 	if err != nil {
 		return err
 	}
+	s.sel = sel
 	lk, err := s.takeLock(ctx, o.Command, o.LockTimeout, o.Streams.ErrOut)
 	if err != nil {
 		return err
@@ -213,6 +222,9 @@ func (s *session) prepare(ctx context.Context, command string) (*execution, erro
 	}
 	tasks, err := build(rs)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.shape(command, tasks, rs); err != nil {
 		return nil, err
 	}
 	return &execution{command: command, tasks: tasks, order: order, graph: graph, rs: rs}, nil

@@ -37,6 +37,7 @@ type DiffFlags struct {
 	Spec        SpecFlags
 	Fleet       FleetFlags
 	Parallelism int
+	Select      SelectFlags
 }
 
 // NewDiffFlags returns diff's flags with their defaults.
@@ -50,6 +51,7 @@ func (f *DiffFlags) AddFlags(cmd *cobra.Command, contextFlag string) {
 	f.Spec.AddFlags(cmd)
 	f.Fleet.AddFlags(cmd, contextFlag)
 	cmd.Flags().IntVar(&f.Parallelism, "parallelism", diffParallelism, "how many steps may be diffed at once (0: no limit); with --contexts, on each cluster")
+	f.Select.AddFlags(cmd, "diff")
 }
 
 // DiffOptions is a ready-to-run diff.
@@ -70,6 +72,7 @@ type DiffOptions struct {
 	// without the secret variables (those of SecretPrefix).
 	Environ      []string
 	SecretPrefix string
+	Select       SelectFlags
 }
 
 // NewCmdDiff is the diff command; stdout is standard output as the
@@ -119,14 +122,14 @@ func (f *DiffFlags) ToOptions(streams genericiooptions.IOStreams, src SpecSource
 	if f.Parallelism < 0 {
 		return nil, invalid(fmt.Errorf("--parallelism must not be negative"))
 	}
-	if err := f.Fleet.check(); err != nil {
+	if err := errors.Join(f.Fleet.check(), f.Select.check()); err != nil {
 		return nil, err
 	}
 	so, err := f.Spec.ToOptions(src)
 	if err != nil {
 		return nil, err
 	}
-	o := &DiffOptions{Spec: so, Fleet: f.Fleet, Parallelism: f.Parallelism, Streams: streams, Redactor: src.Redactor, Clusters: clusters,
+	o := &DiffOptions{Spec: so, Fleet: f.Fleet, Parallelism: f.Parallelism, Select: f.Select, Streams: streams, Redactor: src.Redactor, Clusters: clusters,
 		External: diff.ParseProgram(envLookup(src.Environ, diff.ExternalEnv)), Environ: src.Environ, SecretPrefix: f.Spec.SecretPrefix}
 	if out, ok := stdout.(*os.File); ok && term.IsTerminal(int(out.Fd())) {
 		o.Color = envLookup(src.Environ, "NO_COLOR") == ""
@@ -199,10 +202,15 @@ func (o *DiffOptions) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	sel, err := o.Select.resolve(doc, "diff")
+	if err != nil {
+		return err
+	}
 	s, err := o.Clusters.connect(ctx, doc)
 	if err != nil {
 		return err
 	}
+	s.sel = sel
 	_, err = o.diff(ctx, s, o.Streams.Out, o.Streams.ErrOut)
 	return err
 }
@@ -217,6 +225,9 @@ func (o *DiffOptions) diff(ctx context.Context, s *session, out, errOut io.Write
 	if err != nil {
 		return false, err
 	}
+	if err := s.checkNeeds(func(i int) bool { return resumed[i] }); err != nil {
+		return false, err
+	}
 	steps := s.doc.Spec.Steps
 	results := make([]*stepDiff, len(steps))
 	g, gctx := errgroup.WithContext(ctx)
@@ -229,7 +240,10 @@ func (o *DiffOptions) diff(ctx context.Context, s *session, out, errOut io.Write
 		case !s.doc.Included(i):
 			results[i] = &stepDiff{headline: "skipped: when: " + st.When + " is false", counted: catExcluded}
 			continue
-		case resumed[i]:
+		case !s.sel.selected(i):
+			results[i] = &stepDiff{headline: "skipped: " + NotSelected, counted: catNotSelected}
+			continue
+		case resumed[i] && !s.forcedStep(i) && !s.conditional(i, true):
 			results[i] = &stepDiff{headline: "resumed from the state record (it succeeded before with these inputs), not diffed: apply skips it", counted: catResumed}
 			continue
 		}
@@ -264,6 +278,7 @@ func (o *DiffOptions) diff(ctx context.Context, s *session, out, errOut io.Write
 			results[i] = diffResult(*r.raw, s.red)
 		}
 	}
+	s.diffFates(results, resumed)
 	return o.print(ctx, s, results, out, errOut)
 }
 
@@ -496,7 +511,7 @@ func (o *DiffOptions) programEnv() []string {
 // of" when a step failed).
 func summaryLine(name string, steps int, counts map[string]int, differences bool) string {
 	var parts []string
-	for _, c := range []string{catChange, catUnchanged, catUnavailable, catResumed, catExcluded, catFailed} {
+	for _, c := range []string{catChange, catUnchanged, catUnavailable, catResumed, catExcluded, catNotSelected, catNotTriggered, catFailed} {
 		if n := counts[c]; n > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", n, c))
 		}

@@ -315,6 +315,9 @@ func (o *RunOptions) runFleet(ctx context.Context) error {
 		return err
 	}
 	doc := members[0].doc
+	if _, err := o.Select.resolve(doc, o.Command); err != nil {
+		return err
+	}
 	order := doc.Graph.Order()
 	if o.Command == "destroy" {
 		order = doc.Graph.Reverse()
@@ -394,6 +397,9 @@ func (o *RunOptions) connectFleet(ctx context.Context, members []*member, progre
 			}
 			cp.Connecting()
 			if c.s, c.err = o.Clusters.newSession(ctx, m.doc, m.getter, &linePrefixer{w: o.Streams.ErrOut, prefix: m.context + ": "}); c.err != nil {
+				return nil
+			}
+			if c.err = c.s.bindSelection(&o.Select, o.Command); c.err != nil {
 				return nil
 			}
 			pctx, cancel := c.s.preflight(ctx)

@@ -126,14 +126,25 @@ func (o *PlanOptions) runFleet(ctx context.Context) error {
 	structured := o.Output != "text"
 	plans := make([]*plan.Plan, len(members))
 	outs := forEachMember(ctx, o.Streams, o.Redactor, members, o.Fleet.Parallelism, !structured, func(ctx context.Context, i int, m *member, out, _ io.Writer) error {
-		p := m.doc.OfflinePlan()
+		sel, err := o.Select.resolve(m.doc, "plan")
+		if err != nil {
+			return err
+		}
+		p, err := offlinePlan(m.doc, sel)
+		if err != nil {
+			return err
+		}
 		if !o.Offline {
 			s, err := o.Clusters.newSession(ctx, m.doc, m.getter, &linePrefixer{w: o.Streams.ErrOut, prefix: m.context + ": "})
 			if err != nil {
 				return err
 			}
+			s.sel = sel
 			if p = s.livePlan(ctx); ctx.Err() != nil {
 				return fmt.Errorf("plan stopped (%v) before every step was assessed", context.Cause(ctx))
+			}
+			if err := s.planRecord(ctx, p); err != nil {
+				return err
 			}
 		}
 		markHashCannotSee(p, m.doc, o.Clusters)
@@ -174,6 +185,9 @@ func (o *DiffOptions) runFleet(ctx context.Context) error {
 	outs := forEachMember(ctx, o.Streams, o.Redactor, members, o.Fleet.Parallelism, true, func(ctx context.Context, i int, m *member, out, errOut io.Writer) error {
 		s, err := o.Clusters.newSession(ctx, m.doc, m.getter, &linePrefixer{w: o.Streams.ErrOut, prefix: m.context + ": "})
 		if err != nil {
+			return err
+		}
+		if err := s.bindSelection(&o.Select, "diff"); err != nil {
 			return err
 		}
 		differs[i], err = o.diff(ctx, s, out, errOut)

@@ -14,6 +14,7 @@ import (
 type GraphFlags struct {
 	Spec   SpecFlags
 	Format *outputFlag
+	Select SelectFlags
 }
 
 // NewGraphFlags returns graph's flags with their defaults.
@@ -25,6 +26,7 @@ func NewGraphFlags() *GraphFlags {
 func (f *GraphFlags) AddFlags(cmd *cobra.Command) {
 	f.Spec.AddFlags(cmd)
 	f.Format.add(cmd, "format", "", "graph format")
+	f.Select.AddFlags(cmd, "graph")
 }
 
 // GraphOptions is a ready-to-run graph.
@@ -32,15 +34,19 @@ type GraphOptions struct {
 	Spec   *SpecOptions
 	Format string
 	Out    io.Writer
+	Select SelectFlags
 }
 
 // ToOptions resolves the flags.
 func (f *GraphFlags) ToOptions(streams genericiooptions.IOStreams, src SpecSource) (*GraphOptions, error) {
+	if err := f.Select.check(); err != nil {
+		return nil, err
+	}
 	so, err := f.Spec.ToOptions(src)
 	if err != nil {
 		return nil, err
 	}
-	return &GraphOptions{Spec: so, Format: f.Format.value, Out: streams.Out}, nil
+	return &GraphOptions{Spec: so, Format: f.Format.value, Out: streams.Out, Select: f.Select}, nil
 }
 
 // NewCmdGraph is the graph command.
@@ -70,8 +76,16 @@ func (o *GraphOptions) Run(context.Context) error {
 	if err != nil {
 		return err
 	}
-	if o.Format == "dot" {
-		return render.DOT(o.Out, doc.OfflinePlan())
+	sel, err := o.Select.resolve(doc, "graph")
+	if err != nil {
+		return err
 	}
-	return render.Mermaid(o.Out, doc.OfflinePlan())
+	p, err := offlinePlan(doc, sel)
+	if err != nil {
+		return err
+	}
+	if o.Format == "dot" {
+		return render.DOT(o.Out, p)
+	}
+	return render.Mermaid(o.Out, p)
 }

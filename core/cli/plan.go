@@ -21,6 +21,7 @@ type PlanFlags struct {
 	Fleet   FleetFlags
 	Output  *outputFlag
 	Offline bool
+	Select  SelectFlags
 }
 
 // NewPlanFlags returns plan's flags with their defaults.
@@ -35,6 +36,7 @@ func (f *PlanFlags) AddFlags(cmd *cobra.Command, contextFlag string) {
 	f.Fleet.AddFlags(cmd, contextFlag)
 	f.Output.add(cmd, "output", "o", "output format")
 	cmd.Flags().BoolVar(&f.Offline, "offline", false, "plan from the spec alone, without contacting a cluster")
+	f.Select.AddFlags(cmd, "plan")
 }
 
 // PlanOptions is a ready-to-run plan.
@@ -50,6 +52,7 @@ type PlanOptions struct {
 	Redactor *redact.Redactor
 	// Clusters reaches the cluster of a live plan.
 	Clusters *Clusters
+	Select   SelectFlags
 }
 
 // NewCmdPlan is the plan command.
@@ -78,7 +81,7 @@ plan -f bootstrap.yaml -o json`),
 
 // ToOptions resolves the flags.
 func (f *PlanFlags) ToOptions(streams genericiooptions.IOStreams, src SpecSource, clusters *Clusters) (*PlanOptions, error) {
-	if err := f.Fleet.check(); err != nil {
+	if err := errors.Join(f.Fleet.check(), f.Select.check()); err != nil {
 		return nil, err
 	}
 	so, err := f.Spec.ToOptions(src)
@@ -86,7 +89,7 @@ func (f *PlanFlags) ToOptions(streams genericiooptions.IOStreams, src SpecSource
 		return nil, err
 	}
 	offline := f.Offline || clusters == nil || clusters.Connection == nil
-	return &PlanOptions{Spec: so, Fleet: f.Fleet, Output: f.Output.value, Offline: offline, Streams: streams, Redactor: src.Redactor, Clusters: clusters}, nil
+	return &PlanOptions{Spec: so, Fleet: f.Fleet, Output: f.Output.value, Offline: offline, Streams: streams, Redactor: src.Redactor, Clusters: clusters, Select: f.Select}, nil
 }
 
 // Run plans the spec: offline from the spec alone (--offline, or no
@@ -119,21 +122,26 @@ func (o *PlanOptions) Run(ctx context.Context) error {
 
 // plan is doc's plan: live unless offline, or no kubeconfig is found.
 func (o *PlanOptions) plan(ctx context.Context, doc *load.Document) (*plan.Plan, error) {
+	sel, err := o.Select.resolve(doc, "plan")
+	if err != nil {
+		return nil, err
+	}
 	if o.Offline {
-		return doc.OfflinePlan(), nil
+		return offlinePlan(doc, sel)
 	}
 	s, err := o.Clusters.connect(ctx, doc)
 	switch {
 	case errors.Is(err, kube.ErrNoKubeconfig):
-		return doc.OfflinePlan(), nil
+		return offlinePlan(doc, sel)
 	case err != nil:
 		return nil, err
 	}
+	s.sel = sel
 	printLockNote(ctx, o.Streams.ErrOut, s.clients.Typed, doc)
 	p := s.livePlan(ctx)
 	if ctx.Err() != nil {
 		// predictions cut short are no plan to pass a check with
 		return nil, fmt.Errorf("plan stopped (%v) before every step was assessed", context.Cause(ctx))
 	}
-	return p, nil
+	return p, s.planRecord(ctx, p)
 }

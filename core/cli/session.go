@@ -36,6 +36,9 @@ type session struct {
 	sink event.Sink
 	// run identifies the run to its steps (see takeLock).
 	run step.Run
+	// sel is the run's --steps, --no-needs and --replace (select.go); nil:
+	// every step.
+	sel *selection
 }
 
 // preflight bounds the calls made before the steps run (the state record

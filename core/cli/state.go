@@ -22,6 +22,12 @@ type runState struct {
 	reads []map[string][]string
 	// changes are the steps the run may change, with why (see changing)
 	changes map[string]string
+	// keep maps a step to the skip reason under which its entry stays
+	// exactly as it was (not selected, not triggered; see shapeTasks)
+	keep map[string]string
+	// partial: --steps left steps out; the run never claims the whole
+	// spec (its hash), and a destroy keeps the record
+	partial bool
 }
 
 // openState loads the spec's record and hashes every step; nil when the
@@ -73,7 +79,7 @@ func (rs *runState) begin(ctx context.Context, command string, s *session, tasks
 	rs.changes = changing
 	return rs.store.Begin(ctx, state.Run{
 		Command:      command,
-		SpecHash:     state.SpecHash(s.doc.Spec.Metadata.Name, rs.hashes),
+		SpecHash:     rs.specHash(s),
 		KhookVersion: version.Get().Version,
 		Steps:        names,
 		Changing:     changing,
@@ -95,6 +101,9 @@ func (rs *runState) begin(ctx context.Context, command string, s *session, tasks
 func (rs *runState) changing(command string, s *session, tasks []run.Task) (map[string]string, error) {
 	out := map[string]string{}
 	for i, t := range tasks {
+		if t.Skip == NotSelected {
+			continue // left as it is
+		}
 		switch command {
 		case "destroy":
 			exec, err := s.executor(i)
@@ -128,6 +137,12 @@ func (rs *runState) sink(next event.Sink, s *session, command string, tasks []ru
 		next.Emit(e)
 		i, ok := index[e.Step]
 		if !ok {
+			return
+		}
+		if e.Kind == event.StepSkipped && e.Attempt == 0 && e.Message != "" && rs.keep[e.Step] == e.Message {
+			// not selected, or not triggered with inputs the record
+			// resumes: its entry stays exactly as it was
+			rs.store.Restore(e.Step)
 			return
 		}
 		r := state.StepRecord{Type: e.Type, Hash: rs.hashes[i], Reads: rs.reads[i], Attempts: e.Attempt, DurationMs: e.Elapsed.Milliseconds(), FinishedAt: time.Now().UTC()}
@@ -186,7 +201,7 @@ func (rs *runState) sink(next event.Sink, s *session, command string, tasks []ru
 // finish records how the run ended; after a fully successful destroy it
 // deletes the record instead.
 func (rs *runState) finish(ctx context.Context, command, runStatus string) error {
-	if command == "destroy" && runStatus == "ok" {
+	if command == "destroy" && runStatus == "ok" && !rs.partial {
 		return rs.store.Delete(ctx)
 	}
 	if err := rs.store.Finish(ctx, runStatus); err != nil {
