@@ -46,11 +46,14 @@ type FleetFlags struct {
 	VarDir   string
 	// Parallelism bounds how many clusters run at once (0: no bound).
 	Parallelism int
+	// Shard is --shard I/N: one slice of the contexts (shard.go).
+	Shard string
 
 	// emptyContexts and emptyVarDir record a flag given an empty value
 	// (--contexts '', an unset CI variable): refused, never taken for
 	// the flag's absence.
 	emptyContexts, emptyVarDir bool
+	emptyShard                 bool
 }
 
 // AddFlags registers the fleet flags; contextFlag is the name of the
@@ -60,6 +63,7 @@ func (f *FleetFlags) AddFlags(cmd *cobra.Command, contextFlag string) {
 	fs.Var(&contextsValue{list: &f.Contexts, empty: &f.emptyContexts}, "contexts", fmt.Sprintf("run on each of these kubeconfig contexts (a fleet): names and glob patterns (*, ?, [...]; * does not match /), comma-separated or repeated, e.g. 'prod-*,staging-eu'; not with --%s", contextFlag))
 	fs.Var(&nonEmptyValue{value: &f.VarDir, empty: &f.emptyVarDir}, "var-dir", "with --contexts: each context's variables from DIR/<context>.yaml (a flat map, like --var-file, winning over the --var-file files); one must exist for every context")
 	fs.IntVar(&f.Parallelism, "fleet-parallelism", defaultFleetParallelism, "with --contexts: how many clusters run at once (0: no limit)")
+	fs.Var(&nonEmptyValue{value: &f.Shard, empty: &f.emptyShard}, "shard", "with --contexts: run only slice I of N (I/N, from 1; or K+1/N with K from 0, as an Indexed Job's $(JOB_COMPLETION_INDEX)+1/N) of the matched contexts sorted by name")
 	_ = cmd.MarkFlagDirname("var-dir")
 }
 
@@ -77,6 +81,9 @@ func (f *FleetFlags) check() error {
 	}
 	if f.emptyVarDir {
 		empty = append(empty, errors.New("--var-dir was given an empty value (an unset variable?): name the folder of the contexts' variables files, or leave the flag out"))
+	}
+	if err := f.checkShard(); err != nil {
+		empty = append(empty, err)
 	}
 	switch {
 	case len(empty) > 0:
@@ -211,6 +218,9 @@ func loadFleet(clusters *Clusters, ff *FleetFlags, so *SpecOptions) ([]*member, 
 	}
 	selected, err := kube.SelectContexts(ff.Contexts, names, files)
 	if err != nil {
+		return nil, err
+	}
+	if selected, err = ff.sharded(selected); err != nil {
 		return nil, err
 	}
 	opts := so.Options
