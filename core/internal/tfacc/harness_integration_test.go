@@ -108,7 +108,11 @@ func (w *workspace) run(args ...string) (string, int) {
 	w.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, w.tofu, append(args[:1:1], append([]string{"-no-color"}, args[1:]...)...)...)
+	n := 1 // -no-color goes after the (sub)command
+	if args[0] == "state" {
+		n = 2
+	}
+	cmd := exec.CommandContext(ctx, w.tofu, append(args[:n:n], append([]string{"-no-color"}, args[n:]...)...)...)
 	cmd.Dir = w.dir
 	cmd.Env = w.env
 	var out bytes.Buffer

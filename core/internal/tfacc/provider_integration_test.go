@@ -208,3 +208,36 @@ func TestProviderDestroyOnDeleteFalse(t *testing.T) {
 	}
 	w.assertNoSecret(planted)
 }
+
+// TestProviderFailedStepThenResume is acceptance item (d): a failing step
+// fails the apply naming it and leaves no resource in the state; the fixed
+// spec's next apply succeeds.
+func TestProviderFailedStepThenResume(t *testing.T) {
+	cl := testcluster.Get(t)
+	c := kubernetes.NewForConfigOrDie(cl.RESTConfig(t))
+	ns := cl.NewNamespace(t, "tfacc")
+	w := newWorkspace(t)
+	w.env = append(w.env, "TF_VAR_kubeconfig="+cl.Kubeconfig, "TF_VAR_token="+planted)
+	broken := strings.Replace(specText(ns), "  - name: token\n    apply:\n      namespace: "+ns, "  - name: token\n    apply:\n      namespace: "+ns+"-missing", 1)
+	write(t, filepath.Join(w.dir, "spec.yaml"), broken)
+	write(t, filepath.Join(w.dir, "main.tf"), mainTF("one", true))
+	out, code := w.run("apply", "-auto-approve")
+	if code == 0 || !strings.Contains(out, "step token (apply) failed") {
+		t.Fatalf("apply of a failing step: exit %d, want a failure naming step token\n%s", code, out)
+	}
+	if list := w.must("state", "list"); strings.Contains(list, "khook_spec.boot") {
+		t.Errorf("a failed create left khook_spec.boot in the state:\n%s", list)
+	}
+	if v := configValue(t, c, ns); v != "one" {
+		t.Errorf("ConfigMap value = %q after the failed apply, want one (the step before the failure ran)", v)
+	}
+	write(t, filepath.Join(w.dir, "spec.yaml"), specText(ns))
+	w.must("apply", "-auto-approve")
+	if _, err := c.CoreV1().Secrets(ns).Get(context.Background(), "tfacc", metav1.GetOptions{}); err != nil {
+		t.Errorf("the fixed spec's apply did not create the Secret: %v", err)
+	}
+	if out, code := w.run("plan", "-detailed-exitcode"); code != 0 {
+		t.Fatalf("re-plan after the fixed apply: exit %d, want 0\n%s", code, out)
+	}
+	w.assertNoSecret(planted)
+}
