@@ -28,6 +28,8 @@ type RunFlags struct {
 	LockTimeout time.Duration
 	// Select is --steps (and apply's --no-needs, --replace).
 	Select SelectFlags
+	// Destroy is destroy's --yes, --dry-run and --force-crds (confirm.go).
+	Destroy DestroyFlags
 }
 
 // NewRunFlags returns apply's and destroy's flags with their defaults.
@@ -58,6 +60,7 @@ type RunOptions struct {
 	Parallelism int
 	LockTimeout time.Duration
 	Select      SelectFlags
+	Destroy     DestroyFlags
 	// Streams: the summary goes to Out, progress to Progress (standard
 	// error).
 	Streams  genericiooptions.IOStreams
@@ -81,7 +84,7 @@ func (f *RunFlags) ToOptions(command string, streams genericiooptions.IOStreams,
 	if err != nil {
 		return nil, err
 	}
-	return &RunOptions{Command: command, Spec: so, Fleet: f.Fleet, Output: f.Output.value, Parallelism: f.Parallelism, LockTimeout: f.LockTimeout, Select: f.Select,
+	return &RunOptions{Command: command, Spec: so, Fleet: f.Fleet, Output: f.Output.value, Parallelism: f.Parallelism, LockTimeout: f.LockTimeout, Select: f.Select, Destroy: f.Destroy,
 		Streams: streams, Progress: progress, Redactor: src.Redactor, Clusters: clusters}, nil
 }
 
@@ -98,6 +101,9 @@ func newRunCommand(cmd *cobra.Command, command string, streams genericiooptions.
 	}
 	f.AddFlags(cmd, clusters.contextFlag())
 	f.Select.AddFlags(cmd, command)
+	if command == "destroy" {
+		f.Destroy.AddFlags(cmd)
+	}
 	return cmd
 }
 
@@ -129,15 +135,26 @@ apply -f bootstrap.yaml --contexts 'prod-*,staging-eu' --var-dir vars/ -o junit 
 func NewCmdDestroy(name string, streams genericiooptions.IOStreams, src SpecSource, clusters *Clusters, progress ProgressOutput) *cobra.Command {
 	return newRunCommand(&cobra.Command{
 		Use:   "destroy -f SPEC",
-		Short: "Undo what a spec's steps created, in reverse order",
-		Long: `Undo what a spec's steps created, in reverse dependency order (independent
-branches in parallel): helm releases are uninstalled, apply: objects deleted
-(last manifest first) and waited gone, each step's Job deleted (never one
-khook does not own). delete, patch, wait and rollout steps are skipped, and
-so are steps a when: excludes. What is already gone counts as success, so a
-destroy can be re-run. Namespaces are left in place. With --contexts, on
-each cluster of a fleet, as apply.`,
+		Short: "Undo what a spec's steps did, in reverse order, after showing the plan and asking",
+		Long: `Undo what a spec's steps did, in reverse dependency order (independent
+branches in parallel): helm releases are uninstalled; apply: objects this spec
+created (annotated khook.io/created-by) are deleted (last manifest first, CRDs
+last) and waited gone, while objects that existed before khook only lose the
+fields khook wrote; each step's Job is deleted (never one khook does not
+own). delete, patch, wait and rollout steps are skipped, and so are steps a
+when: excludes. What is already gone counts as success, so a destroy can be
+re-run. Namespaces are left in place. A CRD the spec created whose kind has
+custom resources the spec did not create is refused unless --force-crds.
+
+destroy first shows its plan (per cluster: context, server, and what each
+step deletes, reverts or leaves, and why) and asks for the spec's name (or
+"yes"); --yes does not ask, and without a terminal --yes is required.
+--dry-run prints the plan and changes nothing. With --contexts, on each
+cluster of a fleet, as apply: every cluster's plan is shown before the one
+question.`,
 		Example: examples(name, `destroy -f bootstrap.yaml
+destroy -f bootstrap.yaml --dry-run
+destroy -f bootstrap.yaml --yes
 destroy -f bootstrap.yaml --contexts 'staging-*'`),
 	}, "destroy", streams, src, clusters, progress)
 }
@@ -146,6 +163,11 @@ destroy -f bootstrap.yaml --contexts 'staging-*'`),
 // on every cluster of the fleet. With a state record, the run holds the
 // record's run lock from before it reads the record until it ends.
 func (o *RunOptions) Run(ctx context.Context) error {
+	if o.Command == "destroy" {
+		if done, err := o.confirmDestroy(ctx); done || err != nil {
+			return err
+		}
+	}
 	if o.Fleet.enabled() {
 		return o.runFleet(ctx)
 	}
@@ -162,6 +184,7 @@ func (o *RunOptions) Run(ctx context.Context) error {
 		return err
 	}
 	s.sel = sel
+	s.forceCRDs = o.Destroy.ForceCRDs
 	lk, err := s.takeLock(ctx, o.Command, o.LockTimeout, o.Streams.ErrOut)
 	if err != nil {
 		return err

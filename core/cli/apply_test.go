@@ -33,6 +33,7 @@ func TestRunOptions(t *testing.T) {
 				streams, _, out, errOut := genericiooptions.NewTestIOStreams()
 				f := NewRunFlags()
 				f.Spec.File = "testdata/golden-spec.yaml"
+				f.Destroy.Yes = true
 				tc.edit(f)
 				o, err := f.ToOptions(command, streams, SpecSource{Redactor: redact.New()}, &Clusters{}, ProgressOutput{ErrOut: errOut})
 				if tc.err != "" {

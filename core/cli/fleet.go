@@ -531,6 +531,7 @@ func (o *RunOptions) runMember(ctx context.Context, m *member, s *session, cp *r
 		return o.memberFailed(ctx, m, cp, steps, started, errors.New(fleetInterrupted))
 	}
 	notes := &linePrefixer{w: o.Streams.ErrOut, prefix: m.context + ": "}
+	s.forceCRDs = o.Destroy.ForceCRDs
 	lk, err := s.takeLock(ctx, o.Command, o.LockTimeout, notes)
 	if err != nil {
 		return o.memberFailed(ctx, m, cp, steps, started, err)

@@ -39,6 +39,8 @@ type session struct {
 	// sel is the run's --steps, --no-needs and --replace (select.go); nil:
 	// every step.
 	sel *selection
+	// forceCRDs is destroy's --force-crds.
+	forceCRDs bool
 }
 
 // preflight bounds the calls made before the steps run (the state record
@@ -75,6 +77,7 @@ func (s *session) request(i, attempt int, timeout time.Duration, sink event.Sink
 		HTTP:             s.http,
 		Redactor:         s.red,
 		Run:              s.run,
+		ForceCRDs:        s.forceCRDs,
 		Log: func(format string, args ...any) {
 			sink.Emit(event.Event{Kind: event.StepProgress, Time: time.Now(), Step: st.Name, Type: st.Type(), Message: fmt.Sprintf(format, args...)})
 		},

@@ -1,0 +1,134 @@
+package render
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"khook.io/core/internal/english"
+)
+
+// DestroyPlanView is what destroy would do, per cluster: shown before it
+// asks, and by destroy --dry-run.
+type DestroyPlanView struct {
+	Spec     string
+	Clusters []DestroyCluster
+}
+
+// DestroyCluster is one cluster's destroy plan. Err says why it could not
+// be planned (unreachable); Steps are in destroy's order (the last step
+// first).
+type DestroyCluster struct {
+	Context, Server, Err string
+	Steps                []DestroyStep
+}
+
+// DestroyStep is one step of a destroy plan: its objects (or release, or
+// Job), or Note when destroy leaves the step alone or cannot say more.
+type DestroyStep struct {
+	Name, Type, Note string
+	Items            []DestroyObject
+}
+
+// DestroyObject is one object of a destroy plan: Action is what destroy
+// does with it (delete, revert, leave, keep, gone, refuse, uninstall,
+// unknown), Reason why.
+type DestroyObject struct {
+	Object, Action, Reason string
+}
+
+// counted are the actions a cluster's headline counts, in its order.
+var counted = []struct{ action, label string }{
+	{"delete", "to delete"}, {"uninstall", "to uninstall"}, {"revert", "to revert"},
+	{"leave", "left alone"}, {"refuse", "refused"}, {"unknown", "unknown"},
+}
+
+// Counts returns the cluster's headline: "2 to delete, 1 to revert".
+func (c DestroyCluster) Counts() string {
+	n := map[string]int{}
+	for _, s := range c.Steps {
+		for _, it := range s.Items {
+			n[it.Action]++
+		}
+	}
+	var parts []string
+	for _, a := range counted {
+		if n[a.action] > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n[a.action], a.label))
+		}
+	}
+	if len(parts) == 0 {
+		return "nothing to undo"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// Refused returns the objects the plan refuses ("Kind/name in ns: why"),
+// each with its cluster's context in a fleet.
+func (v DestroyPlanView) Refused() []string {
+	var out []string
+	for _, c := range v.Clusters {
+		for _, s := range c.Steps {
+			for _, it := range s.Items {
+				if it.Action != "refuse" {
+					continue
+				}
+				line := "step " + s.Name + ": " + it.Object + ": " + it.Reason
+				if len(v.Clusters) > 1 {
+					line = c.Context + ": " + line
+				}
+				out = append(out, line)
+			}
+		}
+	}
+	return out
+}
+
+// DestroyPlan writes the plan: per cluster its context, server and
+// counts, then every step and object with what destroy does and why.
+func DestroyPlan(w io.Writer, v DestroyPlanView) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Destroy plan of spec %s (the last step first):\n", v.Spec)
+	for _, c := range v.Clusters {
+		name := c.Context
+		if name == "" {
+			name = c.Server
+		}
+		fmt.Fprintf(&b, "\nCluster %s (server %s): ", name, c.Server)
+		if c.Err != "" {
+			fmt.Fprintf(&b, "cannot be planned: %s\n", c.Err)
+			continue
+		}
+		fmt.Fprintf(&b, "%s\n", c.Counts())
+		for _, s := range c.Steps {
+			fmt.Fprintf(&b, "  %s (%s)", s.Name, s.Type)
+			if s.Note != "" {
+				fmt.Fprintf(&b, ": %s", s.Note)
+			}
+			b.WriteString("\n")
+			for _, it := range s.Items {
+				fmt.Fprintf(&b, "    %-9s %s", it.Action, it.Object)
+				if it.Reason != "" {
+					fmt.Fprintf(&b, ": %s", it.Reason)
+				}
+				b.WriteString("\n")
+			}
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// DestroyQuestion asks for the spec's name (or yes), naming the clusters.
+func DestroyQuestion(w io.Writer, v DestroyPlanView) error {
+	names := make([]string, len(v.Clusters))
+	for i, c := range v.Clusters {
+		names[i] = c.Context
+		if names[i] == "" {
+			names[i] = c.Server
+		}
+	}
+	_, err := fmt.Fprintf(w, "\ndestroy deletes what spec %s created, and removes what it wrote on objects it did not create, on %s (%s).\nType the spec's name (%s) or 'yes' to destroy: ",
+		v.Spec, english.CountNoun(len(v.Clusters), "cluster"), strings.Join(names, ", "), v.Spec)
+	return err
+}
