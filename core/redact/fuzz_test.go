@@ -15,7 +15,7 @@ func FuzzRedact(f *testing.F) {
 	f.Add("ünï", "\xff", "ü", "nï")
 	f.Fuzz(func(t *testing.T, secret, before, after, other string) {
 		if secret == "" || strings.ContainsAny(secret, "*\n\r") {
-			t.Skip()
+			return // not a secret the redactor accepts: nothing to check
 		}
 		r := New()
 		r.Add(secret)

@@ -42,6 +42,32 @@ type server struct {
 	lose int
 	// before, when set, runs before each write (another writer's turn)
 	before func(*server)
+	// changes is closed (and forgotten) at each write recorded in recs:
+	// waitFor's signal
+	changes chan struct{}
+}
+
+// waitFor waits until cond holds, looking again after every write the
+// server records (no polling); the bound only turns a hang into a failure.
+func (w *server) waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	timeout := time.After(time.Minute)
+	for {
+		w.mu.Lock()
+		if w.changes == nil {
+			w.changes = make(chan struct{})
+		}
+		changed := w.changes
+		w.mu.Unlock()
+		if cond() {
+			return
+		}
+		select {
+		case <-changed:
+		case <-timeout:
+			t.Fatalf("%s: not within a minute", what)
+		}
+	}
 }
 
 func (w *server) last() *Record {
@@ -151,6 +177,10 @@ func (w *server) react(a k8stesting.Action) (bool, runtime.Object, error) {
 		w.t.Errorf("a write kept the plain %s", DataKey)
 	}
 	w.recs = append(w.recs, r)
+	if w.changes != nil {
+		close(w.changes)
+		w.changes = nil
+	}
 	out := w.store(sec)
 	if w.lose > 0 {
 		w.lose--
@@ -319,16 +349,10 @@ func TestWriterRetriesAFailedWrite(t *testing.T) {
 	w.fail = 2
 	w.mu.Unlock()
 	s.Step("a", StepRecord{Type: "apply", Hash: "sha256:a", Status: StepOK, Attempts: 1})
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if r := w.last(); r != nil && r.Steps["a"] != nil && r.Steps["a"].Status == StepOK {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the writer never wrote a's success after two failed writes")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	w.waitFor(t, "the writer writes a's success after two failed writes", func() bool {
+		r := w.last()
+		return r != nil && r.Steps["a"] != nil && r.Steps["a"].Status == StepOK
+	})
 	if err := s.Finish(ctx, "ok"); err != nil {
 		t.Fatal(err)
 	}
@@ -520,13 +544,7 @@ func TestAWriteWhoseAnswerWasLost(t *testing.T) {
 	w.mu.Unlock()
 	s.Step("a", StepRecord{Type: "apply", Hash: "sha256:a", Status: StepOK})
 	// the lost answer made the writer retry; wait for the write after it
-	deadline := time.Now().Add(10 * time.Second)
-	for w.count() < 3 {
-		if time.Now().After(deadline) {
-			t.Fatal("the writer never wrote again after the lost answer")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	w.waitFor(t, "the writer writes again after the lost answer", func() bool { return w.count() >= 3 })
 	s.Step("b", StepRecord{Type: "apply", Hash: "sha256:b", Status: StepOK})
 	if err := s.Finish(ctx, "ok"); err != nil {
 		t.Fatalf("Finish: %v", err)

@@ -25,7 +25,7 @@ func FuzzSubstitute(f *testing.F) {
 	f.Fuzz(func(t *testing.T, src []byte) {
 		for _, e := range expanding {
 			if bytes.Contains(src, e) {
-				t.Skip()
+				return // an expanding input: outside the property
 			}
 		}
 		red := redact.New()

@@ -28,7 +28,7 @@ func hostPlatform(t *testing.T) Platform {
 	t.Helper()
 	p, err := ParsePlatform(runtime.GOOS + "/" + runtime.GOARCH)
 	if err != nil {
-		t.Skip(err)
+		t.Skipf("this machine (%s/%s) is not a platform khook is released for: %v", runtime.GOOS, runtime.GOARCH, err)
 	}
 	return p
 }

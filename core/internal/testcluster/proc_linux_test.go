@@ -32,7 +32,7 @@ func TestParseStat(t *testing.T) {
 func sleepBinary(t *testing.T) string {
 	path, err := exec.LookPath("sleep")
 	if err != nil {
-		t.Skip("no sleep binary")
+		t.Fatalf("no sleep binary (coreutils) on PATH: %v", err)
 	}
 	return path
 }

@@ -101,7 +101,7 @@ func (w *runningWait) stillWaiting() {
 // of a shared one.
 func TestWaitRecoversFromAPIOutage(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts a cluster of its own")
+		t.Skip("go test -short (make test does not set it): this test starts a cluster of its own")
 	}
 	startCtx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
