@@ -412,7 +412,7 @@ func changingAction(a string) bool { return actionChanges[a] }
 // something, predicted from the triggers' own fates (live), or said so
 // (offline). p's steps are in DAG order, so a trigger's fate is decided
 // before its dependents'.
-func (s *session) planFates(p *plan.Plan, resumed []bool, live bool) {
+func (s *session) planFates(p *plan.Plan, resumed []bool, live bool, dry map[string]bool) {
 	index := make(map[string]int, len(s.doc.Spec.Steps))
 	for i, st := range s.doc.Spec.Steps {
 		index[st.Name] = i
@@ -435,7 +435,7 @@ func (s *session) planFates(p *plan.Plan, resumed []bool, live bool) {
 				ps.Reason += " (the state record had it unchanged)"
 			}
 		case s.conditional(i, res):
-			s.planTriggered(ps, i, res, live, byName)
+			s.planTriggered(ps, i, res, live, byName, dry)
 		case res:
 			ps.Action, ps.Reason, ps.Details = plan.ActionSkip, state.ResumeReason, nil
 		}
@@ -444,7 +444,7 @@ func (s *session) planFates(p *plan.Plan, resumed []bool, live bool) {
 
 // planTriggered decides the plan of step i, which runs only if one of
 // its triggers changes something.
-func (s *session) planTriggered(ps *plan.Step, i int, resumed, live bool, byName map[string]*plan.Step) {
+func (s *session) planTriggered(ps *plan.Step, i int, resumed, live bool, byName map[string]*plan.Step, dry map[string]bool) {
 	names := s.triggerNames(i)
 	if !live {
 		ps.Reason = "runs if " + names + " changes"
@@ -452,8 +452,13 @@ func (s *session) planTriggered(ps *plan.Step, i int, resumed, live bool, byName
 	}
 	var changed, unknown []string
 	for _, n := range s.doc.Spec.Steps[i].TriggeredBy {
+		changes, dried := dry[n]
 		switch t := byName[n]; {
 		case t == nil:
+		case t.Action == plan.ActionSkip:
+		case dried && changes:
+			changed = append(changed, n)
+		case dried:
 		case changingAction(t.Action):
 			changed = append(changed, n)
 		case t.Action == plan.ActionUnknown:
@@ -506,7 +511,7 @@ func offlinePlan(doc *load.Document, sel *selection) (*plan.Plan, error) {
 	if err := s.checkNeeds(func(int) bool { return false }); err != nil && !doc.Spec.State.IsEnabled() {
 		return nil, err
 	}
-	s.planFates(p, nil, false)
+	s.planFates(p, nil, false, nil)
 	return p, nil
 }
 
@@ -520,6 +525,57 @@ func (s *session) planRecord(ctx context.Context, p *plan.Plan) error {
 	if err := s.checkNeeds(func(i int) bool { return resumed[i] }); err != nil {
 		return err
 	}
-	s.planFates(p, resumed, true)
+	s.planFates(p, resumed, true, s.dryRunTriggers(ctx, resumed))
+	return nil
+}
+
+// dryRunTriggers diffs each step some conditional step is triggered by
+// (a server-side dry run, as diff does), so that the plan predicts
+// whether it changes anything: a live plan's configure does not say.
+// A step whose diff fails is left out (its plan action decides).
+func (s *session) dryRunTriggers(ctx context.Context, resumed []bool) map[string]bool {
+	index := make(map[string]int, len(s.doc.Spec.Steps))
+	for k, st := range s.doc.Spec.Steps {
+		index[st.Name] = k
+	}
+	out := map[string]bool{}
+	for i, st := range s.doc.Spec.Steps {
+		if !s.sel.selected(i) || !s.doc.Included(i) || !s.conditional(i, resumed[i]) {
+			continue
+		}
+		for _, n := range st.TriggeredBy {
+			j := index[n]
+			if _, done := out[n]; done || resumed[j] || !s.sel.selected(j) || !s.doc.Included(j) {
+				continue
+			}
+			exec, err := s.executor(j)
+			if err != nil {
+				continue
+			}
+			d := s.diffStep(ctx, j, exec)
+			if d.raw != nil {
+				d = diffResult(*d.raw, s.red)
+			}
+			if d.counted != catFailed {
+				out[n] = d.changes || d.objectChanges
+			}
+		}
+	}
+	return out
+}
+
+// filterStatus keeps, of st, the steps --steps selects (with their needs
+// unless --no-needs); st nil (no record yet) stays nil.
+func (f *SelectFlags) filterStatus(st *state.Status, doc *load.Document) error {
+	sel, err := f.resolve(doc, "status")
+	if err != nil || st == nil || !sel.partial {
+		return err
+	}
+	in := map[string]bool{}
+	for i, s := range doc.Spec.Steps {
+		in[s.Name] = sel.in[i]
+	}
+	st.Steps = slices.DeleteFunc(st.Steps, func(s state.StepStatus) bool { return !in[s.Name] })
+	st.Resumes = slices.DeleteFunc(st.Resumes, func(n string) bool { return !in[n] })
 	return nil
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 
@@ -21,6 +22,7 @@ type StatusFlags struct {
 	Spec   SpecFlags
 	Fleet  FleetFlags
 	Output *outputFlag
+	Select SelectFlags
 }
 
 // NewStatusFlags returns status's flags with their defaults.
@@ -34,6 +36,7 @@ func (f *StatusFlags) AddFlags(cmd *cobra.Command, contextFlag string) {
 	f.Spec.AddFlags(cmd)
 	f.Fleet.AddFlags(cmd, contextFlag)
 	f.Output.add(cmd, "output", "o", "output format")
+	f.Select.AddFlags(cmd, "status")
 }
 
 // StatusOptions is a ready-to-run status.
@@ -48,6 +51,7 @@ type StatusOptions struct {
 	// Client is the client the record is read with; nil: the
 	// connection's cluster, checked first.
 	Client func(context.Context) (kubernetes.Interface, error)
+	Select SelectFlags
 }
 
 // NewCmdStatus is the status command.
@@ -79,14 +83,14 @@ status -f bootstrap.yaml --contexts 'prod-*'`),
 
 // ToOptions resolves the flags.
 func (f *StatusFlags) ToOptions(streams genericiooptions.IOStreams, src SpecSource, clusters *Clusters) (*StatusOptions, error) {
-	if err := f.Fleet.check(); err != nil {
+	if err := errors.Join(f.Fleet.check(), f.Select.check()); err != nil {
 		return nil, err
 	}
 	so, err := f.Spec.ToOptions(src)
 	if err != nil {
 		return nil, err
 	}
-	return &StatusOptions{Spec: so, Fleet: f.Fleet, Output: f.Output.value, Streams: streams, Redactor: src.Redactor, Clusters: clusters}, nil
+	return &StatusOptions{Spec: so, Fleet: f.Fleet, Output: f.Output.value, Streams: streams, Redactor: src.Redactor, Clusters: clusters, Select: f.Select}, nil
 }
 
 // Run reads the record and shows it; with --contexts, every cluster's.
@@ -108,6 +112,9 @@ func (o *StatusOptions) Run(ctx context.Context) error {
 	printLockNote(ctx, o.Streams.ErrOut, client, doc)
 	st, err := readStatus(ctx, o.Redactor, doc, client, o.Clusters)
 	if err != nil {
+		return err
+	}
+	if err := o.Select.filterStatus(st, doc); err != nil {
 		return err
 	}
 	return o.print(st, doc, o.Streams.Out)
