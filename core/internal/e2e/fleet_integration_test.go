@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -343,6 +344,34 @@ func TestFleet(t *testing.T) {
 		}
 	})
 
+	t.Run("--shard splits the fleet into disjoint slices", func(t *testing.T) {
+		contextsOf := func(extra ...string) []string {
+			t.Helper()
+			res := run(t, bins.Kubectl, append(env, "JOB_COMPLETION_INDEX=1"), "", append([]string{"status", "-f", spec, "--contexts", "fleet-[abc]", "--var-dir", varDir, "-o", "json"}, extra...)...)
+			outputs = append(outputs, res.Stdout, res.Stderr)
+			var st struct{ Clusters []struct{ Context string } }
+			if err := json.Unmarshal([]byte(res.Stdout), &st); err != nil || res.Code != 0 {
+				t.Fatalf("status %v: exit %d, %v\n%s\n%s", extra, res.Code, err, res.Stdout, res.Stderr)
+			}
+			var out []string
+			for _, c := range st.Clusters {
+				out = append(out, c.Context)
+			}
+			return out
+		}
+		one, two := contextsOf("--shard", "1/2"), contextsOf("--shard", "2/2")
+		if !slices.Equal(one, []string{"fleet-a"}) || !slices.Equal(two, []string{"fleet-b", "fleet-c"}) {
+			t.Errorf("--shard 1/2: %v, 2/2: %v; want disjoint slices of the sorted contexts whose union is all three", one, two)
+		}
+		if zero := contextsOf("--shard", "0+1/2"); !slices.Equal(zero, one) {
+			t.Errorf("--shard 0+1/2 (an Indexed Job's index 0): %v, want %v", zero, one)
+		}
+		// JOB_COMPLETION_INDEX alone changes nothing
+		if all := contextsOf(); !slices.Equal(all, []string{"fleet-a", "fleet-b", "fleet-c"}) {
+			t.Errorf("without --shard: %v, want every context", all)
+		}
+	})
+
 	t.Run("a single cluster's JUnit report", func(t *testing.T) {
 		// the kubeconfig's current context, fleet-a; KHOOK_CONTEXT is an
 		// ordinary variable outside a fleet
@@ -363,7 +392,7 @@ func TestFleet(t *testing.T) {
 	})
 
 	t.Run("destroy across the fleet", func(t *testing.T) {
-		res := fleetRun(bins.Kubectl, "destroy", "-f", spec, "--contexts", "fleet-a,fleet-b,fleet-c", "--var-dir", varDir)
+		res := fleetRun(bins.Kubectl, "destroy", "--yes", "-f", spec, "--contexts", "fleet-a,fleet-b,fleet-c", "--var-dir", varDir)
 		if res.Code != 0 || !strings.Contains(res.Stdout, "destroy fleet on 3 clusters succeeded") {
 			t.Fatalf("exit %d\n%s\n%s", res.Code, res.Stdout, res.Stderr)
 		}
@@ -506,11 +535,11 @@ func BenchmarkFleetTenCharts(b *testing.B) {
 	for range b.N {
 		one += mustRun("apply", "-f", spec, "--contexts", "fleet-a")
 		b.StopTimer()
-		mustRun("destroy", "-f", spec, "--contexts", "fleet-a")
+		mustRun("destroy", "--yes", "-f", spec, "--contexts", "fleet-a")
 		b.StartTimer()
 		three += mustRun("apply", "-f", spec, "--contexts", "fleet-a,fleet-b,fleet-c")
 		b.StopTimer()
-		mustRun("destroy", "-f", spec, "--contexts", "fleet-a,fleet-b,fleet-c")
+		mustRun("destroy", "--yes", "-f", spec, "--contexts", "fleet-a,fleet-b,fleet-c")
 		b.StartTimer()
 	}
 	b.ReportMetric(one.Seconds()/float64(b.N), "1-cluster-s")
@@ -631,7 +660,7 @@ func TestFleetOneClusterTwice(t *testing.T) {
 			[]string{`contexts "one-limited" and "one-b" are one cluster (` + server + ` (reading namespace kube-system is forbidden: told apart by its URL and certificate authority)`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			res := run(t, bins.Kubectl, env, "", tc.command, "-f", shared, "--contexts", tc.contexts)
+			res := run(t, bins.Kubectl, env, "", append([]string{tc.command, "-f", shared, "--contexts", tc.contexts}, yes(tc.command)...)...)
 			if res.Code != 2 {
 				t.Fatalf("exit %d, want 2\n%s\n%s", res.Code, res.Stdout, res.Stderr)
 			}
@@ -670,7 +699,7 @@ func TestFleetOneClusterTwice(t *testing.T) {
 	})
 
 	t.Run("--contexts '' destroys nothing", func(t *testing.T) {
-		res := run(t, bins.Kubectl, env, "", "destroy", "-f", separate, "--contexts", "", "--set", "KHOOK_CONTEXT=one-a")
+		res := run(t, bins.Kubectl, env, "", "destroy", "--yes", "-f", separate, "--contexts", "", "--set", "KHOOK_CONTEXT=one-a")
 		if res.Code != 2 || !strings.Contains(res.Stderr, "--contexts was given an empty value") {
 			t.Fatalf("exit %d, want 2\n%s\n%s", res.Code, res.Stdout, res.Stderr)
 		}
@@ -685,7 +714,7 @@ func TestFleetOneClusterTwice(t *testing.T) {
 	})
 
 	t.Run("destroy with a record per context", func(t *testing.T) {
-		res := run(t, bins.Kubectl, env, "", "destroy", "-f", separate, "--contexts", "one-a,one-b")
+		res := run(t, bins.Kubectl, env, "", "destroy", "--yes", "-f", separate, "--contexts", "one-a,one-b")
 		if res.Code != 0 {
 			t.Fatalf("exit %d\n%s\n%s", res.Code, res.Stdout, res.Stderr)
 		}
