@@ -252,6 +252,9 @@ func (o *StatusOptions) runFleet(ctx context.Context) error {
 		if statuses[i], err = readStatus(ctx, o.Redactor, m.doc, clients.Typed, o.Clusters); err != nil {
 			return err
 		}
+		if err := o.Select.filterStatus(statuses[i], m.doc); err != nil {
+			return err
+		}
 		if structured {
 			return nil
 		}
