@@ -1,6 +1,7 @@
-# Release packaging: the twelve archives (kubectl-khook and helm-khook on six
-# platforms), checksums.txt and the krew manifest; the helm CLIs the plugin
-# tests run. See docs/plugins.md.
+# Release packaging: the eighteen archives (kubectl-khook, helm-khook and
+# terraform-provider-khook on six platforms), checksums.txt, the provider's
+# registry files (SHA256SUMS, manifest.json) and the krew manifest; the helm
+# CLIs the plugin tests run. See docs/plugins.md and docs/terraform.md.
 # Included by the top-level Makefile, which defines ROOT, CACHE, GO, VERSION,
 # COMMIT, DATE and LDFLAGS.
 
@@ -38,15 +39,15 @@ TOOLS_DIR      := $(CACHE)/tools
 DISTTOOL       := $(TOOLS_DIR)/khook-dist
 
 .PHONY: dist
-dist: dist-tool $(addprefix dist-bin-,$(DIST_PLATFORMS)) ## release archives of both plugins for six platforms, and dist/checksums.txt
-	@rm -f $(DIST)/*.tar.gz $(DIST)/*.zip $(DIST)/checksums.txt
+dist: dist-tool $(addprefix dist-bin-,$(DIST_PLATFORMS)) ## release archives of both plugins and the Terraform provider for six platforms, dist/checksums.txt and the provider's SHA256SUMS and manifest.json
+	@rm -f $(DIST)/*.tar.gz $(DIST)/*.zip $(DIST)/checksums.txt $(DIST)/*_SHA256SUMS $(DIST)/*_manifest.json
 	$(DISTTOOL) package -root $(ROOT) -bin $(DIST)/bin -out $(DIST) -version $(DIST_VERSION) -date $(DIST_DATE) -platforms '$(DIST_PLATFORMS)'
 
-# Both binaries of one platform in one go build: one package graph, both
+# The three binaries of one platform in one go build: one package graph, both
 # cores busy. Always handed to go build: its cache makes a no-op cheap.
 dist-bin-%:
 	@mkdir -p $(DIST)/bin/$*
-	cd $(ROOT) && $(DIST_GOBUILD) -o $(DIST)/bin/$*/ ./kubectl-khook ./helm-khook
+	cd $(ROOT) && $(DIST_GOBUILD) -o $(DIST)/bin/$*/ ./kubectl-khook ./helm-khook ./terraform-provider-khook
 
 .PHONY: dist-tool
 dist-tool:
@@ -65,16 +66,19 @@ krew-update: krew ## at a release: copy dist/krew/khook.yaml over the committed 
 krew-check: dist-tool ## check krew/khook.yaml: valid for krew, and exactly what the template renders (no hand edits)
 	$(DISTTOOL) krew-check -root $(ROOT)
 
+PROVIDER_SUMS   = terraform-provider-khook_$(DIST_VERSION:v%=%)_SHA256SUMS
 .PHONY: dist-repro
 dist-repro: dist ## build the release a second time into .cache/dist-repro and compare checksums (reproducibility)
 	$(MAKE) --no-print-directory dist DIST=$(CACHE)/dist-repro
 	diff $(DIST)/checksums.txt $(CACHE)/dist-repro/checksums.txt
-	@echo "reproducible: the two builds' twelve archives are identical"
+	diff $(DIST)/$(PROVIDER_SUMS) $(CACHE)/dist-repro/$(PROVIDER_SUMS)
+	@echo "reproducible: the two builds' eighteen archives are identical"
 
 # The release path of `make test`: `make dist` for this machine's platform
-# only (its two archives and checksums.txt, in .cache/dist-host), checked as
-# test-dist checks all six, its binaries unpacked and run. The binaries'
-# packages come from make build's cache: mostly two links.
+# only (its three archives, checksums.txt and the provider's registry files,
+# in .cache/dist-host), checked as test-dist checks all six, its binaries
+# unpacked and run. The binaries' packages come from make build's cache:
+# mostly three links.
 HOST_PLATFORM  := $(shell $(GO) env GOOS)_$(shell $(GO) env GOARCH)
 DIST_HOST      := $(CACHE)/dist-host
 .PHONY: test-dist-host

@@ -7,7 +7,9 @@ import (
 	"debug/macho"
 	"debug/pe"
 	"fmt"
+	"maps"
 	"os"
+	"os/exec"
 	"path"
 	"path/filepath"
 	"regexp"
@@ -64,8 +66,9 @@ func distVersion(t *testing.T, dist string, p Platform) string {
 	return v
 }
 
-// TestDistArchives checks `make dist`: the twelve archives (two per
-// platform of distPlatforms) and checksums.txt, what each carries and with
+// TestDistArchives checks `make dist`: the eighteen archives (three per
+// platform of distPlatforms), checksums.txt and the Terraform provider's
+// registry files (SHA256SUMS, manifest.json), what each carries and with
 // which modes, and the binaries in them: built for their platform, static,
 // stripped, carrying the version; the binaries of this machine's platform
 // are unpacked and run.
@@ -84,12 +87,14 @@ func TestDistArchives(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var want []string
+	var want, wantProvider []string
 	for _, p := range platforms {
 		for _, plugin := range Plugins {
 			want = append(want, ArchiveName(plugin, version, p))
 		}
+		wantProvider = append(wantProvider, ProviderArchiveName(version, p))
 	}
+	want = append(want, wantProvider...)
 	var found []string
 	for _, pattern := range []string{"*.tar.gz", "*.zip"} {
 		m, _ := filepath.Glob(filepath.Join(dist, pattern))
@@ -168,6 +173,11 @@ func TestDistArchives(t *testing.T) {
 		}
 	}
 
+	// the provider's registry files: a zip per platform holding only
+	// terraform-provider-khook_v<version> and the license, the committed
+	// manifest, and SHA256SUMS over exactly those
+	t.Run(ProviderSumsName(version), func(t *testing.T) { checkProviderRelease(t, dist, root, version, platforms, sums) })
+
 	// this machine's binaries, unpacked from their archives, run and say
 	// the release version
 	t.Run("run", func(t *testing.T) {
@@ -192,6 +202,24 @@ func TestDistArchives(t *testing.T) {
 			if !strings.Contains(out, " "+version+"\n") || !strings.Contains(out, "platform: "+host.String()+"\n") {
 				t.Errorf("%s version:\n%s\nwant %s on %s", plugin, out, version, host)
 			}
+		}
+		// the provider, run outside Terraform, starts and says it is a
+		// plugin (go-plugin's refusal without Terraform's handshake)
+		entries, err := ReadArchive(readFile(t, filepath.Join(dist, ProviderArchiveName(version, host))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		i := slices.IndexFunc(entries, func(e Entry) bool { return e.Name == ProviderBinaryName(version, host) })
+		if i < 0 {
+			t.Fatalf("no %s in the provider's zip", ProviderBinaryName(version, host))
+		}
+		exe := filepath.Join(t.TempDir(), entries[i].Name)
+		if err := os.WriteFile(exe, entries[i].Data, entries[i].Mode.Perm()); err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Command(exe).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "This binary is a plugin") {
+			t.Errorf("%s outside Terraform: %v\n%s\nwant go-plugin's \"This binary is a plugin\" refusal", entries[i].Name, err, out)
 		}
 	})
 
@@ -224,7 +252,89 @@ func TestDistArchives(t *testing.T) {
 				t.Errorf("%s: packing the same files again gives other bytes", name)
 			}
 		}
+		p := platforms[len(platforms)-1]
+		name := ProviderArchiveName(version, p)
+		old := readFile(t, filepath.Join(dist, name))
+		binary := readFile(t, filepath.Join(dist, "bin", p.ID(), ProviderName+p.Exe()))
+		again, err := ProviderContents(root, version, p, binary)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		if err := WriteArchive(&buf, Zip, again, archiveTime(t, old, Platform{OS: "windows"})); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(buf.Bytes(), old) {
+			t.Errorf("%s: packing the same files again gives other bytes", name)
+		}
 	})
+}
+
+// checkProviderRelease checks the provider's release files in dist: each
+// platform's zip (sha256 as checksums.txt says, exactly the binary named
+// as Terraform expects and the license, the binary built for its
+// platform and carrying the version), the manifest (the committed one,
+// protocol 6) and SHA256SUMS (the zips and the manifest, nothing else).
+func checkProviderRelease(t *testing.T, dist, root, version string, platforms []Platform, sums map[string]string) {
+	t.Helper()
+	lic, err := License(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	manifest := readFile(t, filepath.Join(dist, ProviderManifestName(version)))
+	if committed := readFile(t, filepath.Join(root, ProviderManifest)); !bytes.Equal(manifest, committed) {
+		t.Errorf("%s differs from %s", ProviderManifestName(version), ProviderManifest)
+	}
+	if err := CheckProviderManifest(manifest); err != nil {
+		t.Error(err)
+	}
+	f, err := os.Open(filepath.Join(dist, ProviderSumsName(version)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	provSums, err := ReadChecksums(f)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{ProviderManifestName(version): SHA256(manifest)}
+	for _, p := range platforms {
+		name := ProviderArchiveName(version, p)
+		want[name] = sums[name]
+		data := readFile(t, filepath.Join(dist, name))
+		if got := SHA256(data); got != sums[name] {
+			t.Errorf("%s: sha256 %s, checksums.txt says %s", name, got, sums[name])
+		}
+		if strings.Contains(name, "_v") {
+			t.Errorf("%s: the registry's file names have no v before the version", name)
+		}
+		entries, err := ReadArchive(data)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name)
+		}
+		bin := ProviderBinaryName(version, p)
+		if wantNames := []string{lic, bin}; !slices.Equal(names, wantNames) {
+			t.Errorf("%s holds %q, want %q", name, names, wantNames)
+			continue
+		}
+		e := entries[slices.IndexFunc(entries, func(e Entry) bool { return e.Name == bin })]
+		if !Executable(e.Mode) {
+			t.Errorf("%s: %s mode %v, not executable", name, bin, e.Mode)
+		}
+		if err := checkBinary(e.Data, p); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+		if !bytes.Contains(e.Data, []byte(version)) {
+			t.Errorf("%s: the binary does not carry its version %s", name, version)
+		}
+	}
+	if !maps.Equal(provSums, want) {
+		t.Errorf("%s = %v\nwant %v", ProviderSumsName(version), provSums, want)
+	}
 }
 
 // archiveTime is the mtime of an archive's members.

@@ -478,3 +478,61 @@ func TestKrewRules(t *testing.T) {
 		}
 	})
 }
+
+// TestProviderRelease: the provider's release file names are the
+// registries' (no v before the version in file names, a v in the binary's),
+// its zip holds only the binary and the license, and the committed
+// terraform-registry-manifest.json passes CheckProviderManifest, which
+// refuses anything but version 1 with protocol 6.0.
+func TestProviderRelease(t *testing.T) {
+	root := repoRoot(t)
+	for _, c := range []struct {
+		version        string
+		p              Platform
+		zip, bin, sums string
+	}{
+		{"v0.1.0", Platform{"linux", "amd64"}, "terraform-provider-khook_0.1.0_linux_amd64.zip", "terraform-provider-khook_v0.1.0", "terraform-provider-khook_0.1.0_SHA256SUMS"},
+		{"v1.2.3-dev", Platform{"darwin", "arm64"}, "terraform-provider-khook_1.2.3-dev_darwin_arm64.zip", "terraform-provider-khook_v1.2.3-dev", "terraform-provider-khook_1.2.3-dev_SHA256SUMS"},
+		{"v0.1.0", Platform{"windows", "amd64"}, "terraform-provider-khook_0.1.0_windows_amd64.zip", "terraform-provider-khook_v0.1.0.exe", "terraform-provider-khook_0.1.0_SHA256SUMS"},
+	} {
+		if got := ProviderArchiveName(c.version, c.p); got != c.zip {
+			t.Errorf("ProviderArchiveName(%s, %s) = %s, want %s", c.version, c.p, got, c.zip)
+		}
+		if got := ProviderBinaryName(c.version, c.p); got != c.bin {
+			t.Errorf("ProviderBinaryName(%s, %s) = %s, want %s", c.version, c.p, got, c.bin)
+		}
+		if got := ProviderSumsName(c.version); got != c.sums {
+			t.Errorf("ProviderSumsName(%s) = %s, want %s", c.version, got, c.sums)
+		}
+		entries, err := ProviderContents(root, c.version, c.p, []byte("binary"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name+" "+e.Mode.String())
+		}
+		if want := []string{"LICENSE -rw-r--r--", c.bin + " -rwxr-xr-x"}; !slices.Equal(names, want) {
+			t.Errorf("ProviderContents(%s, %s) = %q, want %q", c.version, c.p, names, want)
+		}
+	}
+	if _, err := ProviderManifestData(root); err != nil {
+		t.Errorf("the committed manifest: %v", err)
+	}
+	for _, c := range []struct {
+		manifest string
+		ok       bool
+	}{
+		{`{"version": 1, "metadata": {"protocol_versions": ["6.0"]}}`, true},
+		{`{"version": 1, "metadata": {"protocol_versions": ["5.0"]}}`, false},
+		{`{"version": 1, "metadata": {"protocol_versions": ["5.0", "6.0"]}}`, false},
+		{`{"version": 2, "metadata": {"protocol_versions": ["6.0"]}}`, false},
+		{`{"version": 1, "metadata": {"protocol_version": ["6.0"]}}`, false},
+		{`{"version": 1}`, false},
+		{`not json`, false},
+	} {
+		if err := CheckProviderManifest([]byte(c.manifest)); (err == nil) != c.ok {
+			t.Errorf("CheckProviderManifest(%s) = %v, want ok %v", c.manifest, err, c.ok)
+		}
+	}
+}

@@ -87,8 +87,10 @@ func run(args []string, out io.Writer) error {
 	return fmt.Errorf("unknown command %q (want package, krew or krew-check)", args[0])
 }
 
-// pack writes the archives of platforms (twelve for all six) and
-// checksums.txt, two at a time per core, and prints the sizes.
+// pack writes the archives of platforms (eighteen for all six: both
+// plugins' and the Terraform provider's), checksums.txt, and the
+// provider's registry files (its SHA256SUMS and manifest.json), two at a
+// time per core, and prints the sizes.
 func pack(out io.Writer, root, bin, outDir, version string, mtime time.Time, platforms []packaging.Platform) error {
 	if err := packaging.CheckVersion(version); err != nil {
 		return err
@@ -107,9 +109,13 @@ func pack(out io.Writer, root, bin, outDir, version string, mtime time.Time, pla
 	}
 	var jobs []job
 	for _, p := range platforms {
-		for _, plugin := range packaging.Plugins {
+		for _, plugin := range append(packaging.Plugins[:len(packaging.Plugins):len(packaging.Plugins)], packaging.ProviderName) {
 			jobs = append(jobs, job{plugin, p})
 		}
+	}
+	manifest, err := packaging.ProviderManifestData(root)
+	if err != nil {
+		return err
 	}
 	results := make([]result, len(jobs))
 	errs := make([]error, len(jobs))
@@ -124,17 +130,23 @@ func pack(out io.Writer, root, bin, outDir, version string, mtime time.Time, pla
 				errs[i] = err
 				return
 			}
-			entries, err := packaging.Contents(root, j.plugin, version, j.p, binary)
+			format, name := j.p.Format(), packaging.ArchiveName(j.plugin, version, j.p)
+			var entries []packaging.Entry
+			if j.plugin == packaging.ProviderName {
+				format, name = packaging.Zip, packaging.ProviderArchiveName(version, j.p)
+				entries, err = packaging.ProviderContents(root, version, j.p, binary)
+			} else {
+				entries, err = packaging.Contents(root, j.plugin, version, j.p, binary)
+			}
 			if err != nil {
 				errs[i] = fmt.Errorf("%s %s: %w", j.plugin, j.p, err)
 				return
 			}
 			var buf bytes.Buffer
-			if err := packaging.WriteArchive(&buf, j.p.Format(), entries, mtime); err != nil {
+			if err := packaging.WriteArchive(&buf, format, entries, mtime); err != nil {
 				errs[i] = fmt.Errorf("%s %s: %w", j.plugin, j.p, err)
 				return
 			}
-			name := packaging.ArchiveName(j.plugin, version, j.p)
 			if err := os.WriteFile(filepath.Join(outDir, name), buf.Bytes(), 0o644); err != nil {
 				errs[i] = err
 				return
@@ -146,21 +158,35 @@ func pack(out io.Writer, root, bin, outDir, version string, mtime time.Time, pla
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
+	// checksums.txt covers every archive; the provider's registry files
+	// are its manifest and a SHA256SUMS over its zips and that manifest
 	sums := map[string]string{}
+	providerSums := map[string]string{packaging.ProviderManifestName(version): packaging.SHA256(manifest)}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "archive\tbinary bytes\tarchive bytes\t\n")
-	for _, r := range results {
+	for i, r := range results {
 		sums[r.name] = r.sum
+		if jobs[i].plugin == packaging.ProviderName {
+			providerSums[r.name] = r.sum
+		}
 		fmt.Fprintf(tw, "%s\t%d\t%d\t\n", r.name, r.binSize, r.arcSize)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	var buf bytes.Buffer
-	if err := packaging.WriteChecksums(&buf, sums); err != nil {
+	if err := os.WriteFile(filepath.Join(outDir, packaging.ProviderManifestName(version)), manifest, 0o644); err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(outDir, "checksums.txt"), buf.Bytes(), 0o644)
+	for file, s := range map[string]map[string]string{"checksums.txt": sums, packaging.ProviderSumsName(version): providerSums} {
+		var buf bytes.Buffer
+		if err := packaging.WriteChecksums(&buf, s); err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(outDir, file), buf.Bytes(), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // krew renders the krew manifest from the kubectl-khook archives in dist
