@@ -219,9 +219,25 @@ func planRows(p *plan.Plan, st *state.Status, red *redact.Redactor) (rows []step
 	return rows, drift
 }
 
+// noRecordReason is why a step runs when its spec's state record is gone.
+const noRecordReason = "no state record: nothing to resume"
+
+// withoutRecord is the status of a spec with state: whose record does not
+// exist: every step of p runs (khook's apply resumes nothing).
+func withoutRecord(p *plan.Plan) *state.Status {
+	st := &state.Status{}
+	for _, ps := range p.Steps {
+		st.Steps = append(st.Steps, state.StepStatus{Name: ps.Name, Type: ps.Type, Next: state.NextRun, Why: noRecordReason})
+	}
+	return st
+}
+
 // recordRows are the prior rows refreshed from the state record: a step
-// the record says failed, or has no entry for (deleted out of band, or
-// never ran), shows so; the others keep their row.
+// the record has not as succeeded (failed, interrupted, or skipped: a
+// `khook destroy --steps` out of band records "undone by destroy") shows
+// its status as its action and the record's error or detail as its
+// reason; a step it has no entry for (the record deleted or edited, or
+// the step never ran) shows missing; the others keep their row.
 func recordRows(prior []stepRow, rec *state.Record, red *redact.Redactor) []stepRow {
 	out := make([]stepRow, len(prior))
 	for i, r := range prior {
@@ -232,13 +248,21 @@ func recordRows(prior []stepRow, rec *state.Record, red *redact.Redactor) []step
 		sr := rec.Steps[r.Name]
 		switch {
 		case sr == nil:
-			out[i].Action, out[i].Reason = "missing", "not in the state record "
+			out[i].Action, out[i].Reason = ActionMissing, "not in the state record"
 		case sr.Status != state.StepOK:
-			out[i].Action, out[i].Reason = sr.Status, red.String(strings.TrimSpace(sr.Error))
+			why := sr.Error
+			if why == "" {
+				why = sr.Detail
+			}
+			out[i].Action, out[i].Reason = sr.Status, red.String(strings.TrimSpace(why))
 		}
 	}
 	return out
 }
+
+// ActionMissing is a refreshed step's action when the state record has
+// no entry for it.
+const ActionMissing = "missing"
 
 func rowsValue(rows []stepRow) (types.List, diag.Diagnostics) {
 	vals := make([]attr.Value, len(rows))

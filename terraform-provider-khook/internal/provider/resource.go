@@ -167,6 +167,10 @@ func (r *specResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRe
 		if err != nil {
 			resp.Diagnostics.AddWarning("khook_spec: planning offline", "the cluster could not be reached, so the plan is khook's offline plan (every step runs): "+red.String(err.Error()))
 			p, st = doc.OfflinePlan(), nil
+		} else if st == nil && doc.Spec.State.IsEnabled() {
+			// the record is gone (deleted out of band, or an import of
+			// one that never was): khook's apply has nothing to resume
+			st = withoutRecord(p)
 		}
 		rows, drift = planRows(p, st, red)
 	}
