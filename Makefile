@@ -65,7 +65,7 @@ vet: test-deps ## go vet every module
 
 .PHONY: test-unit
 test-unit: vet build ## unit tests only: fast, offline, no cluster (the CLI end-to-end tests use bin/)
-	KHOOK_BIN=$(BIN) $(GO) test -race -count=1 -tags '$(TESTTAGS)' ./core/... ./kubectl-khook/... ./helm-khook/...
+	KHOOK_BIN=$(BIN) $(GO) test -race -count=1 -tags '$(TESTTAGS)' ./core/... ./kubectl-khook/... ./helm-khook/... ./terraform-provider-khook/...
 
 .PHONY: test
 # testbin first: the unit tests run kubectl too (kubectl_complete-khook).

@@ -51,6 +51,24 @@ type execModel struct {
 	Env        types.Map    `tfsdk:"env"`
 }
 
+// equal reports whether k and o are the same connection, attribute by
+// attribute (a nil block equals only a nil block).
+func (k *kubeModel) equal(o *kubeModel) bool {
+	if k == nil || o == nil {
+		return k == o
+	}
+	if !k.Host.Equal(o.Host) || !k.Token.Equal(o.Token) || !k.ClusterCACertificate.Equal(o.ClusterCACertificate) ||
+		!k.ClientCertificate.Equal(o.ClientCertificate) || !k.ClientKey.Equal(o.ClientKey) ||
+		!k.ConfigPath.Equal(o.ConfigPath) || !k.ConfigContext.Equal(o.ConfigContext) {
+		return false
+	}
+	if k.Exec == nil || o.Exec == nil {
+		return k.Exec == o.Exec
+	}
+	return k.Exec.APIVersion.Equal(o.Exec.APIVersion) && k.Exec.Command.Equal(o.Exec.Command) &&
+		k.Exec.Args.Equal(o.Exec.Args) && k.Exec.Env.Equal(o.Exec.Env)
+}
+
 // stepAttrTypes are the attributes of a steps element.
 var stepAttrTypes = map[string]attr.Type{
 	"name":   types.StringType,

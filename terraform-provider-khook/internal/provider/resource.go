@@ -190,9 +190,7 @@ func inputsChanged(prior, planned *specModel) bool {
 	if !prior.Spec.Equal(planned.Spec) || !prior.BaseDir.Equal(planned.BaseDir) || !prior.Vars.Equal(planned.Vars) || !prior.SecretsVersion.Equal(planned.SecretsVersion) {
 		return true
 	}
-	a, _ := json.Marshal(prior.Kubernetes)
-	b, _ := json.Marshal(planned.Kubernetes)
-	return string(a) != string(b)
+	return !prior.Kubernetes.equal(planned.Kubernetes)
 }
 
 func (r *specResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
@@ -412,4 +410,3 @@ func (r *specResource) ImportState(ctx context.Context, req resource.ImportState
 	}
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
 }
-

@@ -1,0 +1,228 @@
+package provider
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"khook.io/core/plan"
+	"khook.io/core/redact"
+	"khook.io/core/state"
+)
+
+const secret = "s3cr3t-value"
+
+func redactor() *redact.Redactor {
+	red := redact.New()
+	red.Add(secret)
+	return red
+}
+
+func TestPlanRows(t *testing.T) {
+	step := func(name, action, reason string) plan.Step {
+		return plan.Step{Name: name, Type: "apply", Action: action, Reason: reason}
+	}
+	status := func(steps ...state.StepStatus) *state.Status { return &state.Status{Steps: steps} }
+	for _, c := range []struct {
+		name      string
+		plan      []plan.Step
+		status    *state.Status
+		want      []string // name action reason
+		wantDrift bool
+	}{
+		{
+			name: "no record: the live plan as it is, configure is no drift",
+			plan: []plan.Step{step("a", plan.ActionConfigure, ""), step("b", plan.ActionWait, "")},
+			want: []string{"a configure ", "b wait "},
+		},
+		{
+			name:      "no record: a create is drift",
+			plan:      []plan.Step{step("a", plan.ActionConfigure, ""), step("b", plan.ActionCreate, "")},
+			want:      []string{"a configure ", "b create "},
+			wantDrift: true,
+		},
+		{
+			name:   "the record resumes: skip whatever the cluster says",
+			plan:   []plan.Step{step("a", plan.ActionCreate, ""), step("b", plan.ActionConfigure, "")},
+			status: status(state.StepStatus{Name: "a", Next: state.NextResume}, state.StepStatus{Name: "b", Next: state.NextResume}),
+			want:   []string{"a skip " + state.ResumeReason, "b skip " + state.ResumeReason},
+		},
+		{
+			name:      "the record re-runs a configure: run, with the record's why",
+			plan:      []plan.Step{step("a", plan.ActionConfigure, ""), step("b", plan.ActionConfigure, "")},
+			status:    status(state.StepStatus{Name: "a", Next: state.NextResume}, state.StepStatus{Name: "b", Next: state.NextRerun, Why: "inputs changed"}),
+			want:      []string{"a skip " + state.ResumeReason, "b run inputs changed"},
+			wantDrift: true,
+		},
+		{
+			name:      "the record runs a create: the live action stays",
+			plan:      []plan.Step{step("a", plan.ActionCreate, "new")},
+			status:    status(state.StepStatus{Name: "a", Next: state.NextRun, Why: "never ran"}),
+			want:      []string{"a create new"},
+			wantDrift: true,
+		},
+		{
+			name:   "when: false stays skip whatever the record says",
+			plan:   []plan.Step{step("a", plan.ActionSkip, "when: false")},
+			status: status(state.StepStatus{Name: "a", Next: state.NextRun}),
+			want:   []string{"a skip when: false"},
+		},
+		{
+			name:      "reasons are redacted",
+			plan:      []plan.Step{step("a", plan.ActionPatch, "token "+secret)},
+			status:    status(state.StepStatus{Name: "b", Next: state.NextRerun, Why: "had " + secret}),
+			want:      []string{"a patch token ***"},
+			wantDrift: true,
+		},
+		{
+			name:      "the record's why is redacted",
+			plan:      []plan.Step{step("a", plan.ActionNoOp, "")},
+			status:    status(state.StepStatus{Name: "a", Next: state.NextRerun, Why: "had " + secret}),
+			want:      []string{"a run had ***"},
+			wantDrift: true,
+		},
+		{
+			name:      "no record with state: (withoutRecord): every step runs",
+			plan:      []plan.Step{step("a", plan.ActionConfigure, ""), step("b", plan.ActionCreate, ""), step("c", plan.ActionSkip, "when: false")},
+			status:    withoutRecord(&plan.Plan{Steps: []plan.Step{step("a", plan.ActionConfigure, ""), step("b", plan.ActionCreate, ""), step("c", plan.ActionSkip, "when: false")}}),
+			want:      []string{"a run " + noRecordReason, "b create ", "c skip when: false"},
+			wantDrift: true,
+		},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rows, drift := planRows(&plan.Plan{Steps: c.plan}, c.status, redactor())
+			var got []string
+			for _, r := range rows {
+				got = append(got, r.Name+" "+r.Action+" "+r.Reason)
+				if r.Type != "apply" {
+					t.Errorf("%s: type %q, want apply", r.Name, r.Type)
+				}
+			}
+			if !slices.Equal(got, c.want) || drift != c.wantDrift {
+				t.Errorf("planRows = %q, drift %v\nwant %q, drift %v", got, drift, c.want, c.wantDrift)
+			}
+		})
+	}
+}
+
+func TestRecordRows(t *testing.T) {
+	prior := []stepRow{
+		{Name: "a", Type: "apply", Action: "create", Reason: "new"},
+		{Name: "b", Type: "apply", Action: plan.ActionSkip, Reason: state.ResumeReason},
+		{Name: "c", Type: "apply", Action: plan.ActionSkip, Reason: "when: false"},
+	}
+	ok := &state.StepRecord{Status: state.StepOK}
+	for _, c := range []struct {
+		name  string
+		steps map[string]*state.StepRecord
+		want  []string
+	}{
+		{
+			name:  "all done: the rows as applied",
+			steps: map[string]*state.StepRecord{"a": ok, "b": ok},
+			want:  []string{"a create new", "b skip " + state.ResumeReason, "c skip when: false"},
+		},
+		{
+			name:  "failed: its status and redacted error",
+			steps: map[string]*state.StepRecord{"a": {Status: state.StepFailed, Error: " token " + secret + " refused\n"}, "b": ok},
+			want:  []string{"a failed token *** refused", "b skip " + state.ResumeReason, "c skip when: false"},
+		},
+		{
+			name:  "undone by khook destroy --steps: skipped with its detail",
+			steps: map[string]*state.StepRecord{"a": ok, "b": {Status: state.StepSkipped, Detail: "undone by destroy"}},
+			want:  []string{"a create new", "b skipped undone by destroy", "c skip when: false"},
+		},
+		{
+			name:  "interrupted",
+			steps: map[string]*state.StepRecord{"a": {Status: state.StepInterrupted, Error: "interrupted"}, "b": ok},
+			want:  []string{"a interrupted interrupted", "b skip " + state.ResumeReason, "c skip when: false"},
+		},
+		{
+			name:  "no entry (the record deleted or edited): missing; when: false stays",
+			steps: map[string]*state.StepRecord{},
+			want:  []string{"a missing not in the state record", "b missing not in the state record", "c skip when: false"},
+		},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rows := recordRows(prior, &state.Record{Steps: c.steps}, redactor())
+			var got []string
+			for _, r := range rows {
+				got = append(got, r.Name+" "+r.Action+" "+r.Reason)
+			}
+			if !slices.Equal(got, c.want) {
+				t.Errorf("recordRows = %q\nwant %q", got, c.want)
+			}
+		})
+	}
+	if prior[0].Action != "create" {
+		t.Error("recordRows changed its input")
+	}
+}
+
+func TestInputsChanged(t *testing.T) {
+	strMap := func(kv ...string) types.Map {
+		m := map[string]attr.Value{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			m[kv[i]] = types.StringValue(kv[i+1])
+		}
+		return types.MapValueMust(types.StringType, m)
+	}
+	base := func() *specModel {
+		return &specModel{
+			Spec: types.StringValue("spec"), BaseDir: types.StringValue("."), Vars: strMap("A", "1"),
+			Secrets: types.MapNull(types.StringType), SecretsVersion: types.StringValue("1"),
+			DestroyOnDelete: types.BoolValue(true), Steps: types.ListNull(stepObjectType),
+			Kubernetes: &kubeModel{ConfigPath: types.StringValue("/k"), ConfigContext: types.StringNull(), Host: types.StringNull(),
+				Token: types.StringNull(), ClusterCACertificate: types.StringNull(), ClientCertificate: types.StringNull(), ClientKey: types.StringNull()},
+		}
+	}
+	for _, c := range []struct {
+		name   string
+		change func(m *specModel)
+		want   bool
+	}{
+		{"nothing", func(*specModel) {}, false},
+		{"destroy_on_delete only", func(m *specModel) { m.DestroyOnDelete = types.BoolValue(false) }, false},
+		{"steps only (a refresh)", func(m *specModel) { m.Steps = types.ListValueMust(stepObjectType, nil) }, false},
+		{"secrets (write-only: never compared)", func(m *specModel) { m.Secrets = strMap("T", "x") }, false},
+		{"spec", func(m *specModel) { m.Spec = types.StringValue("spec2") }, true},
+		{"base_dir", func(m *specModel) { m.BaseDir = types.StringValue("/elsewhere") }, true},
+		{"a var's value", func(m *specModel) { m.Vars = strMap("A", "2") }, true},
+		{"a var added", func(m *specModel) { m.Vars = strMap("A", "1", "B", "1") }, true},
+		{"secrets_version", func(m *specModel) { m.SecretsVersion = types.StringValue("2") }, true},
+		{"kubernetes.config_path", func(m *specModel) { m.Kubernetes.ConfigPath = types.StringValue("/other") }, true},
+		{"kubernetes.token", func(m *specModel) { m.Kubernetes.Token = types.StringValue("t") }, true},
+		{"kubernetes.exec added", func(m *specModel) {
+			m.Kubernetes.Exec = &execModel{Command: types.StringValue("aws"), APIVersion: types.StringNull(), Args: types.ListNull(types.StringType), Env: types.MapNull(types.StringType)}
+		}, true},
+		{"kubernetes.exec args", func(m *specModel) {
+			m.Kubernetes.Exec = &execModel{Command: types.StringValue("aws"), APIVersion: types.StringNull(), Args: types.ListValueMust(types.StringType, []attr.Value{types.StringValue("eu")}), Env: types.MapNull(types.StringType)}
+		}, true},
+		{"kubernetes block removed", func(m *specModel) { m.Kubernetes = nil }, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			prior, planned := base(), base()
+			if c.name == "kubernetes.exec args" {
+				prior.Kubernetes.Exec = &execModel{Command: types.StringValue("aws"), APIVersion: types.StringNull(), Args: types.ListValueMust(types.StringType, []attr.Value{types.StringValue("us")}), Env: types.MapNull(types.StringType)}
+			}
+			c.change(planned)
+			if got := inputsChanged(prior, planned); got != c.want {
+				t.Errorf("inputsChanged = %v, want %v", got, c.want)
+			}
+		})
+	}
+}
+
+func TestWithoutRecord(t *testing.T) {
+	st := withoutRecord(&plan.Plan{Steps: []plan.Step{{Name: "a", Type: "apply"}, {Name: "b", Type: "helm"}}})
+	var got []string
+	for _, s := range st.Steps {
+		got = append(got, strings.Join([]string{s.Name, s.Type, s.Next, s.Why}, " "))
+	}
+	if want := []string{"a apply run " + noRecordReason, "b helm run " + noRecordReason}; !slices.Equal(got, want) {
+		t.Errorf("withoutRecord = %q, want %q", got, want)
+	}
+}
