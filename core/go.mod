@@ -18,6 +18,8 @@ require (
 	sigs.k8s.io/kustomize/api v0.21.1
 )
 
+require github.com/creack/pty v1.1.24
+
 require (
 	github.com/dylibso/observe-sdk/go v0.0.0-20240819160327-2d926c5d788a // indirect
 	github.com/evanphx/json-patch/v5 v5.9.11 // indirect

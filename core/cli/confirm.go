@@ -68,6 +68,9 @@ func (o *RunOptions) confirmDestroy(ctx context.Context) (done bool, err error) 
 	if err := render.DestroyQuestion(o.Streams.ErrOut, v); err != nil {
 		return true, err
 	}
+	if fl, ok := o.Streams.ErrOut.(interface{ Flush() error }); ok {
+		_ = fl.Flush() // the question ends mid-line: a redacting writer holds it back
+	}
 	answer, _ := bufio.NewReader(o.Streams.In).ReadString('\n')
 	if a := strings.TrimSpace(answer); a == "" || (a != "yes" && a != v.Spec) {
 		return true, &ExitError{Code: ExitFailed, Err: errors.New("destroy cancelled: nothing was changed (only the spec's name or 'yes' destroys)")}

@@ -78,7 +78,7 @@ func writeSpec(t *testing.T, body string) string {
 // applyJSON runs `kubectl khook <cmd> -f spec -o json` and decodes the report.
 func applyJSON(t *testing.T, cmd, spec string, env []string, args ...string) (report, Result) {
 	t.Helper()
-	res := run(t, bins.Kubectl, env, "", append([]string{cmd, "-f", spec, "-o", "json"}, args...)...)
+	res := run(t, bins.Kubectl, env, "", append(append([]string{cmd, "-f", spec, "-o", "json"}, yes(cmd)...), args...)...)
 	var r report
 	if err := json.Unmarshal([]byte(res.Stdout), &r); err != nil {
 		t.Fatalf("%s -o json: %v\nstdout:\n%s\nstderr:\n%s", cmd, err, res.Stdout, res.Stderr)

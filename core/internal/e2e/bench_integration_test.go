@@ -130,7 +130,7 @@ func BenchmarkStateRecord200Steps(b *testing.B) {
 			ns := testcluster.Get(b).NewNamespace(b, "rec200")
 			spec := writeSpecB(b, manySteps(ns, 200, 1, true))
 			mustRun := func(cmd string) {
-				if res := runB(b, bins.Kubectl, env, cmd, "-f", spec); res.Code != 0 {
+				if res := runB(b, bins.Kubectl, env, append([]string{cmd, "-f", spec}, yes(cmd)...)...); res.Code != 0 {
 					b.Fatalf("%s: exit %d: %s", cmd, res.Code, res.Stderr)
 				}
 			}
@@ -150,7 +150,7 @@ func BenchmarkStateRecord200Steps(b *testing.B) {
 				}
 				count := countWrites(b, ns, "khook-state-"+ns)
 				b.StartTimer()
-				res := runB(b, bins.Kubectl, env, cmd, "-f", spec)
+				res := runB(b, bins.Kubectl, env, append([]string{cmd, "-f", spec}, yes(cmd)...)...)
 				b.StopTimer()
 				if res.Code != 0 {
 					b.Fatalf("exit %d: %s", res.Code, res.Stderr)

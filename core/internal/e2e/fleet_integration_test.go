@@ -392,7 +392,7 @@ func TestFleet(t *testing.T) {
 	})
 
 	t.Run("destroy across the fleet", func(t *testing.T) {
-		res := fleetRun(bins.Kubectl, "destroy", "-f", spec, "--contexts", "fleet-a,fleet-b,fleet-c", "--var-dir", varDir)
+		res := fleetRun(bins.Kubectl, "destroy", "--yes", "-f", spec, "--contexts", "fleet-a,fleet-b,fleet-c", "--var-dir", varDir)
 		if res.Code != 0 || !strings.Contains(res.Stdout, "destroy fleet on 3 clusters succeeded") {
 			t.Fatalf("exit %d\n%s\n%s", res.Code, res.Stdout, res.Stderr)
 		}
@@ -535,11 +535,11 @@ func BenchmarkFleetTenCharts(b *testing.B) {
 	for range b.N {
 		one += mustRun("apply", "-f", spec, "--contexts", "fleet-a")
 		b.StopTimer()
-		mustRun("destroy", "-f", spec, "--contexts", "fleet-a")
+		mustRun("destroy", "--yes", "-f", spec, "--contexts", "fleet-a")
 		b.StartTimer()
 		three += mustRun("apply", "-f", spec, "--contexts", "fleet-a,fleet-b,fleet-c")
 		b.StopTimer()
-		mustRun("destroy", "-f", spec, "--contexts", "fleet-a,fleet-b,fleet-c")
+		mustRun("destroy", "--yes", "-f", spec, "--contexts", "fleet-a,fleet-b,fleet-c")
 		b.StartTimer()
 	}
 	b.ReportMetric(one.Seconds()/float64(b.N), "1-cluster-s")
@@ -660,7 +660,7 @@ func TestFleetOneClusterTwice(t *testing.T) {
 			[]string{`contexts "one-limited" and "one-b" are one cluster (` + server + ` (reading namespace kube-system is forbidden: told apart by its URL and certificate authority)`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			res := run(t, bins.Kubectl, env, "", tc.command, "-f", shared, "--contexts", tc.contexts)
+			res := run(t, bins.Kubectl, env, "", append([]string{tc.command, "-f", shared, "--contexts", tc.contexts}, yes(tc.command)...)...)
 			if res.Code != 2 {
 				t.Fatalf("exit %d, want 2\n%s\n%s", res.Code, res.Stdout, res.Stderr)
 			}
@@ -699,7 +699,7 @@ func TestFleetOneClusterTwice(t *testing.T) {
 	})
 
 	t.Run("--contexts '' destroys nothing", func(t *testing.T) {
-		res := run(t, bins.Kubectl, env, "", "destroy", "-f", separate, "--contexts", "", "--set", "KHOOK_CONTEXT=one-a")
+		res := run(t, bins.Kubectl, env, "", "destroy", "--yes", "-f", separate, "--contexts", "", "--set", "KHOOK_CONTEXT=one-a")
 		if res.Code != 2 || !strings.Contains(res.Stderr, "--contexts was given an empty value") {
 			t.Fatalf("exit %d, want 2\n%s\n%s", res.Code, res.Stdout, res.Stderr)
 		}
@@ -714,7 +714,7 @@ func TestFleetOneClusterTwice(t *testing.T) {
 	})
 
 	t.Run("destroy with a record per context", func(t *testing.T) {
-		res := run(t, bins.Kubectl, env, "", "destroy", "-f", separate, "--contexts", "one-a,one-b")
+		res := run(t, bins.Kubectl, env, "", "destroy", "--yes", "-f", separate, "--contexts", "one-a,one-b")
 		if res.Code != 0 {
 			t.Fatalf("exit %d\n%s\n%s", res.Code, res.Stdout, res.Stderr)
 		}

@@ -188,7 +188,7 @@ func TestKilledDestroyLosesNothing(t *testing.T) {
 	if _, res := applyJSON(t, "apply", spec, env); res.Code != 0 {
 		t.Fatalf("apply: exit %d\n%s", res.Code, res.Stderr)
 	}
-	p := startBackground(t, bins.Kubectl, kubeEnv(t), "destroy", "-f", spec)
+	p := startBackground(t, bins.Kubectl, kubeEnv(t), "destroy", "--yes", "-f", spec)
 	// held's first object is gone, the second is held by its finalizer
 	eventually(t, time.Minute, "destroy deletes held's objects", func() bool {
 		return cmData(t, c, ns, "held-a") == nil && cmData(t, c, ns, "held-b") == nil
@@ -244,7 +244,7 @@ func TestStoppedDestroyRestoresWhatItNeverReached(t *testing.T) {
 			if _, res := applyJSON(t, "apply", spec, env); res.Code != 0 {
 				t.Fatalf("apply: exit %d\n%s", res.Code, res.Stderr)
 			}
-			p := startBackground(t, bins.Kubectl, kubeEnv(t), "destroy", "-f", spec)
+			p := startBackground(t, bins.Kubectl, kubeEnv(t), "destroy", "--yes", "-f", spec)
 			if how == "interrupted" {
 				eventually(t, time.Minute, "destroy deletes held's objects", func() bool {
 					return cmData(t, c, ns, "held-b") == nil && cmData(t, c, ns, "free") == nil

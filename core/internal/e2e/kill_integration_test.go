@@ -326,7 +326,7 @@ func TestKillAnywhereConverges(t *testing.T) {
 				lo := float64(20 * time.Millisecond)
 				delay = time.Duration(lo * math.Pow(full/lo, rng.Float64()))
 			}
-			p := startBackground(t, bins.Kubectl, v.env(t), cmd, "-f", k.path)
+			p := startBackground(t, bins.Kubectl, v.env(t), append([]string{cmd, "-f", k.path}, yes(cmd)...)...)
 			time.Sleep(delay)
 			exited := p.kill()
 			breakLock(t, k.ns, "khook-state-"+k.ns)

@@ -223,7 +223,7 @@ func TestApplyRacingDestroy(t *testing.T) {
 		apply := startBackground(t, bins.Kubectl, kubeEnv(t), "apply", "-f", g.path)
 		g.holder(t)
 		eventually(t, time.Minute, "apply made its ConfigMaps", func() bool { return len(g.present(t)) == g.objects() })
-		res := run(t, bins.Kubectl, kubeEnv(t), "", "destroy", "-f", g.path)
+		res := run(t, bins.Kubectl, kubeEnv(t), "", "destroy", "--yes", "-f", g.path)
 		if res.Code != 1 {
 			t.Fatalf("destroy during apply: exit %d, want 1\n%s", res.Code, res.Stderr)
 		}
@@ -236,7 +236,7 @@ func TestApplyRacingDestroy(t *testing.T) {
 			t.Fatalf("apply: exit %d\n%s", code, apply.Stderr())
 		}
 		g.statusMatchesCluster(t)
-		if res := run(t, bins.Kubectl, kubeEnv(t), "", "destroy", "-f", g.path); res.Code != 0 {
+		if res := run(t, bins.Kubectl, kubeEnv(t), "", "destroy", "--yes", "-f", g.path); res.Code != 0 {
 			t.Fatalf("destroy after apply: exit %d\n%s", res.Code, res.Stderr)
 		}
 		if got := len(g.present(t)); got != 0 {
@@ -250,7 +250,7 @@ func TestApplyRacingDestroy(t *testing.T) {
 	t.Run("started together", func(t *testing.T) {
 		g := newGatedSpec(t, "race", 35, false)
 		apply := startBackground(t, bins.Kubectl, kubeEnv(t), "apply", "-f", g.path)
-		destroy := startBackground(t, bins.Kubectl, kubeEnv(t), "destroy", "-f", g.path)
+		destroy := startBackground(t, bins.Kubectl, kubeEnv(t), "destroy", "--yes", "-f", g.path)
 		codes := map[string]int{"apply": apply.exit(t, "apply"), "destroy": destroy.exit(t, "destroy")}
 		stderr := map[string]string{"apply": apply.Stderr(), "destroy": destroy.Stderr()}
 		for name, code := range codes {

@@ -130,7 +130,7 @@ steps:
 			}
 		}
 	}
-	for _, args := range [][]string{{"plan", "-f", spec}, {"plan", "-f", spec, "-o", "json"}, {"plan", "-f", spec, "-o", "yaml"}, {"destroy", "-f", spec}, {"destroy", "-f", spec, "-o", "json"}} {
+	for _, args := range [][]string{{"plan", "-f", spec}, {"plan", "-f", spec, "-o", "json"}, {"plan", "-f", spec, "-o", "yaml"}, {"destroy", "--yes", "-f", spec}, {"destroy", "--yes", "-f", spec, "-o", "json"}} {
 		check(strings.Join(args, " "), run(t, bins.Kubectl, env, "", args...))
 		check("helm khook "+strings.Join(args, " "), run(t, bins.Helm, env, "", args...))
 	}

@@ -241,7 +241,7 @@ steps:
 		t.Error("the external diff program was handed no files")
 	}
 	env := kubeEnv(t, "KHOOK_SECRET_TOKEN="+sweepSecond)
-	for _, args := range [][]string{{"destroy", "-f", spec, "-o", "json"}, {"apply", "-f", spec}, {"destroy", "-f", spec}} {
+	for _, args := range [][]string{{"destroy", "--yes", "-f", spec, "-o", "json"}, {"apply", "-f", spec}, {"destroy", "--yes", "-f", spec}} {
 		sw.result("kubectl khook "+strings.Join(args, " "), run(t, bins.Kubectl, env, "", args...))
 	}
 	// the applied ConfigMap holds the secret: the sweep would have seen
