@@ -36,7 +36,7 @@ demo: build cluster-up ## build both plugins, start the local test control plane
 	@echo
 	@echo "Look around:   export KUBECONFIG=$(CLUSTER_DIR)/kubeconfig PATH=$(BIN):\$$PATH"
 	@echo "               kubectl get all -n khook-demo; kubectl khook plan -f examples/quickstart.yaml"
-	@echo "Undo it:       kubectl khook destroy -f examples/quickstart.yaml"
+	@echo "Undo it:       kubectl khook destroy -f examples/quickstart.yaml   (shows the plan and asks; --yes does not)"
 	@echo "Stop it:       make cluster-down"
 
 # What the tests need beyond Go: libxml2's development files, pkg-config and
