@@ -23,7 +23,7 @@ tool="$root/.cache/testbin/khook-testcluster"
 # The starter is a small Go program of the core module (client-go): a warm
 # rebuild is about a second. -race as in hack/cluster.mk: it shares the
 # compiled packages with `go test -race`.
-(cd "$root" && "$go" build -race -o "$tool" ./core/internal/testcluster/cmd/khook-testcluster)
+(cd "$root" && "$go" build -race -o "$tool" ./core/internal/dev/testcluster/cmd/khook-testcluster)
 
 mkdir -p "$root/.cache/clusters"
 dir="$(mktemp -d "$root/.cache/clusters/run-XXXXXX")"

@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 
-	"khook.io/core/internal/testcluster"
+	"khook.io/core/internal/dev/testcluster"
 	"khook.io/core/kube"
 )
 

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"khook.io/core/internal/specgen"
+	"khook.io/core/internal/dev/specgen"
 	"khook.io/core/redact"
 	"khook.io/core/vars"
 )

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"khook.io/core/internal/junitxsd"
+	"khook.io/core/internal/dev/junitxsd"
 	"khook.io/core/redact"
 	"khook.io/core/run"
 )

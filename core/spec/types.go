@@ -101,17 +101,17 @@ func (s *State) IsEnabled() bool {
 type Step struct {
 	_ struct{} `khook:"oneof=helm,apply,delete,patch,wait,rollout,job"`
 
-	Name       string    `yaml:"name" khook:"required" schema:"dnslabel" doc:"unique step name, a DNS label ([a-z0-9-], at most 63 characters)"`
-	Needs      []string  `yaml:"needs" doc:"steps that must succeed (or be excluded by when:) before this one starts"`
-	When       string    `yaml:"when" doc:"CEL condition over vars; the step runs only when it is true"`
+	Name  string   `yaml:"name" khook:"required" schema:"dnslabel" doc:"unique step name, a DNS label ([a-z0-9-], at most 63 characters)"`
+	Needs []string `yaml:"needs" doc:"steps that must succeed (or be excluded by when:) before this one starts"`
+	When  string   `yaml:"when" doc:"CEL condition over vars; the step runs only when it is true"`
 	// TriggeredBy names steps among Needs (transitively); the step then
 	// runs only when one of them changed something in this run, or (with
 	// state:) its own inputs changed since the record or it never ran.
-	TriggeredBy []string `yaml:"triggeredBy" doc:"steps among its needs (transitively): this step runs only when one of them changed something in this run (created, configured, upgraded, patched, deleted, restarted, ran a Job), or, with state:, when its own inputs changed or it never succeeded"`
-	Timeout    *Duration `yaml:"timeout" doc:"per-attempt timeout; overrides defaults.timeout"`
-	Retries    *int      `yaml:"retries" doc:"retry attempts after a failed try; overrides defaults.retries"`
-	RetryDelay *Duration `yaml:"retryDelay" doc:"pause between tries; overrides defaults.retryDelay"`
-	OnError    string    `yaml:"onError" enum:"fail,continue" doc:"overrides defaults.onError"`
+	TriggeredBy []string  `yaml:"triggeredBy" doc:"steps among its needs (transitively): this step runs only when one of them changed something in this run (created, configured, upgraded, patched, deleted, restarted, ran a Job), or, with state:, when its own inputs changed or it never succeeded"`
+	Timeout     *Duration `yaml:"timeout" doc:"per-attempt timeout; overrides defaults.timeout"`
+	Retries     *int      `yaml:"retries" doc:"retry attempts after a failed try; overrides defaults.retries"`
+	RetryDelay  *Duration `yaml:"retryDelay" doc:"pause between tries; overrides defaults.retryDelay"`
+	OnError     string    `yaml:"onError" enum:"fail,continue" doc:"overrides defaults.onError"`
 
 	Helm    *Helm    `yaml:"helm" doc:"install or upgrade a chart release"`
 	Apply   *Apply   `yaml:"apply" doc:"declaratively apply manifests"`

@@ -22,8 +22,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
-	"khook.io/core/internal/steptest"
-	"khook.io/core/internal/testcluster"
+	"khook.io/core/internal/dev/steptest"
+	"khook.io/core/internal/dev/testcluster"
 	"khook.io/core/objects"
 	"khook.io/core/redact"
 	"khook.io/core/spec"

@@ -8,8 +8,8 @@ import (
 	"sync"
 	"testing"
 
-	"khook.io/core/internal/steptest"
-	"khook.io/core/internal/testcluster"
+	"khook.io/core/internal/dev/steptest"
+	"khook.io/core/internal/dev/testcluster"
 	"khook.io/core/kube"
 	"khook.io/core/step"
 	"khook.io/core/steps/apply"

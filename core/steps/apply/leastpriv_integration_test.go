@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"khook.io/core/internal/steptest"
+	"khook.io/core/internal/dev/steptest"
 	"khook.io/core/step"
 	"khook.io/core/steps/apply"
 )

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"khook.io/core/internal/chartrepo"
-	"khook.io/core/internal/steptest"
-	"khook.io/core/internal/testcluster"
+	"khook.io/core/internal/dev/chartrepo"
+	"khook.io/core/internal/dev/steptest"
+	"khook.io/core/internal/dev/testcluster"
 	"khook.io/core/step"
 	helmstep "khook.io/core/steps/helm"
 )

@@ -17,9 +17,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	khelm "khook.io/core/helm"
-	"khook.io/core/internal/chartrepo"
-	"khook.io/core/internal/e2e"
-	"khook.io/core/internal/steptest"
+	"khook.io/core/internal/dev/chartrepo"
+	"khook.io/core/internal/dev/e2e"
+	"khook.io/core/internal/dev/steptest"
 	"khook.io/core/step"
 )
 

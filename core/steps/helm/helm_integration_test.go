@@ -19,8 +19,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"khook.io/core/internal/chartrepo"
-	"khook.io/core/internal/steptest"
+	"khook.io/core/internal/dev/chartrepo"
+	"khook.io/core/internal/dev/steptest"
 	"khook.io/core/waiter"
 )
 

@@ -18,8 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 
-	"khook.io/core/internal/chartrepo"
-	"khook.io/core/internal/steptest"
+	"khook.io/core/internal/dev/chartrepo"
+	"khook.io/core/internal/dev/steptest"
 	"khook.io/core/step"
 	"khook.io/core/waiter"
 )

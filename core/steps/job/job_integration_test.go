@@ -22,8 +22,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 
-	"khook.io/core/internal/steptest"
-	"khook.io/core/internal/testcluster"
+	"khook.io/core/internal/dev/steptest"
+	"khook.io/core/internal/dev/testcluster"
 	"khook.io/core/kube"
 	"khook.io/core/objects"
 	khplan "khook.io/core/plan"

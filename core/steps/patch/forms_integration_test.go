@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"khook.io/core/internal/steptest"
+	"khook.io/core/internal/dev/steptest"
 	khplan "khook.io/core/plan"
 )
 

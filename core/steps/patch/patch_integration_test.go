@@ -16,8 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"khook.io/core/internal/steptest"
-	"khook.io/core/internal/testcluster"
+	"khook.io/core/internal/dev/steptest"
+	"khook.io/core/internal/dev/testcluster"
 	"khook.io/core/kube"
 	khplan "khook.io/core/plan"
 	"khook.io/core/spec"

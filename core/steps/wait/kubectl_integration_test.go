@@ -16,8 +16,8 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	kwait "k8s.io/kubectl/pkg/cmd/wait"
 
-	"khook.io/core/internal/steptest"
-	"khook.io/core/internal/testcluster"
+	"khook.io/core/internal/dev/steptest"
+	"khook.io/core/internal/dev/testcluster"
 	"khook.io/core/kube"
 	khplan "khook.io/core/plan"
 	"khook.io/core/steps/wait"
