@@ -113,6 +113,9 @@ func (o *ForceUnlockOptions) Run(ctx context.Context) error {
 			return invalid(errors.New("force-unlock asks before breaking a lock, and standard input is not a terminal: pass --yes"))
 		}
 		fmt.Fprint(o.Streams.ErrOut, "Only 'yes' breaks it: ")
+		if fl, ok := o.Streams.ErrOut.(interface{ Flush() error }); ok {
+			_ = fl.Flush() // the question ends mid-line: a redacting writer holds it back
+		}
 		answer, _ := bufio.NewReader(o.Streams.In).ReadString('\n')
 		if strings.TrimSpace(answer) != "yes" {
 			return &ExitError{Code: ExitFailed, Err: errors.New("force-unlock cancelled: nothing was unlocked")}
