@@ -215,6 +215,13 @@ steps:
 // answer once it is asked, and returns the exit code and all it printed.
 func ptyRun(t *testing.T, env []string, answer string, args ...string) (int, string) {
 	t.Helper()
+	return ptyAnswer(t, env, "or 'yes' to destroy: ", answer, args...)
+}
+
+// ptyAnswer runs the binary on a pseudo-terminal, answers once it printed
+// question, and returns the exit code and all it printed.
+func ptyAnswer(t *testing.T, env []string, question, answer string, args ...string) (int, string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bins.Kubectl, args...)
@@ -236,7 +243,7 @@ func ptyRun(t *testing.T, env []string, answer string, args ...string) (int, str
 			n, err := f.Read(buf)
 			mu.Lock()
 			out.Write(buf[:n])
-			if strings.Contains(out.String(), "or 'yes' to destroy: ") {
+			if strings.Contains(out.String(), question) {
 				once.Do(func() { close(asked) })
 			}
 			mu.Unlock()

@@ -298,6 +298,14 @@ func TestForceUnlock(t *testing.T) {
 	if res := run(t, bins.Kubectl, kubeEnv(t), "", "force-unlock", "-f", g.path, h.ID); res.Code != 2 || !strings.Contains(res.Stderr, "--yes") {
 		t.Fatalf("force-unlock without a terminal and without --yes: exit %d\n%s", res.Code, res.Stderr)
 	}
+	// on a terminal it asks: anything but yes unlocks nothing
+	code, out := ptyAnswer(t, kubeEnv(t), "Only 'yes' breaks it: ", "y", "force-unlock", "-f", g.path, h.ID)
+	if code != 1 || !strings.Contains(out, "nothing was unlocked") || !strings.Contains(out, fmt.Sprintf("pid %d", first.cmd.Process.Pid)) {
+		t.Fatalf("force-unlock answered y on a terminal: exit %d\n%s", code, out)
+	}
+	if _, held, _ := lock.Read(context.Background(), typed(t), lock.Location{Namespace: g.ns, Name: g.record()}); !held {
+		t.Fatal("force-unlock answered y broke the lock")
+	}
 	res := run(t, bins.Kubectl, kubeEnv(t), "", "force-unlock", "-f", g.path, h.ID, "--yes")
 	if res.Code != 0 || !strings.Contains(res.Stderr, fmt.Sprintf("pid %d", first.cmd.Process.Pid)) {
 		t.Fatalf("force-unlock: exit %d\n%s\n%s", res.Code, res.Stdout, res.Stderr)
