@@ -2,6 +2,7 @@ package objects
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -129,16 +130,21 @@ func (m *Manager) planOne(ctx context.Context, o *unstructured.Unstructured, opt
 		return it, fmt.Errorf("%s: %w", it.Ref, err)
 	}
 	it.live = live
+	it.Action, it.Reason = UndoDelete, "created by this spec"
 	if !m.CreatedByThis(live) {
 		owned := m.OwnedBy(live)
-		if !owned.Any() {
+		switch {
+		case !owned.Any():
 			it.Action, it.Reason = UndoLeave, "it existed before khook, which owns none of its fields"
 			return it, nil
+		case !onlyWriter(live, m.fieldManager):
+			it.Action, it.Reason = UndoRevert, "it existed before khook: only khook's fields are removed"
+			return it, nil
 		}
-		it.Action, it.Reason = UndoRevert, "it existed before khook: only khook's fields are removed"
-		return it, nil
+		// no mark, but nobody else ever wrote it: made by a khook that
+		// did not mark what it created yet
+		it.Reason = "unmarked, but khook is the only writer of its fields (created before khook marked what it creates)"
 	}
-	it.Action, it.Reason = UndoDelete, "created by this spec"
 	if it.crd && !opts.ForceCRDs {
 		n, where, err := m.foreignResources(ctx, live)
 		if err != nil {
@@ -351,3 +357,26 @@ type UndoError struct {
 
 func (e *UndoError) Error() string   { return e.Msg }
 func (e *UndoError) Unwrap() []error { return e.Errs }
+
+// onlyWriter reports whether manager wrote every field of live that any
+// writer owns, besides status and metadata (what controllers add: a
+// Deployment's revision annotation, finalizers, status). An object whose
+// content another writer set (its creator, another team's apply) is not
+// manager's alone.
+func onlyWriter(live *unstructured.Unstructured, manager string) bool {
+	for _, f := range live.GetManagedFields() {
+		if f.Manager == manager || f.Subresource == "status" || f.FieldsV1 == nil {
+			continue
+		}
+		var fields map[string]any
+		if err := json.Unmarshal(f.FieldsV1.Raw, &fields); err != nil {
+			return false
+		}
+		for k := range fields {
+			if k != "f:metadata" && k != "f:status" {
+				return false
+			}
+		}
+	}
+	return true
+}

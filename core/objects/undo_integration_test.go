@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 
 	"khook.io/core/objects"
 	"khook.io/core/waiter"
@@ -175,5 +176,48 @@ func TestUndoCRDWithForeignResources(t *testing.T) {
 		if _, err := c.Dynamic.Resource(crdGVR).Get(ctx(t), crdName, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 			t.Errorf("CRD %s: %v, want it deleted", crdName, err)
 		}
+	}
+}
+
+// An object a khook from before the created-by mark created carries no
+// mark: destroy deletes it when khook is the only writer of its content
+// (controllers' metadata and status aside), and reverts it when anyone
+// else wrote any of it.
+func TestUndoUnmarkedObjectsOfAnEarlierKhook(t *testing.T) {
+	c, ns := setup(t, "objects-unmarked")
+	cms := c.Resource(cmMapping, ns)
+	old := objects.New(c, objects.Options{}) // an earlier khook: no mark
+	m := objects.New(c, objects.Options{CreatedBy: "boot"})
+	for _, serverSide := range []bool{false, true} {
+		t.Run(fmt.Sprintf("serverSide=%v", serverSide), func(t *testing.T) {
+			opts := objects.ApplyOptions{ServerSide: serverSide}
+			alone := configMap(t, fmt.Sprintf("alone-%v", serverSide), "1")
+			shared := configMap(t, fmt.Sprintf("shared-%v", serverSide), "1")
+			for _, o := range []*unstructured.Unstructured{alone, shared} {
+				if _, err := old.Apply(ctx(t), o, ns, opts); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// a controller's annotation on alone; another writer's key on
+			// shared
+			if _, err := cms.Patch(ctx(t), alone.GetName(), types.MergePatchType, []byte(`{"metadata":{"annotations":{"controller/seen":"yes"}}}`), metav1.PatchOptions{FieldManager: "a-controller"}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := cms.Patch(ctx(t), shared.GetName(), types.MergePatchType, []byte(`{"data":{"theirs":"x"}}`), metav1.PatchOptions{FieldManager: "team-b"}); err != nil {
+				t.Fatal(err)
+			}
+			items, err := m.PlanUndo(ctx(t), []*unstructured.Unstructured{alone, shared}, objects.UndoOptions{Namespace: ns})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]objects.UndoAction{}
+			for _, it := range items {
+				got[it.Ref] = it.Action
+			}
+			want := map[string]objects.UndoAction{"ConfigMap/" + alone.GetName() + " in " + ns: objects.UndoDelete, "ConfigMap/" + shared.GetName() + " in " + ns: objects.UndoRevert}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("plan %v, want %v", got, want)
+			}
+		})
 	}
 }
