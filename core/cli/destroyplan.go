@@ -62,6 +62,9 @@ func (o *RunOptions) destroyPlan(ctx context.Context) (render.DestroyPlanView, e
 				c.Err = o.Redactor.String(err.Error())
 				return nil
 			}
+			if s.sel, err = o.Select.resolve(s.doc, o.Command); err != nil {
+				return err
+			}
 			c.Context, c.Server = s.clients.Identity.Context, s.clients.Server
 			if c.Context == "" {
 				c.Context = t.context
@@ -92,6 +95,8 @@ func (s *session) planDestroy(ctx context.Context, forceCRDs bool) ([]render.Des
 		}
 		d, destroys := exec.(step.Destroyer)
 		switch {
+		case s.sel != nil && !s.sel.in[i]:
+			ds.Note = "skipped: " + NotSelected
 		case !s.doc.Included(i):
 			ds.Note = "skipped: when: " + st.When + " is false"
 		case !destroys:

@@ -81,4 +81,17 @@ steps:
 	out := timings.ReplaceAllString(b.String(), "T")
 	out = strings.ReplaceAll(out, ns, "NS")
 	goldenFile(t, "progress-day2.txt", out)
+
+	// destroy's plan, shown before its question, has the same selection:
+	// app and what needs it (other) are undone, base is not selected
+	res := run(t, bins.Kubectl, kubeEnv(t), "", "destroy", "-f", spec, "--steps", "app", "--dry-run")
+	for _, want := range []string{
+		"  other (apply)\n    gone      ConfigMap/other in " + ns, // never applied: not selected
+		"  app (apply)\n    delete    ConfigMap/app in " + ns,
+		"  base (apply): skipped: not selected\n",
+	} {
+		if res.Code != 0 || !strings.Contains(res.Stdout, want) {
+			t.Errorf("destroy --steps app --dry-run: exit %d, no %q:\n%s%s", res.Code, want, res.Stdout, res.Stderr)
+		}
+	}
 }
