@@ -1,9 +1,6 @@
 package apply
 
 import (
-	"context"
-
-	"khook.io/core/manifest"
 	"khook.io/core/spec"
 	"khook.io/core/step"
 )
@@ -15,48 +12,5 @@ func (e *Executor) Inputs(st *spec.Step, baseDir string) ([]step.Input, error) {
 	if st.Apply == nil {
 		return nil, nil
 	}
-	return manifestInputs(st.Apply.Manifests, baseDir), nil
-}
-
-// manifestInputs declares the inputs of a manifests list. (apply and
-// delete each hold a copy: no step package imports another.)
-func manifestInputs(list []spec.ManifestSource, baseDir string) []step.Input {
-	var in []step.Input
-	for i, m := range list {
-		switch {
-		case m.File != "":
-			in = append(in, step.Input{Path: m.File})
-		case m.Kustomize != "":
-			dir := spec.Resolve(baseDir, m.Kustomize)
-			in = append(in, step.Input{Kustomization: &step.KustomizationInput{
-				Path: m.Kustomize,
-				Build: func(ctx context.Context) ([]step.FSRead, error) {
-					b, err := manifest.BuildKustomization(ctx, dir)
-					if err != nil {
-						return nil, err
-					}
-					return fromManifest(b.Reads), nil
-				},
-				Replay: func(calls []step.FSRead) ([]step.FSRead, error) {
-					mc := make([]manifest.FSRead, len(calls))
-					for i, c := range calls {
-						mc[i] = manifest.FSRead{Op: c.Op, Path: c.Path}
-					}
-					reads, err := manifest.ReplayKustomizeReads(dir, mc)
-					return fromManifest(reads), err
-				},
-			}})
-		case m.URL != "":
-			in = append(in, step.Input{Remote: manifest.Describe(i, m)})
-		}
-	}
-	return in
-}
-
-func fromManifest(reads []manifest.FSRead) []step.FSRead {
-	out := make([]step.FSRead, len(reads))
-	for i, r := range reads {
-		out[i] = step.FSRead{Op: r.Op, Path: r.Path, Result: r.Result}
-	}
-	return out
+	return step.ManifestInputs(st.Apply.Manifests, baseDir), nil
 }
