@@ -50,25 +50,9 @@ const (
 // -k does) and decodes every object strictly (an unknown field fails).
 func loadExample(t *testing.T) *example {
 	t.Helper()
-	out, err := manifest.Kustomize(t.Context(), filepath.Join(repoRoot(t), "examples", "in-cluster"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	strict := serializer.NewCodecFactory(scheme.Scheme, serializer.EnableStrict).UniversalDeserializer()
-	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(out)))
+	objs, out := kustomizeStrict(t, "in-cluster")
 	var ex example
-	for {
-		doc, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		obj, _, err := strict.Decode(doc, nil, nil)
-		if err != nil {
-			t.Fatalf("examples/in-cluster: %v\n%s", err, doc)
-		}
+	for _, obj := range objs {
 		switch o := obj.(type) {
 		case *corev1.Namespace:
 			ex.Namespaces = append(ex.Namespaces, o)
@@ -92,6 +76,34 @@ func loadExample(t *testing.T) *example {
 		t.Fatalf("examples/in-cluster: want namespaces, a ServiceAccount, Roles, a ConfigMap, a Secret and a Job; kustomize gave\n%s", out)
 	}
 	return &ex
+}
+
+// kustomizeStrict builds examples/<dir> with kustomize (as kubectl apply
+// -k does) and decodes every object strictly (an unknown field fails); it
+// also returns the build's output.
+func kustomizeStrict(t *testing.T, dir string) ([]runtime.Object, []byte) {
+	t.Helper()
+	out, err := manifest.Kustomize(t.Context(), filepath.Join(repoRoot(t), "examples", filepath.FromSlash(dir)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	strict := serializer.NewCodecFactory(scheme.Scheme, serializer.EnableStrict).UniversalDeserializer()
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(out)))
+	var objs []runtime.Object
+	for {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			return objs, out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		obj, _, err := strict.Decode(doc, nil, nil)
+		if err != nil {
+			t.Fatalf("examples/%s: %v\n%s", dir, err, doc)
+		}
+		objs = append(objs, obj)
+	}
 }
 
 func once[T runtime.Object](t *testing.T, dst *T, o T) {

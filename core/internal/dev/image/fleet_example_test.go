@@ -1,12 +1,8 @@
 package image
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,14 +12,10 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"khook.io/core/internal/dev/e2e"
-	"khook.io/core/manifest"
 )
 
 // TestInClusterFleetExample checks examples/in-cluster/fleet without a
@@ -32,27 +24,11 @@ import (
 // together hold every context; the kubeconfig comes from the Secret at
 // KUBECONFIG; the spec validates.
 func TestInClusterFleetExample(t *testing.T) {
-	out, err := manifest.Kustomize(t.Context(), filepath.Join(repoRoot(t), "examples", "in-cluster", "fleet"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	strict := serializer.NewCodecFactory(scheme.Scheme, serializer.EnableStrict).UniversalDeserializer()
-	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(out)))
+	objs, out := kustomizeStrict(t, "in-cluster/fleet")
 	var job *batchv1.Job
 	var cm *corev1.ConfigMap
 	var sec *corev1.Secret
-	for {
-		doc, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		obj, _, err := strict.Decode(doc, nil, nil)
-		if err != nil {
-			t.Fatalf("examples/in-cluster/fleet: %v\n%s", err, doc)
-		}
+	for _, obj := range objs {
 		switch o := obj.(type) {
 		case *batchv1.Job:
 			job = o
