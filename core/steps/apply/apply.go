@@ -284,7 +284,7 @@ func (e *Executor) Destroy(ctx context.Context, req *step.Request) (result step.
 		}
 	}
 	sort.Strings(sum.Kept)
-	return step.Outcome{Message: sum.Message()}, nil
+	return step.Outcome{Message: sum.Message(), Changed: len(sum.Deleted)+len(sum.Reverted) > 0}, nil
 }
 
 // PlanDestroy says what Destroy would do with each object, changing

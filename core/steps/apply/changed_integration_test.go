@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"khook.io/core/step"
+	"khook.io/core/steps/apply"
 )
 
 // TestChanged: an apply step reports Changed when it creates or
@@ -61,6 +62,25 @@ func TestChangedNamespaceCreated(t *testing.T) {
 		}
 		if i == 0 && out.Message != "applied 1 object: 1 unchanged; namespace "+name+" created" {
 			t.Errorf("run 1: message %q, want the object unchanged and the namespace created", out.Message)
+		}
+	}
+}
+
+// TestChangedDestroy: undoing an apply step is a change when it deletes
+// or reverts an object, not when everything is already gone.
+func TestChangedDestroy(t *testing.T) {
+	e := newEnv(t)
+	req := e.request(stepYAML("cm", "namespace: "+e.ns, inline(configMap("gone", map[string]string{"v": "1"}))))
+	run(t, req)
+	for i, want := range []bool{true, false} {
+		ctx, cancel := context.WithTimeout(t.Context(), req.Timeout)
+		out, err := apply.New(apply.Options{}).Destroy(ctx, req)
+		cancel()
+		if err != nil {
+			t.Fatalf("destroy %d: %v", i+1, err)
+		}
+		if out.Changed != want {
+			t.Errorf("destroy %d: Changed = %v, want %v (%q)", i+1, out.Changed, want, out.Message)
 		}
 	}
 }
