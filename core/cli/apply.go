@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -185,25 +186,13 @@ func (o *RunOptions) Run(ctx context.Context) error {
 	}
 	s.sel = sel
 	s.forceCRDs = o.Destroy.ForceCRDs
-	lk, err := s.takeLock(ctx, o.Command, o.LockTimeout, o.Streams.ErrOut)
+	res, stateErr, err := s.execute(ctx, o.Command, o.LockTimeout, o.Parallelism, o.Streams.ErrOut, func(ex *execution) (event.Sink, func()) {
+		p := o.Progress.progress(o.Command, s.doc, ex.order)
+		return p, p.Close
+	})
 	if err != nil {
 		return err
 	}
-	defer releaseLock(lk, o.Streams.ErrOut)
-	pctx, cancel := s.preflight(ctx)
-	defer cancel()
-	ex, err := s.prepare(pctx, o.Command)
-	if err != nil {
-		return err
-	}
-	ex.lock = lk
-	progress := o.Progress.progress(o.Command, s.doc, ex.order)
-	if err := s.start(pctx, ex, progress); err != nil {
-		progress.Close()
-		return err
-	}
-	res, stateErr := s.runSteps(ctx, ex, o.Parallelism)
-	progress.Close()
 	err = s.finish(o.Streams.Out, o.Command, o.Output, res, stateErr)
 	var exitErr *ExitError
 	if res.Status == run.RunInterrupted && (err == nil || errors.As(err, &exitErr)) {
@@ -215,6 +204,37 @@ func (o *RunOptions) Run(ctx context.Context) error {
 		return err
 	}
 	return stateErr
+}
+
+// execute is apply's or destroy's run on the session's cluster, the one
+// sequence a single run, each cluster of a fleet and an embedding program
+// follow: take the state record's run lock (notes: waiting for it, taking
+// it over), read the record, mark the run begun, run the steps with the
+// progress progress builds (closed when they end), record how it ended,
+// release the lock. err says the run never started (no step ran);
+// stateErr is the record's or the lock's error once it did.
+func (s *session) execute(ctx context.Context, command string, lockTimeout time.Duration, parallelism int, notes io.Writer,
+	progress func(*execution) (event.Sink, func())) (res *run.Result, stateErr, err error) {
+	lk, err := s.takeLock(ctx, command, lockTimeout, notes)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer releaseLock(lk, notes)
+	pctx, cancel := s.preflight(ctx)
+	defer cancel()
+	ex, err := s.prepare(pctx, command)
+	if err != nil {
+		return nil, nil, err
+	}
+	ex.lock = lk
+	sink, done := progress(ex)
+	if err := s.start(pctx, ex, sink); err != nil {
+		done()
+		return nil, nil, err
+	}
+	res, stateErr = s.runSteps(ctx, ex, parallelism)
+	done()
+	return res, stateErr, nil
 }
 
 // execution is a run of apply or destroy on one cluster, ready to start.

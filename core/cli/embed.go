@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 
+	"khook.io/core/event"
 	"khook.io/core/load"
 	"khook.io/core/plan"
 	"khook.io/core/redact"
@@ -125,25 +126,13 @@ func (e *Embedded) run(ctx context.Context, command string, doc *load.Document) 
 	if err != nil {
 		return nil, err
 	}
-	lk, err := s.takeLock(ctx, command, e.LockTimeout, e.log())
+	res, stateErr, err := s.execute(ctx, command, e.LockTimeout, e.Parallelism, e.log(), func(ex *execution) (event.Sink, func()) {
+		p := render.NewProgress(e.log(), stepInfos(s.doc, ex.order), render.ProgressOptions{Verb: command, Redactor: e.Redactor})
+		return p, p.Close
+	})
 	if err != nil {
 		return nil, err
 	}
-	defer releaseLock(lk, e.log())
-	pctx, cancel := s.preflight(ctx)
-	defer cancel()
-	ex, err := s.prepare(pctx, command)
-	if err != nil {
-		return nil, err
-	}
-	ex.lock = lk
-	progress := render.NewProgress(e.log(), stepInfos(s.doc, ex.order), render.ProgressOptions{Verb: command, Redactor: e.Redactor})
-	if err := s.start(pctx, ex, progress); err != nil {
-		progress.Close()
-		return nil, err
-	}
-	res, stateErr := s.runSteps(ctx, ex, e.Parallelism)
-	progress.Close()
 	if res == nil {
 		return nil, errors.Join(errors.New("run returned no result"), stateErr)
 	}

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 
+	"khook.io/core/event"
 	"khook.io/core/kube"
 	"khook.io/core/load"
 	"khook.io/core/render"
@@ -532,23 +533,11 @@ func (o *RunOptions) runMember(ctx context.Context, m *member, s *session, cp *r
 	}
 	notes := &linePrefixer{w: o.Streams.ErrOut, prefix: m.context + ": "}
 	s.forceCRDs = o.Destroy.ForceCRDs
-	lk, err := s.takeLock(ctx, o.Command, o.LockTimeout, notes)
+	res, stateErr, err := s.execute(ctx, o.Command, o.LockTimeout, o.Parallelism, notes, func(*execution) (event.Sink, func()) { return cp, func() {} })
 	if err != nil {
-		return o.memberFailed(ctx, m, cp, steps, started, err)
-	}
-	defer releaseLock(lk, notes)
-	pctx, cancel := s.preflight(ctx)
-	defer cancel()
-	ex, err := s.prepare(pctx, o.Command)
-	if err != nil {
-		return o.memberFailed(ctx, m, cp, steps, started, err)
-	}
-	ex.lock = lk
-	if err := s.start(pctx, ex, cp); err != nil {
 		return o.memberFailed(ctx, m, cp, steps, started, err)
 	}
 	cr := render.ClusterRun{Context: m.context, Started: started}
-	res, stateErr := s.runSteps(ctx, ex, o.Parallelism)
 	cr.Result, cr.Status, cr.Duration = res, res.Status, time.Since(cr.Started)
 	if stateErr != nil {
 		cr.Err = o.Redactor.String(stateErr.Error())
