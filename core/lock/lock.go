@@ -436,18 +436,13 @@ func (l *Lock) Err() error {
 func (l *Lock) renew() {
 	defer close(l.done)
 	last := l.now()
-	t := time.NewTicker(RenewPeriod / 5)
+	t := time.NewTimer(RenewPeriod)
 	defer t.Stop()
-	next := last.Add(RenewPeriod)
 	for {
 		select {
 		case <-l.stop:
 			return
 		case <-t.C:
-		}
-		now := l.now()
-		if now.Before(next) {
-			continue
 		}
 		err := l.renewOnce()
 		var lost *LostError
@@ -459,10 +454,10 @@ func (l *Lock) renew() {
 			l.lose(&LostError{Location: l.loc, Reason: fmt.Sprintf("not renewed for %s: %v", RenewDeadline, err)})
 			return
 		case err != nil:
-			next = l.now().Add(RenewPeriod / 5) // try again soon
+			t.Reset(RenewPeriod / 5) // try again soon
 		default:
 			last = l.now()
-			next = last.Add(RenewPeriod)
+			t.Reset(RenewPeriod)
 		}
 	}
 }
