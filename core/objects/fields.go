@@ -61,12 +61,12 @@ type Field struct {
 	InLive bool
 	// Equal reports whether the live value is the intent's, semantically:
 	// equal once both are JSON-normalised (map order, 3 and 3.0 as
-	// numbers); an intent of null equals a missing live field.
+	// numbers); an intent of null equals a missing live field, and an
+	// intent's empty map (which sets no field) any live map.
 	// Quantities are compared as written ("1000m" differs from "1").
 	Equal bool
 	// Owners are the managedFields entries of the live object that hold
-	// the field (or a field under it, or an atomic field above it), in
-	// the live object's order. Empty when the live object has no
+	// the field (or a field under it), in the live object's order. Empty when the live object has no
 	// managedFields or nobody owns the field.
 	Owners []Owner
 }
@@ -86,13 +86,16 @@ func (f Field) String() string { return f.Path.String() }
 
 // KeyField reports whether the field is a key field of a list entry
 // (.spec.containers[name="web"].name): it stands for the entry itself.
-func (f Field) KeyField() bool {
-	n := len(f.Path)
-	if n < 2 || f.Path[n-1].FieldName == nil || f.Path[n-2].Key == nil {
+func (f Field) KeyField() bool { return keyField(f.Path) }
+
+// keyField reports whether p is a key field of a list entry.
+func keyField(p fieldpath.Path) bool {
+	n := len(p)
+	if n < 2 || p[n-1].FieldName == nil || p[n-2].Key == nil {
 		return false
 	}
-	for _, k := range *f.Path[n-2].Key {
-		if k.Name == *f.Path[n-1].FieldName {
+	for _, k := range *p[n-2].Key {
+		if k.Name == *p[n-1].FieldName {
 			return true
 		}
 	}
@@ -178,7 +181,7 @@ func Fields(intent, live *unstructured.Unstructured) ([]Field, error) {
 		f := Field{Path: p.Copy()}
 		f.Intent, _ = valueAt(itv, p)
 		f.Live, f.InLive = lookupPath(liveObj, p)
-		f.Equal = jsonEqual(f.Intent, f.InLive, f.Live)
+		f.Equal = jsonEqual(f.Intent, f.InLive, f.Live) || emptyMapIn(f.Intent, f.Live)
 		for _, ms := range owners {
 			if holds(ms.set, p) {
 				f.Owners = append(f.Owners, ms.owner)
@@ -245,9 +248,11 @@ func managedSets(live *unstructured.Unstructured) []managedSet {
 	return out
 }
 
-// holds reports whether s holds the field p: p itself, a field under it
-// (a list the intent's schema reads as atomic that the server's reads
-// by key), or an atomic field above it (a member with nothing under it).
+// holds reports whether s holds the field p: p itself, or a field under
+// it (a list the intent's schema reads as atomic that the server's reads
+// by key). A member above p does not hold it: managedFields write a map
+// whose own entry is all a manager holds of it ({".": {}}) as they write
+// an atomic field ({}), so the two cannot be told apart.
 func holds(s *fieldpath.Set, p fieldpath.Path) bool {
 	cur := s
 	for i, pe := range p {
@@ -256,7 +261,7 @@ func holds(s *fieldpath.Set, p fieldpath.Path) bool {
 			return cur.Members.Has(pe) || (ok && !child.Empty())
 		}
 		if !ok {
-			return cur.Members.Has(pe)
+			return false
 		}
 		cur = child
 	}
@@ -396,6 +401,13 @@ func elementIndex(l []any, pe fieldpath.PathElement) int {
 		}
 	}
 	return -1
+}
+
+// emptyMapIn reports whether intent is an empty map and live a map.
+func emptyMapIn(intent, live any) bool {
+	im, ok := intent.(map[string]any)
+	_, isMap := live.(map[string]any)
+	return ok && len(im) == 0 && isMap
 }
 
 // jsonEqual reports whether the intent's value a equals the live value b

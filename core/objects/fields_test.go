@@ -246,7 +246,8 @@ data: {k: theirs}
 	}
 }
 
-// holds: the field itself, a field under it, an atomic field above it.
+// holds: the field itself, a field under it; not a field above it (a
+// map's own entry, {".": {}}, reads as an atomic field would).
 func TestHolds(t *testing.T) {
 	s := fieldpath.NewSet(
 		fieldpath.MakePathOrDie("spec", "selector"),
@@ -257,7 +258,7 @@ func TestHolds(t *testing.T) {
 		want bool
 	}{
 		{[]any{"spec", "selector"}, true},
-		{[]any{"spec", "selector", "matchLabels", "app"}, true}, // atomic above
+		{[]any{"spec", "selector", "matchLabels", "app"}, false}, // a member above
 		{[]any{"spec", "list"}, true},                           // keyed below
 		{[]any{"spec", "other"}, false},
 		{[]any{"spec"}, true},

@@ -297,7 +297,11 @@ func (e *Executor) PlanDestroy(ctx context.Context, req *step.Request) (p step.D
 	}
 	items, err := req.Objects().PlanUndo(ctx, objs, objects.UndoOptions{Namespace: ns, ForceCRDs: req.ForceCRDs})
 	for _, it := range items {
-		p.Items = append(p.Items, step.DestroyItem{Object: it.Ref, Action: string(it.Action), Reason: it.Reason})
+		di := step.DestroyItem{Object: it.Ref, Action: string(it.Action), Reason: it.Reason}
+		for _, f := range it.Fields {
+			di.Fields = append(di.Fields, step.DestroyField{Path: f.Path, Outcome: string(f.Outcome), Value: f.Value, Reason: f.Reason})
+		}
+		p.Items = append(p.Items, di)
 	}
 	return p, err
 }
