@@ -259,7 +259,7 @@ func TestHolds(t *testing.T) {
 	}{
 		{[]any{"spec", "selector"}, true},
 		{[]any{"spec", "selector", "matchLabels", "app"}, false}, // a member above
-		{[]any{"spec", "list"}, true},                           // keyed below
+		{[]any{"spec", "list"}, true},                            // keyed below
 		{[]any{"spec", "other"}, false},
 		{[]any{"spec"}, true},
 		{[]any{"metadata", "labels"}, false},

@@ -134,13 +134,13 @@ func TestRevertGivesBackWhatKhookTook(t *testing.T) {
 			webFields := fieldsOf(plan["Deployment/"+web])
 			for path, want := range map[string]string{
 				".spec.replicas": "restore 2",
-				`.spec.template.spec.containers[name="web"].image`:                                     `restore "nginx:1.0"`,
-				`.spec.template.spec.containers[name="web"].env[name="B"]`:                              "remove",
-				`.spec.template.spec.containers[name="web"].env[name="THEIRS"].value`:                   `restore "only in their manifest"`,
+				`.spec.template.spec.containers[name="web"].image`:                                    `restore "nginx:1.0"`,
+				`.spec.template.spec.containers[name="web"].env[name="B"]`:                            "remove",
+				`.spec.template.spec.containers[name="web"].env[name="THEIRS"].value`:                 `restore "only in their manifest"`,
 				`.spec.template.spec.containers[name="web"].ports[containerPort=8080,protocol="TCP"]`: "remove",
-				".spec.template.metadata.labels.tier":                                                  "remove",
-				".metadata.labels.khook":                                                               "remove",
-				".metadata.annotations.khook.io/previous":                                              "remove",
+				".spec.template.metadata.labels.tier":                                                 "remove",
+				".metadata.labels.khook":                                                              "remove",
+				".metadata.annotations.khook.io/previous":                                             "remove",
 			} {
 				if webFields[path] != want {
 					t.Errorf("plan of %s: %s is %q, want %q\n%v", web, path, webFields[path], want, webFields)
