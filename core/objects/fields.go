@@ -2,6 +2,7 @@ package objects
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -43,7 +44,8 @@ import (
 // (custom resources, or an object the built-in schema cannot read, such
 // as one of a newer API server with fields client-go does not know) is
 // read as the API server reads a kind without a schema: maps field by
-// field, lists atomic.
+// field, lists atomic. A Secret's stringData is compared as the server
+// stores it: base64-encoded, in data.
 
 // Field is one leaf field an intent sets, compared with the live object.
 type Field struct {
@@ -159,7 +161,7 @@ func Fields(intent, live *unstructured.Unstructured) ([]Field, error) {
 	if intent == nil {
 		return nil, nil
 	}
-	itv, err := typedIntent(intent)
+	itv, err := typedIntent(secretStringData(intent))
 	if err != nil {
 		return nil, fmt.Errorf("read the intent: %w", err)
 	}
@@ -191,6 +193,29 @@ func Fields(intent, live *unstructured.Unstructured) ([]Field, error) {
 	}
 	slices.SortFunc(out, func(a, b Field) int { return a.Path.Compare(b.Path) })
 	return out, nil
+}
+
+// secretStringData is intent as the server stores it when intent is a
+// core Secret with stringData: each stringData value base64-encoded into
+// data (stringData wins over data), which is what the live object holds.
+func secretStringData(intent *unstructured.Unstructured) *unstructured.Unstructured {
+	sd, ok := intent.Object["stringData"].(map[string]any)
+	if !ok || !isSecretKind(intent) {
+		return intent
+	}
+	out := intent.DeepCopy()
+	data, _ := out.Object["data"].(map[string]any)
+	if data == nil {
+		data = map[string]any{}
+	}
+	for k, v := range sd {
+		if s, ok := v.(string); ok {
+			data[k] = base64.StdEncoding.EncodeToString([]byte(s))
+		}
+	}
+	out.Object["data"] = data
+	delete(out.Object, "stringData")
+	return out
 }
 
 // LastApplied returns the intent client-side apply recorded on live (its

@@ -227,6 +227,9 @@ func (m *Manager) fates(live *unstructured.Unstructured, rec *previous) ([]fate,
 	secretKind := isSecretKind(live)
 	var out []fate
 	for _, f := range fields {
+		if emptyMapIn(f.Intent, f.Live) {
+			continue // sets no field
+		}
 		out = append(out, m.decide(f, rec, secretKind))
 	}
 	if fa, ok := m.lastAppliedFate(live, rec, owned); ok {
@@ -327,8 +330,6 @@ func (m *Manager) decide(f Field, rec *previous, secretKind bool) fate {
 	// changed by nobody: the server normalised it (1000m is 1).
 	changed := !f.Equal && (len(others) > 0 || !f.OwnedBy(m.fieldManager))
 	switch {
-	case emptyMapIn(f.Intent, f.Live):
-		fa.outcome, fa.reason = FieldSame, "an empty map sets no field"
 	case !f.InLive && f.Intent != nil:
 		fa.outcome, fa.reason = FieldStay, "removed since khook"+by(others)
 	case changed:

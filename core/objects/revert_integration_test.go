@@ -3,11 +3,15 @@
 package objects_test
 
 import (
+	"context"
+	"encoding/base64"
 	"fmt"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -15,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"khook.io/core/objects"
+	"khook.io/core/redact"
 )
 
 var deployMapping = &meta.RESTMapping{Resource: schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}, Scope: meta.RESTScopeNamespace}
@@ -215,5 +220,275 @@ func TestRevertGivesBackWhatKhookTook(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A revert the server rejects (khook made a ConfigMap immutable: giving
+// back its fields changes an immutable ConfigMap) is planned as rejected,
+// with the server's reason, and does not stop the rest: the other
+// configured object is reverted, the created one deleted, and the undo
+// fails naming the rejected one, which is left as it is.
+func TestRevertRejectedDoesNotStopTheRest(t *testing.T) {
+	c, ns := setup(t, "objects-rejected")
+	cms := c.Resource(cmMapping, ns)
+	khook := objects.New(c, objects.Options{CreatedBy: "boot"})
+	for _, serverSide := range []bool{false, true} {
+		t.Run(fmt.Sprintf("serverSide=%v", serverSide), func(t *testing.T) {
+			frozen, plain, created := fmt.Sprintf("frozen-%v", serverSide), fmt.Sprintf("plain-%v", serverSide), fmt.Sprintf("created-%v", serverSide)
+			for _, name := range []string{frozen, plain} {
+				if _, err := cms.Create(ctx(t), obj(t, fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: %s}\ndata: {a: theirs}\n", name)), metav1.CreateOptions{FieldManager: "team-a"}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			mine := []*unstructured.Unstructured{
+				obj(t, fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: %s}\ndata: {b: khook}\nimmutable: true\n", frozen)),
+				obj(t, fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: %s}\ndata: {b: khook}\n", plain)),
+				configMap(t, created, "1"),
+			}
+			for _, o := range mine {
+				if _, err := khook.Apply(ctx(t), o, ns, objects.ApplyOptions{ServerSide: serverSide}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			items, err := khook.PlanUndo(ctx(t), mine, objects.UndoOptions{Namespace: ns})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]string{}
+			for _, it := range items {
+				got[strings.SplitN(it.Ref, " ", 2)[0]] = string(it.Action)
+				if it.Action == objects.UndoRejected && (!strings.Contains(it.Reason, "the server rejects giving back khook's fields (dry run)") || !strings.Contains(it.Reason, "immutable")) {
+					t.Errorf("rejected %s: reason %q, want the server's", it.Ref, it.Reason)
+				}
+			}
+			want := map[string]string{"ConfigMap/" + frozen: "rejected", "ConfigMap/" + plain: "revert", "ConfigMap/" + created: "delete"}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("plan %v, want %v", got, want)
+			}
+			sum, err := khook.Undo(ctx(t), mine, objects.UndoOptions{Namespace: ns})
+			if err == nil || !strings.Contains(err.Error(), "could not undo 1 of 3 objects: ConfigMap/"+frozen) || !strings.Contains(err.Error(), "immutable") {
+				t.Fatalf("undo: %v, want it to fail naming %s and why", err, frozen)
+			}
+			if len(sum.Deleted) != 1 || len(sum.Reverted) != 1 {
+				t.Errorf("summary %q, want the others undone", sum.Message())
+			}
+			if _, err := cms.Get(ctx(t), created, metav1.GetOptions{}); err == nil {
+				t.Errorf("%s survived the undo", created)
+			}
+			for name, want := range map[string]map[string]string{plain: {"a": "theirs"}, frozen: {"a": "theirs", "b": "khook"}} {
+				cm, err := cms.Get(ctx(t), name, metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if data, _, _ := unstructured.NestedStringMap(cm.Object, "data"); !reflect.DeepEqual(data, want) {
+					t.Errorf("%s data %v, want %v", name, data, want)
+				}
+			}
+		})
+	}
+}
+
+// Objects an earlier khook configured, before it kept a record of the
+// values it overwrote: the plan says what is known (no created-by mark;
+// khook's field manager is not the only writer). Client-side (the issue's
+// case: destroy failed with an empty selector): fields khook alone wrote
+// are removed, except those the server refuses the object without, which
+// stay as khook wrote them and say so. Server-side (over a Deployment
+// kubectl created, its values left as they were, as force: false
+// requires): what khook added goes, what it shares with kubectl-create
+// stays. The Deployment stays valid.
+func TestRevertWithoutRecord(t *testing.T) {
+	c, ns := setup(t, "objects-norecord")
+	deploys := c.Resource(deployMapping, ns)
+	team := objects.New(c, objects.Options{FieldManager: "kubectl-client-side-apply"})
+	earlier := objects.New(c, objects.Options{}) // a khook that kept no record
+	khook := objects.New(c, objects.Options{CreatedBy: "boot"})
+	for _, serverSide := range []bool{false, true} {
+		t.Run(fmt.Sprintf("serverSide=%v", serverSide), func(t *testing.T) {
+			name := fmt.Sprintf("legacy-%v", serverSide)
+			mine := obj(t, fmt.Sprintf(khookDeployment, name))
+			if !serverSide {
+				if _, err := team.Apply(ctx(t), obj(t, fmt.Sprintf(theirDeployment, name)), ns, objects.ApplyOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				// kubectl create: what khook's manifest sets with another
+				// value would conflict, so it agrees on those
+				theirs := obj(t, fmt.Sprintf(theirDeployment, name))
+				unstructured.SetNestedField(theirs.Object, int64(3), "spec", "replicas")
+				unstructured.SetNestedSlice(theirs.Object, []any{map[string]any{"name": "web", "image": "nginx:2.0"}}, "spec", "template", "spec", "containers")
+				if _, err := deploys.Create(ctx(t), theirs, metav1.CreateOptions{FieldManager: "kubectl-create"}); err != nil {
+					t.Fatal(err)
+				}
+				unstructured.RemoveNestedField(mine.Object, "spec", "template", "metadata", "labels", "tier")
+			}
+			if _, err := earlier.Apply(ctx(t), mine, ns, objects.ApplyOptions{ServerSide: serverSide}); err != nil {
+				t.Fatal(err)
+			}
+			items, err := khook.PlanUndo(ctx(t), []*unstructured.Unstructured{mine}, objects.UndoOptions{Namespace: ns})
+			if err != nil {
+				t.Fatal(err)
+			}
+			it := items[0]
+			if it.Action != objects.UndoRevert || !strings.HasPrefix(it.Reason, "no created-by mark; khook's field manager is not the only writer") {
+				t.Fatalf("%s: %s (%s), want revert saying what is known", it.Ref, it.Action, it.Reason)
+			}
+			fields := fieldsOf(it)
+			image := `.spec.template.spec.containers[name="web"].image`
+			if serverSide {
+				if fields[image] != "stay" || fields[`.spec.template.spec.containers[name="web"].env[name="B"]`] != "remove" {
+					t.Errorf("image %q, want stay (shared with kubectl-create); env B %q, want remove\n%v", fields[image], fields[`.spec.template.spec.containers[name="web"].env[name="B"]`], fields)
+				}
+			} else if fields[image] != "lost" {
+				t.Errorf("image: %q, want lost (the server needs one)\n%v", fields[image], fields)
+			}
+			for _, f := range it.Fields {
+				if f.Path == image && !serverSide && !strings.Contains(f.Reason, "the server refuses the object without it") {
+					t.Errorf("image: reason %q", f.Reason)
+				}
+			}
+			if fields[".metadata.labels.khook"] != "remove" {
+				t.Errorf("khook's label: %q, want remove\n%v", fields[".metadata.labels.khook"], fields)
+			}
+			if _, err := khook.Undo(ctx(t), []*unstructured.Unstructured{mine}, objects.UndoOptions{Namespace: ns}); err != nil {
+				t.Fatalf("undo: %v", err)
+			}
+			d, err := deploys.Get(ctx(t), name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sel, _, _ := unstructured.NestedStringMap(d.Object, "spec", "selector", "matchLabels")
+			containers, _, _ := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "containers")
+			if sel["app"] != name || len(containers) != 1 || d.GetLabels()["khook"] != "" {
+				t.Errorf("after destroy: selector %v, containers %v, labels %v; want a valid Deployment without khook's label", sel, containers, d.GetLabels())
+			}
+		})
+	}
+}
+
+// A Namespace khook configured but did not create loses khook's label,
+// annotation and bookkeeping like any configured object (it is never
+// deleted); one the spec created is kept as it is.
+func TestUndoConfiguredNamespace(t *testing.T) {
+	c, _ := setup(t, "objects-ns")
+	khook := objects.New(c, objects.Options{CreatedBy: "boot"})
+	nss := c.Typed.CoreV1().Namespaces()
+	for _, serverSide := range []bool{false, true} {
+		t.Run(fmt.Sprintf("serverSide=%v", serverSide), func(t *testing.T) {
+			existing := fmt.Sprintf("objects-ns-existing-%v-%d", serverSide, time.Now().UnixNano()%100000)
+			made := fmt.Sprintf("objects-ns-made-%v-%d", serverSide, time.Now().UnixNano()%100000)
+			t.Cleanup(func() {
+				for _, n := range []string{existing, made} {
+					_ = nss.Delete(context.Background(), n, metav1.DeleteOptions{})
+				}
+			})
+			if _, err := nss.Create(ctx(t), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: existing, Labels: map[string]string{"team": "a"}}}, metav1.CreateOptions{FieldManager: "team-a"}); err != nil {
+				t.Fatal(err)
+			}
+			mine := []*unstructured.Unstructured{
+				obj(t, fmt.Sprintf("apiVersion: v1\nkind: Namespace\nmetadata: {name: %s, labels: {khook: added}, annotations: {note: khook}}\n", existing)),
+				obj(t, fmt.Sprintf("apiVersion: v1\nkind: Namespace\nmetadata: {name: %s}\n", made)),
+			}
+			for _, o := range mine {
+				if _, err := khook.Apply(ctx(t), o, "", objects.ApplyOptions{ServerSide: serverSide}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			items, err := khook.PlanUndo(ctx(t), mine, objects.UndoOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]objects.UndoAction{}
+			for _, it := range items {
+				got[it.Ref] = it.Action
+			}
+			if want := map[string]objects.UndoAction{"Namespace/" + existing: objects.UndoRevert, "Namespace/" + made: objects.UndoKeep}; !reflect.DeepEqual(got, want) {
+				t.Errorf("plan %v, want %v", got, want)
+			}
+			sum, err := khook.Undo(ctx(t), mine, objects.UndoOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(sum.Message(), "reverted Namespace/"+existing) || !strings.Contains(sum.Message(), "left namespace "+made+" in place") {
+				t.Errorf("summary %q", sum.Message())
+			}
+			ns, err := nss.Get(ctx(t), existing, metav1.GetOptions{})
+			if err != nil || ns.DeletionTimestamp != nil {
+				t.Fatalf("the configured namespace: %v, want it kept", err)
+			}
+			if !reflect.DeepEqual(ns.Labels, map[string]string{"team": "a", "kubernetes.io/metadata.name": existing}) || len(ns.Annotations) != 0 {
+				t.Errorf("the configured namespace keeps %v %v, want only its own label", ns.Labels, ns.Annotations)
+			}
+			if m, err := nss.Get(ctx(t), made, metav1.GetOptions{}); err != nil || m.DeletionTimestamp != nil {
+				t.Errorf("the namespace the spec created: %v, want it kept", err)
+			}
+		})
+	}
+}
+
+// A Secret's values are never recorded: a value khook overwrote cannot
+// be given back (the plan says so, and the Secret keeps khook's value); a
+// key khook added is removed. Nor is a value holding a secret khook knows
+// (in a ConfigMap). The record holds neither, in any form.
+func TestRevertKeepsSecretsOutOfTheRecord(t *testing.T) {
+	c, ns := setup(t, "objects-secret")
+	red := redact.New()
+	const planted, old = "s3cr3t-new-value", "0ld-s3cr3t-value"
+	red.Add(planted)
+	khook := objects.New(c, objects.Options{CreatedBy: "boot", Redactor: red})
+	secrets := c.Typed.CoreV1().Secrets(ns)
+	if _, err := secrets.Create(ctx(t), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds"}, StringData: map[string]string{"password": old, "user": "admin"}}, metav1.CreateOptions{FieldManager: "team-a"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Typed.CoreV1().ConfigMaps(ns).Create(ctx(t), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "conf"}, Data: map[string]string{"url": "https://db?password=" + old}}, metav1.CreateOptions{FieldManager: "team-a"}); err != nil {
+		t.Fatal(err)
+	}
+	mine := []*unstructured.Unstructured{
+		obj(t, "apiVersion: v1\nkind: Secret\nmetadata: {name: creds}\nstringData: {password: "+planted+", extra: x}\n"),
+		obj(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: conf}\ndata: {url: \"https://db?password="+planted+"\"}\n"),
+	}
+	for _, o := range mine {
+		if _, err := khook.Apply(ctx(t), o, ns, objects.ApplyOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, o := range mine {
+		live, err := c.Resource(&meta.RESTMapping{Resource: schema.GroupVersionResource{Version: "v1", Resource: strings.ToLower(o.GetKind()) + "s"}, Scope: meta.RESTScopeNamespace}, ns).Get(ctx(t), o.GetName(), metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := live.GetAnnotations()[objects.AnnotationPrevious]
+		if rec == "" {
+			t.Fatalf("%s: no record", o.GetName())
+		}
+		for _, leak := range []string{old, base64.StdEncoding.EncodeToString([]byte(old)), planted, base64.StdEncoding.EncodeToString([]byte(planted)), "password="} {
+			if strings.Contains(rec, leak) {
+				t.Errorf("%s's record holds %q: %s", o.GetName(), leak, rec)
+			}
+		}
+	}
+	items, err := khook.PlanUndo(ctx(t), mine, objects.UndoOptions{Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := map[string]map[string]string{}
+	for _, it := range items {
+		plan[strings.SplitN(it.Ref, " ", 2)[0]] = fieldsOf(it)
+	}
+	if s := plan["Secret/creds"]; s[".data.password"] != "lost" || s[".data.extra"] != "remove" {
+		t.Errorf("Secret plan %v, want password lost and extra removed", s)
+	}
+	if cm := plan["ConfigMap/conf"]; cm[".data.url"] != "lost" {
+		t.Errorf("ConfigMap plan %v, want url lost (its earlier value held a secret)", cm)
+	}
+	if _, err := khook.Undo(ctx(t), mine, objects.UndoOptions{Namespace: ns}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := secrets.Get(ctx(t), "creds", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(s.Data["password"]) != planted || string(s.Data["user"]) != "admin" || s.Data["extra"] != nil {
+		t.Errorf("Secret data after destroy: %v, want khook's password kept, user kept, extra removed", s.Data)
 	}
 }
