@@ -367,14 +367,14 @@ func by(owners []Owner) string {
 	return " by " + names(owners)
 }
 
-// names lists owners once each: "kubectl-patch", "kubectl (through
-// scale)".
+// names lists owners once each: "kubectl-patch", "kubectl, through the
+// scale subresource".
 func names(owners []Owner) string {
 	var out []string
 	for _, o := range owners {
 		s := o.Manager
 		if o.Subresource != "" {
-			s += " (through " + o.Subresource + ")"
+			s += ", through the " + o.Subresource + " subresource"
 		}
 		if !slices.Contains(out, s) {
 			out = append(out, s)
