@@ -611,9 +611,10 @@ func prefixOf(a, b string) bool {
 	return a == b || strings.HasPrefix(b, a+".")
 }
 
-// exportFates is the fates as the plan shows them: a list entry removed
-// whole is one field (its path without the key field), the fields in it
-// not shown; key fields of entries that stay are not shown.
+// exportFates is the fates as the plan shows them, ordered by path: a
+// list entry removed whole is one field (its path without the key
+// field), the fields in it not shown; key fields of entries that stay
+// are not shown.
 func exportFates(live *unstructured.Unstructured, fates []fate) []FieldUndo {
 	var out []FieldUndo
 	secretKind := isSecretKind(live)
@@ -637,6 +638,7 @@ func exportFates(live *unstructured.Unstructured, fates []fate) []FieldUndo {
 		}
 		out = append(out, fu)
 	}
+	slices.SortStableFunc(out, func(a, b FieldUndo) int { return strings.Compare(a.Path, b.Path) })
 	return out
 }
 

@@ -218,14 +218,14 @@ func TestRevertPatch(t *testing.T) {
 		lines = append(lines, f.Path+" "+string(f.Outcome)+" "+f.Value)
 	}
 	wantLines := []string{
-		".spec.replicas restore 2",
-		`.spec.template.spec.containers[name="web"].image restore "nginx:1"`,
-		`.spec.template.spec.containers[name="web"].env[name="B"] remove `,
-		`.spec.template.spec.containers[name="web"].env[name="A"].value stay `,
-		`.spec.template.spec.containers[name="web"].ports[containerPort=8080,protocol="TCP"] remove `,
-		".metadata.labels.khook remove ",
 		".metadata.annotations.khook.io/previous remove ",
+		".metadata.labels.khook remove ",
+		".spec.replicas restore 2",
 		".spec.selector same ",
+		`.spec.template.spec.containers[name="web"].env[name="A"].value stay `,
+		`.spec.template.spec.containers[name="web"].env[name="B"] remove `,
+		`.spec.template.spec.containers[name="web"].image restore "nginx:1"`,
+		`.spec.template.spec.containers[name="web"].ports[containerPort=8080,protocol="TCP"] remove `,
 	}
 	if !reflect.DeepEqual(lines, wantLines) {
 		t.Errorf("shown:\n%s\nwant:\n%s", strings.Join(lines, "\n"), strings.Join(wantLines, "\n"))
