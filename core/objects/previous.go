@@ -38,10 +38,11 @@ const AnnotationPrevious = "khook.io/previous"
 const maxPreviousBytes = 64 << 10
 
 // previousManagerSuffix names the field manager that writes the record
-// (the step's field manager plus it): not the manager of client-side
-// apply, whose fields a switch to server-side apply hands to server-side
-// apply, which would then remove the record as a field it no longer
-// applies.
+// (the step's field manager plus it), by server-side apply: not the
+// manager of client-side apply, whose fields a switch to server-side
+// apply hands to khook's server-side apply, which would then remove the
+// record as a field it no longer applies; and not an Update, which a
+// switch to server-side apply would count as a client-side writer.
 const previousManagerSuffix = "-previous"
 
 // lastAppliedField is the last-applied-configuration annotation as a
@@ -133,8 +134,9 @@ func (p *previous) encode() (string, error) {
 // holds it, are the fields it names that o does not set: khook's write
 // removes them. The record is written
 // before the apply, by its own small merge patch (as field manager
-// "<manager>-previous"), only when it gains something; a dry run records
-// nothing.
+// "<manager>-previous", a server-side apply of the annotation alone, so
+// that no client-side writer's entry holds it), only when it gains
+// something; a dry run records nothing.
 func (m *Manager) recordPrevious(ctx context.Context, ri dynamic.ResourceInterface, o, live *unstructured.Unstructured, opts ApplyOptions) error {
 	if opts.DryRun || live == nil || m.createdBy == "" || m.CreatedByThis(live) {
 		return nil
@@ -211,11 +213,16 @@ func (m *Manager) recordPrevious(ctx context.Context, ri dynamic.ResourceInterfa
 	if err != nil {
 		return err
 	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{AnnotationPrevious: s}}})
+	md := map[string]any{"name": live.GetName(), "annotations": map[string]any{AnnotationPrevious: s}}
+	if ns := live.GetNamespace(); ns != "" {
+		md["namespace"] = ns
+	}
+	patch, err := json.Marshal(map[string]any{"apiVersion": live.GetAPIVersion(), "kind": live.GetKind(), "metadata": md})
 	if err != nil {
 		return err
 	}
-	if _, err := ri.Patch(ctx, live.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: m.fieldManager + previousManagerSuffix}); err != nil {
+	force := true // the record is khook's: taken back should anyone have written it
+	if _, err := ri.Patch(ctx, live.GetName(), types.ApplyPatchType, patch, metav1.PatchOptions{FieldManager: m.fieldManager + previousManagerSuffix, Force: &force}); err != nil {
 		return fmt.Errorf("record the values khook overwrites (%s): %w", AnnotationPrevious, err)
 	}
 	return nil
