@@ -4,12 +4,14 @@ package e2e
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -209,5 +211,100 @@ func TestDestroyGivesBackWhatKhookTook(t *testing.T) {
 				t.Errorf("the existing namespace after destroy: %v %v, want %v %v", teamAfter.Labels, teamAfter.Annotations, teamBefore.Labels, teamBefore.Annotations)
 			}
 		})
+	}
+}
+
+// TestGiveBackNeverShowsSecrets: a Secret and a ConfigMap that existed
+// before khook are configured with a planted secret (KHOOK_SECRET_*):
+// neither the secret nor the values it replaced (a Secret's old password,
+// the old text around a secret in a ConfigMap) appear in khook's record on
+// the objects, in destroy --dry-run's plan or in destroy's output, in any
+// encoding; the plan says those fields cannot be given back, and destroy
+// removes what khook added.
+func TestGiveBackNeverShowsSecrets(t *testing.T) {
+	cs := typed(t)
+	ctx := context.Background()
+	ns := testcluster.Get(t).NewNamespace(t, "givesecret")
+	const old = "0ld-Passw0rd-before-khook"
+	if _, err := cs.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds"}, StringData: map[string]string{"password": old}}, metav1.CreateOptions{FieldManager: "team-a"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "conf"}, Data: map[string]string{"url": "postgres://app@db/main?password=" + old + "&ssl=on"}}, metav1.CreateOptions{FieldManager: "team-a"}); err != nil {
+		t.Fatal(err)
+	}
+	spec := writeSpec(t, fmt.Sprintf(`apiVersion: khook.io/v1
+kind: Khook
+metadata: {name: givesecret}
+steps:
+  - name: creds
+    apply:
+      namespace: %s
+      manifests:
+        - inline: |
+            apiVersion: v1
+            kind: Secret
+            metadata: {name: creds}
+            stringData: {password: "${TOKEN}", extra: added}
+            ---
+            apiVersion: v1
+            kind: ConfigMap
+            metadata: {name: conf}
+            data: {url: "postgres://app@db/main?password=${TOKEN}&ssl=on"}
+`, ns))
+	env := kubeEnv(t, "KHOOK_SECRET_TOKEN="+planted)
+	if r, res := applyJSON(t, "apply", spec, env); res.Code != 0 {
+		t.Fatalf("apply: exit %d %+v\n%s", res.Code, r, res.Stderr)
+	}
+	leaks := append(plantedForms(), old, base64.StdEncoding.EncodeToString([]byte(old)))
+	check := func(what, text string) {
+		t.Helper()
+		for _, l := range leaks {
+			if strings.Contains(text, l) {
+				t.Errorf("%s carries %q:\n%s", what, l, text)
+			}
+		}
+	}
+	for _, o := range []struct{ kind, name string }{{"Secret", "creds"}, {"ConfigMap", "conf"}} {
+		var ann map[string]string
+		if o.kind == "Secret" {
+			s, err := cs.CoreV1().Secrets(ns).Get(ctx, o.name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ann = s.Annotations
+		} else {
+			c, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, o.name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ann = c.Annotations
+		}
+		if ann["khook.io/previous"] == "" {
+			t.Fatalf("%s/%s carries no record", o.kind, o.name)
+		}
+		check(o.kind+"/"+o.name+"'s record", ann["khook.io/previous"])
+	}
+	dry := run(t, bins.Kubectl, env, "", "destroy", "-f", spec, "--dry-run")
+	check("destroy --dry-run", dry.Stdout+dry.Stderr)
+	for _, want := range []string{
+		".data.password: stays as khook wrote it (cannot be given back: khook never records a Secret's values)",
+		".data.extra: removed (khook added it)",
+		".data.url: stays as khook wrote it (cannot be given back: its value before khook held a secret, which khook never records)",
+	} {
+		if dry.Code != 0 || !strings.Contains(dry.Stdout, want) {
+			t.Errorf("destroy --dry-run: exit %d, lacks %q:\n%s%s", dry.Code, want, dry.Stdout, dry.Stderr)
+		}
+	}
+	r, res := applyJSON(t, "destroy", spec, env)
+	check("destroy", res.Stdout+res.Stderr)
+	if res.Code != 0 || r.Status != "ok" {
+		t.Fatalf("destroy: exit %d\n%s", res.Code, res.Stderr)
+	}
+	s, err := cs.CoreV1().Secrets(ns).Get(ctx, "creds", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := s.Data["extra"]; ok || string(s.Data["password"]) != planted || s.Annotations["khook.io/previous"] != "" {
+		t.Errorf("creds after destroy: keys %v, record %q; want extra removed, khook's password kept, no record", s.Data, s.Annotations["khook.io/previous"])
 	}
 }
