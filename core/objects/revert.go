@@ -442,9 +442,31 @@ func applyFates(live *unstructured.Unstructured, fates []fate) (*unstructured.Un
 				p = entry
 			}
 			deletePath(desired.Object, p)
+			pruneEmpty(desired.Object, p[:len(p)-1])
 		}
 	}
 	return desired, nil
+}
+
+// pruneEmpty removes the maps along p (reached by field names only) that
+// a removal left empty, from the deepest up: a map khook added with its
+// fields goes with them. metadata itself stays.
+func pruneEmpty(obj map[string]any, p fieldpath.Path) {
+	for n := len(p); n > 0; n-- {
+		for _, pe := range p[:n] {
+			if pe.FieldName == nil {
+				return
+			}
+		}
+		if n == 1 && *p[0].FieldName == "metadata" {
+			return
+		}
+		v, ok := lookupPath(obj, p[:n])
+		if m, isMap := v.(map[string]any); !ok || !isMap || len(m) > 0 {
+			return
+		}
+		deletePath(obj, p[:n])
+	}
 }
 
 // deletePath removes obj's value at p (a map field, or a list entry);

@@ -492,3 +492,83 @@ func TestRevertKeepsSecretsOutOfTheRecord(t *testing.T) {
 		t.Errorf("Secret data after destroy: %v, want khook's password kept, user kept, extra removed", s.Data)
 	}
 }
+
+// A custom resource (no schema: a JSON merge patch, lists whole) another
+// team applied with kubectl and khook configured gets back its earlier
+// values, client-side and server-side (maps khook added go whole); a
+// value larger than the record keeps cannot be given back, and the plan
+// says so.
+func TestRevertCustomResourceAndLargeValues(t *testing.T) {
+	c, ns := setup(t, "objects-revert-cr")
+	khook := objects.New(c, objects.Options{CreatedBy: "boot"})
+	team := objects.New(c, objects.Options{FieldManager: "kubectl-client-side-apply"})
+	crd := obj(t, fmt.Sprintf(widgetCRD, "gizmo", "Gizmo"))
+	res, err := objects.New(c, objects.Options{FieldManager: "platform"}).Apply(ctx(t), crd, "", objects.ApplyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := khook.Establish(ctx(t), res, nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = c.Dynamic.Resource(crdGVR).Delete(context.Background(), "gizmos.undo.khook.test", metav1.DeleteOptions{})
+	})
+	mapping, err := khook.Mapping(ctx(t), schema.GroupVersionKind{Group: "undo.khook.test", Version: "v1", Kind: "Gizmo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gizmos, cms := c.Resource(mapping, ns), c.Resource(cmMapping, ns)
+	big := strings.Repeat("x", 70<<10)
+	for _, serverSide := range []bool{false, true} {
+		t.Run(fmt.Sprintf("serverSide=%v", serverSide), func(t *testing.T) {
+			name, bigName := fmt.Sprintf("g-%v", serverSide), fmt.Sprintf("big-%v", serverSide)
+			if _, err := team.Apply(ctx(t), obj(t, fmt.Sprintf("apiVersion: undo.khook.test/v1\nkind: Gizmo\nmetadata: {name: %s}\nspec: {size: 1, items: [a, b]}\n", name)), ns, objects.ApplyOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := cms.Create(ctx(t), obj(t, fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: %s}\ndata: {big: %s}\n", bigName, big)), metav1.CreateOptions{FieldManager: "team-a"}); err != nil {
+				t.Fatal(err)
+			}
+			before, err := gizmos.Get(ctx(t), name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			gizmo := obj(t, fmt.Sprintf("apiVersion: undo.khook.test/v1\nkind: Gizmo\nmetadata: {name: %s}\nspec: {size: 2, items: [c], extra: {enabled: true}}\n", name))
+			if _, err := khook.Apply(ctx(t), gizmo, ns, objects.ApplyOptions{ServerSide: serverSide}); err != nil {
+				t.Fatal(err)
+			}
+			// client-side: server-side apply would conflict with team-a
+			bigCM := obj(t, fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: %s}\ndata: {big: small}\n", bigName))
+			if _, err := khook.Apply(ctx(t), bigCM, ns, objects.ApplyOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			mine := []*unstructured.Unstructured{gizmo, bigCM}
+			items, err := khook.PlanUndo(ctx(t), mine, objects.UndoOptions{Namespace: ns})
+			if err != nil {
+				t.Fatal(err)
+			}
+			plan := map[string]map[string]string{}
+			for _, it := range items {
+				plan[strings.SplitN(it.Ref, " ", 2)[0]] = fieldsOf(it)
+			}
+			if g := plan["Gizmo/"+name]; g[".spec.size"] != "restore 1" || g[".spec.items"] != `restore ["a","b"]` || g[".spec.extra.enabled"] != "remove" {
+				t.Errorf("plan of %s: %v", name, g)
+			}
+			if b := plan["ConfigMap/"+bigName]; b[".data.big"] != "lost" {
+				t.Errorf("plan of the large value: %v, want lost", b)
+			}
+			if _, err := khook.Undo(ctx(t), mine, objects.UndoOptions{Namespace: ns}); err != nil {
+				t.Fatal(err)
+			}
+			after, err := gizmos.Get(ctx(t), name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(after.Object["spec"], before.Object["spec"]) {
+				t.Errorf("%s spec after destroy %v, want %v", name, after.Object["spec"], before.Object["spec"])
+			}
+			if !reflect.DeepEqual(after.GetAnnotations(), before.GetAnnotations()) {
+				t.Errorf("%s annotations after destroy %v, want %v", name, after.GetAnnotations(), before.GetAnnotations())
+			}
+		})
+	}
+}
