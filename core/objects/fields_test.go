@@ -269,3 +269,24 @@ func TestHolds(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkFields: one Deployment intent against its live object (the
+// schema parser is built once, on the first call, outside the loop).
+func BenchmarkFields(b *testing.B) {
+	var intent, live map[string]any
+	if err := yaml.Unmarshal([]byte(deployIntent), &intent); err != nil {
+		b.Fatal(err)
+	}
+	if err := yaml.Unmarshal([]byte(deployLive), &live); err != nil {
+		b.Fatal(err)
+	}
+	i, l := &unstructured.Unstructured{Object: intent}, &unstructured.Unstructured{Object: live}
+	if _, err := Fields(i, l); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, err := Fields(i, l); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

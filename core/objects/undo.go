@@ -138,7 +138,9 @@ func (m *Manager) planOne(ctx context.Context, o *unstructured.Unstructured, opt
 	it.Ref, it.mapping, it.crd = r.Ref().String(), r.Mapping, manifest.IsCRD(gvk)
 	live, err := m.Get(ctx, r)
 	switch {
-	case apierrors.IsNotFound(err) && namespace:
+	case (apierrors.IsNotFound(err) || apierrors.IsForbidden(err)) && namespace:
+		// gone, or not readable: never deleted either way, as before
+		// destroy reverted configured namespaces
 		return keep()
 	case apierrors.IsNotFound(err):
 		it.Action, it.Reason = UndoAbsent, "already gone"
