@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -127,11 +128,16 @@ steps:
 // it: shown in the plan, reported, exit 1) while everything else is
 // undone.
 func TestDestroyGivesBackWhatKhookTook(t *testing.T) {
-	root, err := RepoRoot()
-	if err != nil {
-		t.Fatal(err)
+	// kubectl as the test cluster's binaries hold it (docs/test-cluster.md)
+	bin := os.Getenv(testcluster.EnvTestbin)
+	if bin == "" {
+		root, err := RepoRoot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		bin = filepath.Join(root, ".cache", "testbin", "bin")
 	}
-	kubectl := filepath.Join(root, ".cache", "testbin", "bin", "kubectl")
+	kubectl := filepath.Join(bin, "kubectl")
 	cs := typed(t)
 	ctx := context.Background()
 	for _, serverSide := range []bool{false, true} {
