@@ -140,9 +140,10 @@ func NewCmdDestroy(name string, streams genericiooptions.IOStreams, src SpecSour
 		Long: `Undo what a spec's steps did, in reverse dependency order (independent
 branches in parallel): helm releases are uninstalled; apply: objects this spec
 created (annotated khook.io/created-by) are deleted (last manifest first, CRDs
-last) and waited gone, while objects that existed before khook only lose the
-fields khook wrote; each step's Job is deleted (never one khook does not
-own). delete, patch, wait and rollout steps are skipped, and so are steps a
+last) and waited gone, while objects that existed before khook get back what
+khook took: each field khook wrote goes back to the value it recorded, goes
+when khook added it, and stays when another writer changed it since; each
+step's Job is deleted (never one khook does not own). delete, patch, wait and rollout steps are skipped, and so are steps a
 when: excludes. What is already gone counts as success, so a destroy can be
 re-run. Namespaces are left in place. A CRD the spec created whose kind has
 custom resources the spec did not create is refused unless --force-crds.

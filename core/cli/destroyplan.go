@@ -114,7 +114,11 @@ func (s *session) planDestroy(ctx context.Context, forceCRDs bool) ([]render.Des
 			plan, err := p.PlanDestroy(sctx, req)
 			cancel()
 			for _, it := range plan.Items {
-				ds.Items = append(ds.Items, render.DestroyObject{Object: it.Object, Action: it.Action, Reason: it.Reason})
+				do := render.DestroyObject{Object: it.Object, Action: it.Action, Reason: it.Reason}
+				for _, f := range it.Fields {
+					do.Fields = append(do.Fields, render.DestroyField{Path: f.Path, Outcome: f.Outcome, Value: f.Value, Reason: f.Reason})
+				}
+				ds.Items = append(ds.Items, do)
 			}
 			if err != nil {
 				errs = append(errs, err)

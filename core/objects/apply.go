@@ -86,6 +86,9 @@ func (m *Manager) Apply(ctx context.Context, obj *unstructured.Unstructured, nam
 	default:
 		return res, readErr
 	}
+	if err := m.recordPrevious(ctx, a.ri, o, res.Live, opts); err != nil {
+		return res, err // what the object held before khook: see previous.go
+	}
 
 	if opts.ServerSide {
 		return a.serverSide(ctx, o, res, readErr)

@@ -3,19 +3,24 @@ package objects
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net/http"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/jsonmergepatch"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/util/csaupgrade"
-	kubectlutil "k8s.io/kubectl/pkg/util"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 )
 
 // Owned says which of khook's writes an object holds: fields of its
@@ -47,160 +52,696 @@ func (m *Manager) OwnedBy(live *unstructured.Unstructured) Owned {
 	return o
 }
 
-// Revert gives up what khook wrote on live, an object it configured but
-// did not create, so the object returns to what its owner had:
-//   - client-side: the fields khook's last-applied annotation names are
-//     removed by one patch (strategic merge for built-in kinds, JSON
-//     merge for others), the annotation with them. Lists of built-in
-//     kinds merged by key lose the entries khook's manifest holds (an
-//     entry of only scalars, such as an env var, whole; one holding more,
-//     such as a container, field by field); other lists go whole;
-//   - server-side: an apply of an empty intent (apiVersion, kind, name)
-//     as khook's field manager, the documented way to give up fields:
-//     fields only khook owned are removed, fields shared with another
-//     manager stay (they are that manager's too).
-//
-// It returns what it reverted; nothing when khook owns nothing of live.
-func (m *Manager) Revert(ctx context.Context, mapping *meta.RESTMapping, live *unstructured.Unstructured) (Owned, error) {
-	owned := m.OwnedBy(live)
-	ri := m.Client(mapping, live.GetNamespace())
-	if owned.ClientSide {
-		patchType, patch, err := RevertPatch(live)
+// FieldOutcome is what destroy does with one field khook wrote on an
+// object it configured but did not create.
+type FieldOutcome string
+
+// The field outcomes.
+const (
+	// FieldRestore: khook overwrote a value it recorded; the field goes
+	// back to it (FieldUndo.Value).
+	FieldRestore FieldOutcome = "restore"
+	// FieldRemove: khook added the field (or wrote it before it kept a
+	// record); it is removed. FieldUndo.Value is what the server puts
+	// there instead (a default), when it does.
+	FieldRemove FieldOutcome = "remove"
+	// FieldStay: another writer changed, removed or shares the field since
+	// khook wrote it: it stays as it is (Reason names who).
+	FieldStay FieldOutcome = "stay"
+	// FieldLost: khook overwrote a value it did not keep (a Secret's
+	// value, one holding a secret, one too large), or whose removal the
+	// server refuses: it stays as khook wrote it (Reason says why).
+	FieldLost FieldOutcome = "lost"
+	// FieldSame: khook's write did not change the field (it held this
+	// value before): it stays.
+	FieldSame FieldOutcome = "same"
+)
+
+// FieldUndo is what destroy does with one field khook wrote on an object
+// it configured but did not create: its path (managedFields' form; a list
+// entry destroy removes whole is one field), the outcome, the value
+// (JSON) it goes back to or the server gives it, and why.
+type FieldUndo struct {
+	Path    string
+	Outcome FieldOutcome
+	Value   string
+	Reason  string
+}
+
+// revertPlan is how destroy gives back khook's fields of one object: the
+// fields' fates, the patch that does it (nil: nothing to patch), checked
+// by a server dry run (rejected: the server's refusal), and then khook's
+// managedFields entries are dropped.
+type revertPlan struct {
+	fields    []FieldUndo
+	patchType types.PatchType
+	patch     []byte
+	rejected  error
+	recorded  bool // the object carries khook's record: it existed before khook
+}
+
+// fate is what becomes of one field.
+type fate struct {
+	path    fieldpath.Path
+	outcome FieldOutcome
+	value   any // FieldRestore's
+	reason  string
+	// unknown: a removal without knowing what the field held before
+	// khook; the server's refusal turns it into FieldLost.
+	unknown bool
+	key     bool // a key field of a list entry: the entry itself
+	// removed: the value the server's dry run leaves at a removed field
+	removed    any
+	hasRemoved bool
+}
+
+// maxRevertRounds bounds the dry runs of one revert: each round that the
+// server refuses for fields whose earlier values khook does not know
+// keeps those fields and tries again.
+const maxRevertRounds = 5
+
+// planRevert says how destroy gives back what khook wrote on live, an
+// object khook configured but did not create (decision 151): each field
+// khook's client-side apply recorded (its last-applied annotation) or its
+// server-side apply owns goes back to the value khook's record holds
+// (AnnotationPrevious), is removed when khook added it, and stays when
+// another writer changed, removed or shares it since; then the patch is
+// sent as a server dry run. The server refusing it makes the plan
+// rejected; when it names fields whose earlier values khook never knew
+// (objects configured before the record), those fields stay and it is
+// tried again.
+func (m *Manager) planRevert(ctx context.Context, ri dynamic.ResourceInterface, live *unstructured.Unstructured) (*revertPlan, error) {
+	rec, err := readPrevious(live)
+	if err != nil {
+		return nil, err
+	}
+	fates, err := m.fates(live, rec)
+	if err != nil {
+		return nil, err
+	}
+	plan := &revertPlan{recorded: rec.exists}
+	for round := 1; ; round++ {
+		desired, err := applyFates(live, fates)
 		if err != nil {
-			return Owned{}, err
+			return nil, err
 		}
-		_, err = ri.Patch(ctx, live.GetName(), patchType, patch, metav1.PatchOptions{FieldManager: m.fieldManager})
+		plan.patchType, plan.patch, err = twoWayPatch(live, desired)
 		if err != nil {
-			return Owned{}, fmt.Errorf("remove the fields of khook's client-side apply: %w", err)
+			return nil, err
+		}
+		if plan.patch == nil {
+			break
+		}
+		out, err := ri.Patch(ctx, live.GetName(), plan.patchType, plan.patch, metav1.PatchOptions{FieldManager: m.fieldManager, DryRun: []string{metav1.DryRunAll}})
+		if err == nil {
+			for i := range fates {
+				if fates[i].outcome == FieldRemove {
+					fates[i].removed, fates[i].hasRemoved = lookupPath(out.Object, fates[i].path)
+				}
+			}
+			break
+		}
+		if !rejection(err) {
+			return nil, err
+		}
+		if round == maxRevertRounds || !keepRefused(fates, err) {
+			plan.rejected = err
+			break
+		}
+	}
+	plan.fields = exportFates(live, fates)
+	return plan, nil
+}
+
+// planRevertFresh is planRevert, read again and planned again while the
+// object changes under it (a controller writing its status): the dry
+// run's patch carries the resourceVersion it was planned from. It
+// returns the object it planned for.
+func (m *Manager) planRevertFresh(ctx context.Context, ri dynamic.ResourceInterface, live *unstructured.Unstructured) (*revertPlan, *unstructured.Unstructured, error) {
+	plan, err := m.planRevert(ctx, ri, live)
+	for attempt := 1; apierrors.IsConflict(err) && attempt < maxPatchAttempts; attempt++ {
+		if live, err = ri.Get(ctx, live.GetName(), metav1.GetOptions{}); err == nil {
+			plan, err = m.planRevert(ctx, ri, live)
+		}
+	}
+	return plan, live, err
+}
+
+// fates decides each field khook wrote on live (see planRevert).
+func (m *Manager) fates(live *unstructured.Unstructured, rec *previous) ([]fate, error) {
+	owned := m.OwnedBy(live)
+	var fields []Field
+	if owned.ClientSide {
+		intent, err := LastApplied(live)
+		if err != nil {
+			return nil, err
+		}
+		if fields, err = Fields(intent, live); err != nil {
+			return nil, fmt.Errorf("read the fields of khook's client-side apply: %w", err)
 		}
 	}
 	if owned.ServerSide {
-		empty := map[string]any{"apiVersion": live.GetAPIVersion(), "kind": live.GetKind(), "metadata": map[string]any{"name": live.GetName()}}
-		if ns := live.GetNamespace(); ns != "" {
-			empty["metadata"].(map[string]any)["namespace"] = ns
-		}
-		data, err := json.Marshal(empty)
+		set, err := ManagedSet(live, m.fieldManager, metav1.ManagedFieldsOperationApply)
 		if err != nil {
-			return Owned{}, err
+			return nil, err
 		}
-		force := false
-		_, err = ri.Patch(ctx, live.GetName(), types.ApplyPatchType, data, metav1.PatchOptions{FieldManager: m.fieldManager, Force: &force})
-		if err != nil {
-			return Owned{}, fmt.Errorf("give up the fields of khook's server-side apply: %w", err)
-		}
-	}
-	return owned, nil
-}
-
-// RevertPatch is the patch that removes from live every field its
-// last-applied annotation names, and the annotation (see Revert).
-func RevertPatch(live *unstructured.Unstructured) (types.PatchType, []byte, error) {
-	raw, err := kubectlutil.GetOriginalConfiguration(live)
-	if err != nil {
-		return "", nil, fmt.Errorf("read the last-applied configuration: %w", err)
-	}
-	var original map[string]any
-	if len(raw) > 0 {
-		if err := json.Unmarshal(raw, &original); err != nil {
-			return "", nil, fmt.Errorf("read the last-applied configuration: %w", err)
-		}
-	}
-	patchType := types.MergePatchType
-	var lookup strategicpatch.LookupPatchMeta
-	if versioned, err := scheme.Scheme.New(live.GroupVersionKind()); err == nil {
-		if lookup, err = strategicpatch.NewPatchMetaFromStruct(versioned); err != nil {
-			return "", nil, err
-		}
-		patchType = types.StrategicMergePatchType
-	} else if !runtime.IsNotRegisteredError(err) {
-		return "", nil, err
-	}
-	delete(original, "apiVersion")
-	delete(original, "kind")
-	if md, ok := original["metadata"].(map[string]any); ok {
-		delete(md, "name")
-		delete(md, "namespace")
-	}
-	patch := removal(original, lookup)
-	md, _ := patch["metadata"].(map[string]any)
-	if md == nil {
-		md = map[string]any{}
-		patch["metadata"] = md
-	}
-	ann, _ := md["annotations"].(map[string]any)
-	if ann == nil {
-		ann = map[string]any{}
-		md["annotations"] = ann
-	}
-	ann[corev1.LastAppliedConfigAnnotation] = nil
-	data, err := json.Marshal(patch)
-	return patchType, data, err
-}
-
-// removal is the patch that removes every leaf of orig: null for a
-// scalar or an unkeyed list, the same for each field of a map; for a list
-// merged by key (lookup, strategic merge only), each entry by its key.
-func removal(orig map[string]any, lookup strategicpatch.LookupPatchMeta) map[string]any {
-	out := map[string]any{}
-	for k, v := range orig {
-		switch tv := v.(type) {
-		case map[string]any:
-			if len(tv) == 0 {
-				out[k] = nil
+		owners := managedSets(live)
+		for p := range set.Leaves().All() {
+			if !intentField(p) || slices.ContainsFunc(fields, func(f Field) bool { return f.Path.Equals(p) }) {
 				continue
 			}
-			var sub strategicpatch.LookupPatchMeta
-			if lookup != nil {
-				sub, _, _ = lookup.LookupPatchMetadataForStruct(k)
+			f := Field{Path: p.Copy(), Equal: true}
+			f.Live, f.InLive = lookupPath(live.Object, p)
+			f.Intent = f.Live
+			if !f.InLive {
+				continue // a field the server no longer holds
 			}
-			out[k] = removal(tv, sub)
-		case []any:
-			out[k] = listRemoval(k, tv, lookup)
-		default:
-			out[k] = nil
+			for _, ms := range owners {
+				if holds(ms.set, p) {
+					f.Owners = append(f.Owners, ms.owner)
+				}
+			}
+			fields = append(fields, f)
 		}
 	}
-	return out
-}
-
-func listRemoval(key string, list []any, lookup strategicpatch.LookupPatchMeta) any {
-	if lookup == nil {
-		return nil
-	}
-	sub, pm, err := lookup.LookupPatchMetadataForSlice(key)
-	mergeKey := pm.GetPatchMergeKey()
-	if err != nil || mergeKey == "" || !slices.Contains(pm.GetPatchStrategies(), "merge") {
-		return nil
-	}
-	out := make([]any, 0, len(list))
-	for _, e := range list {
-		em, ok := e.(map[string]any)
-		if !ok || em[mergeKey] == nil {
-			return nil // not keyed as declared: remove the list whole
+	secretKind := isSecretKind(live)
+	var out []fate
+	for _, f := range fields {
+		if emptyMapIn(f.Intent, f.Live) {
+			continue // sets no field
 		}
-		if scalarsOnly(em) {
-			out = append(out, map[string]any{mergeKey: em[mergeKey], "$patch": "delete"})
+		out = append(out, m.decide(f, rec, secretKind))
+	}
+	if fa, ok := m.lastAppliedFate(live, rec, owned); ok {
+		out = append(out, fa)
+	}
+	// fields the record holds that khook's fields no longer name: gone
+	// with khook's write (another writer's client-side apply named them,
+	// khook's manifest does not; or khook's manifest dropped them) and
+	// given back, or changed by another writer since and left
+	owners := managedSets(live)
+	for p := range rec.known.Union(rec.absent).Leaves().All() {
+		p = p.Copy() // the iteration reuses its path
+		if p.Equals(lastAppliedField) || slices.ContainsFunc(out, func(f fate) bool { return under(p, f.path) }) {
 			continue
 		}
-		rest := map[string]any{}
-		for k, v := range em {
-			if k != mergeKey {
-				rest[k] = v
+		prev, known := lookupPath(rec.values, p)
+		known = known && rec.known.Has(p)
+		cur, ok := lookupPath(live.Object, p)
+		switch {
+		case !ok && known && restorable(live.Object, rec, p):
+			out = append(out, fate{path: p, outcome: FieldRestore, value: prev, reason: "khook's write removed it", key: keyField(p)})
+		case ok && !(known && jsonEqual(prev, true, cur)):
+			var others []Owner
+			for _, ms := range owners {
+				if holds(ms.set, p) && ms.owner.Manager != m.fieldManager && ms.owner.Manager != m.fieldManager+previousManagerSuffix {
+					others = append(others, ms.owner)
+				}
 			}
+			out = append(out, fate{path: p, outcome: FieldStay, reason: "changed since khook" + by(others), key: keyField(p)})
 		}
-		r := removal(rest, sub)
-		r[mergeKey] = em[mergeKey]
-		out = append(out, r)
 	}
-	return out
+	if rec.exists {
+		out = append(out, fate{path: fieldpath.MakePathOrDie("metadata", "annotations", AnnotationPrevious), outcome: FieldRemove, reason: "khook's record of the values before it"})
+	}
+	resolveEntries(out)
+	return out, nil
 }
 
-func scalarsOnly(m map[string]any) bool {
-	for _, v := range m {
-		switch v.(type) {
-		case map[string]any, []any:
+// lastAppliedFate is the fate of the last-applied annotation: back to
+// what it held before khook (another writer's client-side apply) when
+// khook wrote it since or removed it, removed when khook's client-side
+// apply wrote it and it held nothing before.
+func (m *Manager) lastAppliedFate(live *unstructured.Unstructured, rec *previous, owned Owned) (fate, bool) {
+	cur, inLive := lookupPath(live.Object, lastAppliedField)
+	fa := fate{path: lastAppliedField}
+	if prev, ok := lookupPath(rec.values, lastAppliedField); ok && rec.known.Has(lastAppliedField) {
+		switch {
+		case inLive && jsonEqual(prev, true, cur):
+			return fa, false
+		case !inLive || owned.ClientSide:
+			fa.outcome, fa.value, fa.reason = FieldRestore, prev, "another writer's client-side apply held it before khook"
+			return fa, true
+		}
+		return fa, false // written since by another client-side apply
+	}
+	if owned.ClientSide {
+		fa.outcome, fa.reason = FieldRemove, "khook's client-side apply wrote it"
+		return fa, true
+	}
+	return fa, false
+}
+
+// restorable reports whether the field p can be given back to obj: every
+// list entry on the way exists, or existed before khook (the record
+// holds its key fields); maps are made as needed.
+func restorable(obj map[string]any, rec *previous, p fieldpath.Path) bool {
+	for i, pe := range p {
+		if pe.FieldName != nil {
+			continue
+		}
+		if _, ok := lookupPath(obj, p[:i+1]); ok {
+			continue
+		}
+		if pe.Key == nil {
 			return false
+		}
+		for _, k := range *pe.Key {
+			if !rec.known.Has(append(p[:i+1:i+1], fieldpath.PathElement{FieldName: &k.Name})) {
+				return false
+			}
 		}
 	}
 	return true
+}
+
+// decide is the fate of one field khook wrote (see planRevert).
+func (m *Manager) decide(f Field, rec *previous, secretKind bool) fate {
+	fa := fate{path: f.Path, key: f.KeyField()}
+	var others []Owner
+	for _, o := range f.OtherOwners(m.fieldManager) {
+		if o.Manager != m.fieldManager+previousManagerSuffix {
+			others = append(others, o)
+		}
+	}
+	prev, hasPrev := lookupPath(rec.values, f.Path)
+	hasPrev = hasPrev && rec.known.Has(f.Path)
+	// A value that differs from khook's in a field khook alone owns was
+	// changed by nobody: the server normalised it (1000m is 1).
+	changed := !f.Equal && (len(others) > 0 || !f.OwnedBy(m.fieldManager))
+	switch {
+	case !f.InLive && f.Intent != nil:
+		fa.outcome, fa.reason = FieldStay, "removed since khook"+by(others)
+	case changed:
+		fa.outcome, fa.reason = FieldStay, "changed since khook"+by(others)
+	case hasPrev && jsonEqual(prev, true, f.Live):
+		fa.outcome, fa.reason = FieldSame, "it held this value before khook"
+	case len(others) > 0 && f.OwnedBy(m.fieldManager):
+		fa.outcome, fa.reason = FieldStay, "shared with "+names(others)
+	case len(others) > 0 && (hasPrev || rec.absent.Has(f.Path)):
+		fa.outcome, fa.reason = FieldStay, "written since khook"+by(others)
+	case len(others) > 0:
+		fa.outcome, fa.reason = FieldSame, "khook's write did not change it"
+	case hasPrev:
+		fa.outcome, fa.value, fa.reason = FieldRestore, prev, "khook overwrote it"
+	case rec.absent.Has(f.Path):
+		fa.outcome, fa.reason = FieldRemove, "khook added it"
+	case rec.secret.Has(f.Path) && secretKind && secretValue(f.Path):
+		fa.outcome, fa.reason = FieldLost, "cannot be given back: khook never records a Secret's values"
+	case rec.secret.Has(f.Path):
+		fa.outcome, fa.reason = FieldLost, "cannot be given back: its value before khook held a secret, which khook never records"
+	case rec.large.Has(f.Path):
+		fa.outcome, fa.reason = FieldLost, "cannot be given back: its value before khook was too large to record"
+	default:
+		fa.outcome, fa.unknown = FieldRemove, true
+		fa.reason = "khook wrote it, and what it held before is unknown (no record of it)"
+	}
+	return fa
+}
+
+// by is " by m1, m2" naming owners, or "".
+func by(owners []Owner) string {
+	if len(owners) == 0 {
+		return ""
+	}
+	return " by " + names(owners)
+}
+
+// names lists owners once each: "kubectl-patch", "kubectl, through the
+// scale subresource".
+func names(owners []Owner) string {
+	var out []string
+	for _, o := range owners {
+		s := o.Manager
+		if o.Subresource != "" {
+			s += ", through the " + o.Subresource + " subresource"
+		}
+		if !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
+// resolveEntries decides the list entries: an entry whose key field is
+// to be removed goes whole when every field of it khook wrote is removed
+// too; otherwise the entry stays (its key field is the same) and only
+// those fields go.
+func resolveEntries(fates []fate) {
+	for i := range fates {
+		k := &fates[i]
+		if !k.key || k.outcome != FieldRemove {
+			continue
+		}
+		entry := k.path[:len(k.path)-1]
+		for _, o := range fates {
+			if under(o.path, entry) && o.outcome != FieldRemove {
+				k.outcome, k.reason, k.unknown = FieldSame, "the entry stays", false
+				break
+			}
+		}
+	}
+}
+
+// under reports whether p is prefix or a field under it.
+func under(p, prefix fieldpath.Path) bool {
+	return len(p) >= len(prefix) && p[:len(prefix)].Equals(prefix)
+}
+
+// entryRemoved reports whether p lies in a list entry fates remove whole
+// (its key field's fate is FieldRemove), and returns that entry.
+func entryRemoved(fates []fate, p fieldpath.Path) (fieldpath.Path, bool) {
+	for _, k := range fates {
+		if k.key && k.outcome == FieldRemove {
+			entry := k.path[:len(k.path)-1]
+			if under(p, entry) {
+				return entry, true
+			}
+		}
+	}
+	return nil, false
+}
+
+// applyFates is live with the fates applied: the object destroy leaves.
+func applyFates(live *unstructured.Unstructured, fates []fate) (*unstructured.Unstructured, error) {
+	desired := live.DeepCopy()
+	removedEntries := map[string]bool{}
+	for _, f := range fates {
+		switch f.outcome {
+		case FieldRestore:
+			if !setPath(desired.Object, f.path, f.value) {
+				return nil, fmt.Errorf("give back %s: cannot be written", f.path)
+			}
+		case FieldRemove:
+			p := f.path
+			if entry, ok := entryRemoved(fates, p); ok {
+				if removedEntries[entry.String()] {
+					continue
+				}
+				removedEntries[entry.String()] = true
+				p = entry
+			}
+			deletePath(desired.Object, p)
+			pruneEmpty(desired.Object, p[:len(p)-1])
+		}
+	}
+	return desired, nil
+}
+
+// pruneEmpty removes the maps along p (reached by field names only) that
+// a removal left empty, from the deepest up: a map khook added with its
+// fields goes with them. metadata itself stays.
+func pruneEmpty(obj map[string]any, p fieldpath.Path) {
+	for n := len(p); n > 0; n-- {
+		for _, pe := range p[:n] {
+			if pe.FieldName == nil {
+				return
+			}
+		}
+		if n == 1 && *p[0].FieldName == "metadata" {
+			return
+		}
+		v, ok := lookupPath(obj, p[:n])
+		if m, isMap := v.(map[string]any); !ok || !isMap || len(m) > 0 {
+			return
+		}
+		deletePath(obj, p[:n])
+	}
+}
+
+// deletePath removes obj's value at p (a map field, or a list entry);
+// nothing when there is none.
+func deletePath(obj map[string]any, p fieldpath.Path) {
+	if len(p) == 0 || p[0].FieldName == nil || obj == nil {
+		return
+	}
+	name := *p[0].FieldName
+	if len(p) == 1 {
+		delete(obj, name)
+		return
+	}
+	next, ok := obj[name]
+	if !ok {
+		return
+	}
+	if p[1].FieldName != nil {
+		deletePath(mapOrNil(next), p[1:])
+		return
+	}
+	l, ok := next.([]any)
+	if !ok {
+		return
+	}
+	j := elementIndex(l, p[1])
+	if j < 0 {
+		return
+	}
+	if len(p) == 2 {
+		obj[name] = append(l[:j:j], l[j+1:]...)
+		return
+	}
+	deletePath(mapOrNil(l[j]), p[2:])
+}
+
+func mapOrNil(v any) map[string]any {
+	m, _ := v.(map[string]any)
+	return m
+}
+
+// twoWayPatch is the patch from live to desired (strategic merge for
+// kinds built into client-go, JSON merge for others), carrying live's
+// resourceVersion so that it applies to exactly the object planned; nil
+// when they are the same.
+func twoWayPatch(live, desired *unstructured.Unstructured) (types.PatchType, []byte, error) {
+	cur, err := json.Marshal(live.Object)
+	if err != nil {
+		return "", nil, err
+	}
+	mod, err := json.Marshal(desired.Object)
+	if err != nil {
+		return "", nil, err
+	}
+	patchType := types.MergePatchType
+	var patch []byte
+	if versioned, err := scheme.Scheme.New(live.GroupVersionKind()); err == nil {
+		patchType = types.StrategicMergePatchType
+		patch, err = strategicpatch.CreateTwoWayMergePatch(cur, mod, versioned)
+		if err != nil {
+			return "", nil, fmt.Errorf("compute the patch: %w", err)
+		}
+	} else if patch, err = jsonmergepatch.CreateThreeWayJSONMergePatch(cur, mod, cur); err != nil {
+		return "", nil, fmt.Errorf("compute the patch: %w", err)
+	}
+	var pm map[string]any
+	if err := json.Unmarshal(patch, &pm); err != nil {
+		return "", nil, fmt.Errorf("compute the patch: %w", err)
+	}
+	if len(pm) == 0 {
+		return patchType, nil, nil
+	}
+	md, _ := pm["metadata"].(map[string]any)
+	if md == nil {
+		md = map[string]any{}
+		pm["metadata"] = md
+	}
+	md["resourceVersion"] = live.GetResourceVersion()
+	patch, err = json.Marshal(pm)
+	return patchType, patch, err
+}
+
+// rejection reports whether err is the server refusing the request (a
+// client error other than not found, a conflict, a timeout or
+// throttling): sending it again changes nothing.
+func rejection(err error) bool {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return false
+	}
+	code := int(status.Status().Code)
+	switch code {
+	case http.StatusNotFound, http.StatusConflict, http.StatusRequestTimeout, http.StatusTooManyRequests:
+		return false
+	}
+	return code >= 400 && code < 500
+}
+
+// keepRefused turns the removals of fields whose earlier values khook
+// does not know, and which the server's refusal names (a field it
+// requires, or one it does not allow to change), into FieldLost. It
+// reports whether it turned any.
+func keepRefused(fates []fate, err error) bool {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) || status.Status().Details == nil {
+		return false
+	}
+	changed := false
+	for _, c := range status.Status().Details.Causes {
+		named := causePath(c.Field)
+		if named == "" {
+			continue
+		}
+		for i := range fates {
+			f := &fates[i]
+			if !f.unknown || f.outcome != FieldRemove {
+				continue
+			}
+			mine := fieldNames(f.path)
+			if prefixOf(named, mine) || prefixOf(mine, named) {
+				f.outcome, f.unknown = FieldLost, false
+				f.reason = "cannot be given back: what it held before khook is unknown (no record of it), and the server refuses the object without it (" + c.Field + ": " + c.Message + ")"
+				changed = true
+			}
+		}
+	}
+	if changed {
+		resolveEntries(fates)
+	}
+	return changed
+}
+
+// causePath is a field a server's cause names (spec.template.spec.containers[0].image)
+// without its list indexes: spec.template.spec.containers.image.
+func causePath(field string) string {
+	var b strings.Builder
+	depth := 0
+	for _, r := range field {
+		switch {
+		case r == '[':
+			depth++
+		case r == ']':
+			depth--
+		case depth == 0:
+			b.WriteRune(r)
+		}
+	}
+	return strings.Trim(b.String(), ".")
+}
+
+// fieldNames is p's field names joined by dots, list entries left out.
+func fieldNames(p fieldpath.Path) string {
+	var parts []string
+	for _, pe := range p {
+		if pe.FieldName != nil {
+			parts = append(parts, *pe.FieldName)
+		}
+	}
+	return strings.Join(parts, ".")
+}
+
+// prefixOf reports whether a is b or a field path above it.
+func prefixOf(a, b string) bool {
+	return a == b || strings.HasPrefix(b, a+".")
+}
+
+// exportFates is the fates as the plan shows them, ordered by path: a
+// list entry removed whole is one field (its path without the key
+// field), the fields in it not shown; key fields of entries that stay
+// are not shown.
+func exportFates(live *unstructured.Unstructured, fates []fate) []FieldUndo {
+	var out []FieldUndo
+	secretKind := isSecretKind(live)
+	for _, f := range fates {
+		if _, ok := entryRemoved(fates, f.path); ok && !f.key {
+			continue
+		}
+		if f.key && f.outcome != FieldRemove {
+			continue
+		}
+		p := f.path
+		if f.key {
+			p = p[:len(p)-1]
+		}
+		fu := FieldUndo{Path: p.String(), Outcome: f.outcome, Reason: f.reason}
+		switch {
+		case f.outcome == FieldRestore:
+			fu.Value = showValue(f.value, secretKind && (secretValue(f.path) || f.path.Equals(lastAppliedField)))
+		case f.outcome == FieldRemove && f.hasRemoved && !f.key:
+			fu.Value = showValue(f.removed, secretKind && secretValue(f.path))
+		}
+		out = append(out, fu)
+	}
+	slices.SortStableFunc(out, func(a, b FieldUndo) int { return strings.Compare(a.Path, b.Path) })
+	return out
+}
+
+// showValue is v as JSON, "***" for a Secret's value.
+func showValue(v any, secret bool) string {
+	if secret {
+		return "***"
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
+}
+
+// revert gives back khook's fields of live as plan says (the plan's
+// patch, sent for real), then drops khook's managedFields entries, so
+// that nothing of the object is khook's any more. A patch that meets a
+// changed object (the resourceVersion it carries) is planned again and
+// retried.
+func (m *Manager) revert(ctx context.Context, mapping *meta.RESTMapping, live *unstructured.Unstructured, plan *revertPlan) error {
+	ri := m.Client(mapping, live.GetNamespace())
+	for attempt := 1; ; attempt++ {
+		if plan.rejected != nil {
+			return fmt.Errorf("the server rejects giving back khook's fields: %w", plan.rejected)
+		}
+		obj := live
+		if plan.patch != nil {
+			out, err := ri.Patch(ctx, live.GetName(), plan.patchType, plan.patch, metav1.PatchOptions{FieldManager: m.fieldManager})
+			if apierrors.IsConflict(err) && attempt < maxPatchAttempts {
+				if live, err = ri.Get(ctx, live.GetName(), metav1.GetOptions{}); err != nil {
+					return err
+				}
+				if plan, live, err = m.planRevertFresh(ctx, ri, live); err != nil {
+					return err
+				}
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("give back khook's fields: %w", err)
+			}
+			obj = out
+		}
+		return m.dropEntries(ctx, ri, obj)
+	}
+}
+
+// dropEntries removes khook's field manager's entries (and its record
+// writer's) from obj's managedFields, as csaupgrade rewrites them (a JSON
+// patch that replaces the list and the resourceVersion, so a changed
+// object is a conflict, read again and retried): the fields stay, owned
+// by their other owners or by nobody.
+func (m *Manager) dropEntries(ctx context.Context, ri dynamic.ResourceInterface, obj *unstructured.Unstructured) error {
+	for attempt := 1; ; attempt++ {
+		entries := obj.GetManagedFields()
+		kept := slices.DeleteFunc(slices.Clone(entries), func(e metav1.ManagedFieldsEntry) bool {
+			return e.Manager == m.fieldManager || e.Manager == m.fieldManager+previousManagerSuffix
+		})
+		if len(kept) == len(entries) {
+			return nil
+		}
+		var value any = kept
+		if len(kept) == 0 {
+			value = []map[string]any{{}} // an empty list would keep them
+		}
+		patch, err := json.Marshal([]map[string]any{
+			{"op": "replace", "path": "/metadata/managedFields", "value": value},
+			{"op": "replace", "path": "/metadata/resourceVersion", "value": obj.GetResourceVersion()},
+		})
+		if err != nil {
+			return err
+		}
+		_, err = ri.Patch(ctx, obj.GetName(), types.JSONPatchType, patch, metav1.PatchOptions{})
+		if err == nil {
+			return nil
+		}
+		if !apierrors.IsConflict(err) || attempt == maxPatchAttempts {
+			return fmt.Errorf("give up khook's field ownership: %w", err)
+		}
+		if obj, err = ri.Get(ctx, obj.GetName(), metav1.GetOptions{}); err != nil {
+			return err
+		}
+	}
 }

@@ -27,11 +27,18 @@ type UndoAction string
 const (
 	// UndoDelete: the spec created it (AnnotationCreatedBy).
 	UndoDelete UndoAction = "delete"
-	// UndoRevert: it existed before khook; khook's fields are removed.
+	// UndoRevert: khook configured it but did not create it; khook's
+	// fields are given back (UndoItem.Fields says how).
 	UndoRevert UndoAction = "revert"
-	// UndoLeave: it existed before khook and holds nothing of khook's.
+	// UndoRejected: khook configured it but did not create it, and the
+	// server rejects giving back khook's fields (a dry run said so):
+	// destroy leaves it as it is and fails naming it, the other objects
+	// still undone.
+	UndoRejected UndoAction = "rejected"
+	// UndoLeave: khook did not create it and holds nothing of it.
 	UndoLeave UndoAction = "leave"
-	// UndoKeep: a Namespace, never deleted by destroy (decision 19).
+	// UndoKeep: a Namespace, never deleted by destroy (decision 19); one
+	// khook only configured is reverted like any object instead.
 	UndoKeep UndoAction = "keep"
 	// UndoAbsent: already gone (or its kind is not served).
 	UndoAbsent UndoAction = "gone"
@@ -44,15 +51,19 @@ const (
 )
 
 // UndoItem is one object of an undo: what destroy does with it and why.
+// Fields says, for an object destroy reverts, what becomes of each field
+// khook wrote on it (computed with a server dry run of the revert).
 type UndoItem struct {
 	Ref    string
 	Action UndoAction
 	Reason string
+	Fields []FieldUndo
 
 	mapping *meta.RESTMapping
 	live    *unstructured.Unstructured
 	crd     bool
-	err     error // UndoUnknown's
+	revert  *revertPlan
+	err     error // UndoUnknown's and UndoRejected's
 }
 
 // UndoOptions tune PlanUndo and Undo.
@@ -104,8 +115,12 @@ func (m *Manager) PlanUndo(ctx context.Context, objs []*unstructured.Unstructure
 func (m *Manager) planOne(ctx context.Context, o *unstructured.Unstructured, opts UndoOptions) (UndoItem, error) {
 	it := UndoItem{Ref: RefOf(o).KindName()}
 	gvk := o.GroupVersionKind()
-	if manifest.IsNamespace(gvk) {
-		it.Ref, it.Action, it.Reason = "Namespace/"+o.GetName(), UndoKeep, "destroy never deletes namespaces"
+	namespace := manifest.IsNamespace(gvk)
+	if namespace {
+		it.Ref = "Namespace/" + o.GetName()
+	}
+	keep := func() (UndoItem, error) {
+		it.Action, it.Reason = UndoKeep, "destroy never deletes namespaces"
 		return it, nil
 	}
 	if o.GetName() == "" {
@@ -123,6 +138,10 @@ func (m *Manager) planOne(ctx context.Context, o *unstructured.Unstructured, opt
 	it.Ref, it.mapping, it.crd = r.Ref().String(), r.Mapping, manifest.IsCRD(gvk)
 	live, err := m.Get(ctx, r)
 	switch {
+	case (apierrors.IsNotFound(err) || apierrors.IsForbidden(err)) && namespace:
+		// gone, or not readable: never deleted either way, as before
+		// destroy reverted configured namespaces
+		return keep()
 	case apierrors.IsNotFound(err):
 		it.Action, it.Reason = UndoAbsent, "already gone"
 		return it, nil
@@ -133,17 +152,20 @@ func (m *Manager) planOne(ctx context.Context, o *unstructured.Unstructured, opt
 	it.Action, it.Reason = UndoDelete, "created by this spec"
 	if !m.CreatedByThis(live) {
 		owned := m.OwnedBy(live)
+		_, recorded := live.GetAnnotations()[AnnotationPrevious]
 		switch {
-		case !owned.Any():
-			it.Action, it.Reason = UndoLeave, "it existed before khook, which owns none of its fields"
+		case !owned.Any() && !recorded:
+			it.Action, it.Reason = UndoLeave, "not created by this spec, and khook owns none of its fields"
 			return it, nil
-		case !onlyWriter(live, m.fieldManager):
-			it.Action, it.Reason = UndoRevert, "it existed before khook: only khook's fields are removed"
-			return it, nil
+		case recorded || !onlyWriter(live, m.fieldManager):
+			return m.planRevertItem(ctx, it, owned)
 		}
 		// no mark, but nobody else ever wrote it: made by a khook that
 		// did not mark what it created yet
 		it.Reason = "unmarked, but khook is the only writer of its fields (created before khook marked what it creates)"
+	}
+	if namespace {
+		return keep()
 	}
 	if it.crd && !opts.ForceCRDs {
 		n, where, err := m.foreignResources(ctx, live)
@@ -155,6 +177,36 @@ func (m *Manager) planOne(ctx context.Context, o *unstructured.Unstructured, opt
 			it.Reason = fmt.Sprintf("its kind has %s this spec did not create (%s): deleting the CRD deletes them; --force-crds deletes it anyway",
 				english.CountNoun(n, "custom resource"), where)
 		}
+	}
+	return it, nil
+}
+
+// planRevertItem plans giving back khook's fields of it.live, an object
+// khook configured but did not create (planRevert): UndoRevert with the
+// fields' fates, or UndoRejected when the server's dry run refuses it.
+func (m *Manager) planRevertItem(ctx context.Context, it UndoItem, owned Owned) (UndoItem, error) {
+	plan, live, err := m.planRevertFresh(ctx, m.Client(it.mapping, it.live.GetNamespace()), it.live)
+	if apierrors.IsNotFound(err) {
+		it.Action, it.Reason = UndoAbsent, "already gone"
+		return it, nil
+	}
+	if err != nil {
+		return it, fmt.Errorf("%s: %w", it.Ref, err)
+	}
+	it.live, it.revert, it.Fields = live, plan, plan.fields
+	it.Action, it.Reason = UndoRevert, "it existed before khook: khook's fields are given back"
+	if !plan.recorded {
+		// what is known, not a guess: an object khook configured before
+		// it kept a record, or one an earlier khook created
+		it.Reason = "no created-by mark; khook's field manager is not the only writer: khook's fields are given back"
+		if !owned.Any() {
+			it.Reason = "no created-by mark, and khook owns none of its fields"
+		}
+	}
+	if plan.rejected != nil {
+		it.Action, it.Fields = UndoRejected, nil
+		it.err = fmt.Errorf("%s: the server rejects giving back khook's fields (left as it is): %w", it.Ref, plan.rejected)
+		it.Reason = "the server rejects giving back khook's fields (dry run), so it is left as it is: " + plan.rejected.Error()
 	}
 	return it, nil
 }
@@ -222,8 +274,8 @@ type UndoSummary struct {
 }
 
 // Message summarizes s in one line: "deleted 2 objects; reverted
-// ConfigMap/team-settings in team (it existed before khook: only khook's
-// fields removed); left namespace team in place".
+// ConfigMap/team-settings in team (khook's fields given back); left
+// namespace team in place".
 func (s UndoSummary) Message() string {
 	var parts []string
 	switch n := len(s.Deleted); {
@@ -239,10 +291,10 @@ func (s UndoSummary) Message() string {
 		parts = append(parts, p)
 	}
 	if len(s.Reverted) > 0 {
-		parts = append(parts, "reverted "+strings.Join(s.Reverted, ", ")+" (existed before khook: only khook's fields removed)")
+		parts = append(parts, "reverted "+strings.Join(s.Reverted, ", ")+" (khook's fields given back)")
 	}
 	if len(s.Left) > 0 {
-		parts = append(parts, "left "+strings.Join(s.Left, ", ")+" alone (existed before khook, holds none of its fields)")
+		parts = append(parts, "left "+strings.Join(s.Left, ", ")+" alone (not created by this spec, holds none of khook's fields)")
 	}
 	if len(s.Kept) > 0 {
 		parts = append(parts, "left "+strings.Join(s.Kept, ", ")+" in place")
@@ -306,8 +358,10 @@ func (m *Manager) Undo(ctx context.Context, objs []*unstructured.Unstructured, o
 			case UndoLeave:
 				sum.Left = append(sum.Left, it.Ref)
 				progress("%s left alone: %s", it.Ref, it.Reason)
+			case UndoRejected:
+				failed = append(failed, it.err)
 			case UndoRevert:
-				if _, err := m.Revert(ctx, it.mapping, it.live); err != nil {
+				if err := m.revert(ctx, it.mapping, it.live, it.revert); err != nil {
 					if ctx.Err() != nil {
 						return sum, fmt.Errorf("%s: %w", it.Ref, err)
 					}

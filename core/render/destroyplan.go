@@ -31,16 +31,64 @@ type DestroyStep struct {
 }
 
 // DestroyObject is one object of a destroy plan: Action is what destroy
-// does with it (delete, revert, leave, keep, gone, refuse, uninstall,
-// unknown), Reason why.
+// does with it (delete, revert, rejected, leave, keep, gone, refuse,
+// uninstall, unknown), Reason why; Fields, for an object destroy
+// reverts, what becomes of each field khook wrote on it.
 type DestroyObject struct {
 	Object, Action, Reason string
+	Fields                 []DestroyField
+}
+
+// DestroyField is one field of a reverted object: Outcome is restore
+// (back to Value), remove (Value: what the server sets instead, if
+// anything), stay (another writer changed or shares it), lost (khook
+// cannot give it back) or same (khook did not change it: counted, not
+// listed).
+type DestroyField struct {
+	Path, Outcome, Value, Reason string
+}
+
+// maxFieldValue is how much of a field's value the plan shows, in
+// characters.
+const maxFieldValue = 60
+
+// fieldLine is one field of a reverted object as the plan shows it.
+func fieldLine(f DestroyField) string {
+	var s string
+	switch f.Outcome {
+	case "restore":
+		s = f.Path + ": back to " + clip(f.Value)
+	case "remove":
+		s = f.Path + ": removed"
+		if f.Value != "" {
+			s += ", the server then sets " + clip(f.Value)
+		}
+	case "stay":
+		s = f.Path + ": stays"
+	case "lost":
+		s = f.Path + ": stays as khook wrote it"
+	default:
+		s = f.Path + ": " + f.Outcome
+	}
+	if f.Reason != "" {
+		s += " (" + f.Reason + ")"
+	}
+	return s
+}
+
+// clip shortens a value to maxFieldValue characters.
+func clip(v string) string {
+	r := []rune(v)
+	if len(r) <= maxFieldValue {
+		return v
+	}
+	return string(r[:maxFieldValue-1]) + "…"
 }
 
 // counted are the actions a cluster's headline counts, in its order.
 var counted = []struct{ action, label string }{
 	{"delete", "to delete"}, {"uninstall", "to uninstall"}, {"revert", "to revert"},
-	{"leave", "left alone"}, {"refuse", "refused"}, {"unknown", "unknown"},
+	{"rejected", "rejected by the server"}, {"leave", "left alone"}, {"refuse", "refused"}, {"unknown", "unknown"},
 }
 
 // Counts returns the cluster's headline: "2 to delete, 1 to revert".
@@ -112,6 +160,20 @@ func DestroyPlan(w io.Writer, v DestroyPlanView) error {
 					fmt.Fprintf(&b, ": %s", it.Reason)
 				}
 				b.WriteString("\n")
+				same := 0
+				for _, f := range it.Fields {
+					if f.Outcome == "same" {
+						same++
+						continue
+					}
+					fmt.Fprintf(&b, "              %s\n", fieldLine(f))
+				}
+				switch {
+				case same == 1:
+					b.WriteString("              1 more field stays as it was: khook's write did not change it\n")
+				case same > 1:
+					fmt.Fprintf(&b, "              %d more fields stay as they were: khook's write did not change them\n", same)
+				}
 			}
 		}
 	}

@@ -36,3 +36,36 @@ func TestDestroyPlan(t *testing.T) {
 		t.Errorf("refused %q", r)
 	}
 }
+
+// A reverted object lists what becomes of each field khook wrote: back
+// to a value (long ones cut), removed (with what the server sets
+// instead), staying because another writer has it, staying as khook wrote
+// it; the fields khook's write did not change are counted. A revert the
+// server rejects is counted as such.
+func TestDestroyPlanFields(t *testing.T) {
+	v := DestroyPlanView{Spec: "platform", Clusters: []DestroyCluster{
+		{Context: "prod", Server: "https://prod.example:6443", Steps: []DestroyStep{
+			{Name: "settings", Type: "apply", Items: []DestroyObject{
+				{Object: "ConfigMap/frozen in team", Action: "rejected", Reason: "the server rejects giving back khook's fields (dry run), so it is left as it is: ConfigMap \"frozen\" is invalid: data: Forbidden: field is immutable when `immutable` is set"},
+				{Object: "Deployment/web in team", Action: "revert", Reason: "it existed before khook: khook's fields are given back", Fields: []DestroyField{
+					{Path: ".spec.replicas", Outcome: "stay", Reason: "changed since khook by kubectl, through the scale subresource"},
+					{Path: `.spec.template.spec.containers[name="web"].image`, Outcome: "restore", Value: `"nginx:1.0"`, Reason: "khook overwrote it"},
+					{Path: `.spec.template.spec.containers[name="web"].env[name="B"]`, Outcome: "remove", Reason: "khook added it"},
+					{Path: ".spec.strategy.rollingUpdate.maxSurge", Outcome: "remove", Value: `"25%"`, Reason: "khook wrote it, and what it held before is unknown (no record of it)"},
+					{Path: ".spec.selector", Outcome: "same", Reason: "it held this value before khook"},
+					{Path: ".spec.template.metadata.labels.app", Outcome: "same", Reason: "it held this value before khook"},
+					{Path: ".metadata.annotations.kubectl.kubernetes.io/last-applied-configuration", Outcome: "restore", Value: `"{\"apiVersion\":\"apps/v1\",\"kind\":\"Deployment\",\"metadata\":{\"annotations\":{}}}"`, Reason: "another writer's client-side apply held it before khook"},
+				}},
+				{Object: "Secret/creds in team", Action: "revert", Reason: "it existed before khook: khook's fields are given back", Fields: []DestroyField{
+					{Path: ".data.password", Outcome: "lost", Reason: "cannot be given back: khook never records a Secret's values"},
+					{Path: ".data.user", Outcome: "same", Reason: "it held this value before khook"},
+				}},
+			}},
+		}},
+	}}
+	var out bytes.Buffer
+	if err := DestroyPlan(&out, v); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "destroyplan-fields.txt", out.Bytes())
+}

@@ -15,10 +15,20 @@ type DestroyPlan struct {
 }
 
 // DestroyItem is one object (or release) of a destroy plan: Action is
-// what destroy does with it ("delete", "revert", "leave", "keep",
-// "gone", "refuse", "uninstall"), Reason why.
+// what destroy does with it ("delete", "revert", "rejected", "leave",
+// "keep", "gone", "refuse", "uninstall"), Reason why. Fields says, for an
+// object destroy reverts, what becomes of each field khook wrote on it.
 type DestroyItem struct {
 	Object, Action, Reason string
+	Fields                 []DestroyField
+}
+
+// DestroyField is one field of a reverted object: its path, what becomes
+// of it (objects.FieldOutcome: "restore", "remove", "stay", "lost",
+// "same"), the value (JSON) it goes back to or the server gives it, and
+// why.
+type DestroyField struct {
+	Path, Outcome, Value, Reason string
 }
 
 // RedactDestroyPlan masks every secret in p, in place (object names can
@@ -27,6 +37,10 @@ func (r *Request) RedactDestroyPlan(p *DestroyPlan, err *error) {
 	for i := range p.Items {
 		it := &p.Items[i]
 		it.Object, it.Reason = r.Redactor.String(it.Object), r.Redactor.String(it.Reason)
+		for j := range it.Fields {
+			f := &it.Fields[j]
+			f.Path, f.Value, f.Reason = r.Redactor.String(f.Path), r.Redactor.String(f.Value), r.Redactor.String(f.Reason)
+		}
 	}
 	*err = r.Redact(*err)
 }

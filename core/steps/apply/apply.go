@@ -33,7 +33,11 @@
 //     everything else), waits until they are gone, and never deletes
 //     Namespace objects, neither the createNamespace one nor a Namespace
 //     manifest: deleting a namespace deletes everything in it, which a
-//     bootstrap's other steps (and people) put there too.
+//     bootstrap's other steps (and people) put there too; objects (and
+//     namespaces) that existed before khook get back what khook took;
+//   - an object that exists and that the spec did not create gets khook's
+//     record of the values it overwrites (khook.io/previous) before its
+//     first apply, for destroy to give them back.
 package apply
 
 import (
@@ -257,9 +261,10 @@ func existing(ctx context.Context, m *objects.Manager, objs []*unstructured.Unst
 
 // Destroy undoes the step's objects (objects.Manager.Undo): those this
 // spec created are deleted, last manifest first (CRDs after everything
-// else) and waited gone; those that existed before khook only lose the
-// fields khook wrote; Namespace objects are never deleted (see the
-// package documentation). A CRD whose kind has custom resources the spec
+// else) and waited gone; those that existed before khook get back what
+// khook took (objects.Manager.Undo: values khook recorded go back, fields
+// it added go, another writer's values stay); Namespace objects are never
+// deleted (see the package documentation). A CRD whose kind has custom resources the spec
 // did not create is refused, before anything is touched, unless
 // --force-crds. Objects already gone count as success.
 func (e *Executor) Destroy(ctx context.Context, req *step.Request) (result step.Outcome, err error) {
@@ -297,7 +302,11 @@ func (e *Executor) PlanDestroy(ctx context.Context, req *step.Request) (p step.D
 	}
 	items, err := req.Objects().PlanUndo(ctx, objs, objects.UndoOptions{Namespace: ns, ForceCRDs: req.ForceCRDs})
 	for _, it := range items {
-		p.Items = append(p.Items, step.DestroyItem{Object: it.Ref, Action: string(it.Action), Reason: it.Reason})
+		di := step.DestroyItem{Object: it.Ref, Action: string(it.Action), Reason: it.Reason}
+		for _, f := range it.Fields {
+			di.Fields = append(di.Fields, step.DestroyField{Path: f.Path, Outcome: string(f.Outcome), Value: f.Value, Reason: f.Reason})
+		}
+		p.Items = append(p.Items, di)
 	}
 	return p, err
 }

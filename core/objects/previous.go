@@ -1,0 +1,330 @@
+package objects
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+)
+
+// AnnotationPrevious is khook's record, on an object it configured but
+// did not create, of what the fields it wrote held before it first wrote
+// each (decision 210): destroy puts those values back. Its value is a
+// JSON object:
+//
+//	{"known":  {managedFields set}, "values": {the object's previous values at those fields},
+//	 "absent": {set}, "secret": {set}, "large": {set}}
+//
+// known are the fields that held a value, kept in values (an object of
+// the object's shape holding only them); absent the fields that did not
+// exist (khook added them); secret and large the fields that held a value
+// khook did not keep: a Secret's data or stringData, a value holding a
+// secret khook knows (a registered secret, or what a field khook writes a
+// secret into held), or more than the record may hold. Sets are written
+// as managedFields write them (FieldsV1).
+const AnnotationPrevious = "khook.io/previous"
+
+// maxPreviousBytes bounds the record: the values a write would add beyond
+// it are not kept ("large"). An object's annotations may hold 256 KiB in
+// all; the last-applied annotation holds a copy of the manifest too.
+const maxPreviousBytes = 64 << 10
+
+// previousManagerSuffix names the field manager that writes the record
+// (the step's field manager plus it), by server-side apply: not the
+// manager of client-side apply, whose fields a switch to server-side
+// apply hands to khook's server-side apply, which would then remove the
+// record as a field it no longer applies; and not an Update, which a
+// switch to server-side apply would count as a client-side writer.
+const previousManagerSuffix = "-previous"
+
+// lastAppliedField is the last-applied-configuration annotation as a
+// field: client-side apply writes it (and a switch to server-side apply
+// removes another writer's), so the record keeps what it held before.
+var lastAppliedField = fieldpath.MakePathOrDie("metadata", "annotations", corev1.LastAppliedConfigAnnotation)
+
+// previous is AnnotationPrevious, read.
+type previous struct {
+	known, absent, secret, large *fieldpath.Set
+	values                       map[string]any
+	exists                       bool // the object carries a record
+}
+
+type previousJSON struct {
+	Known  json.RawMessage `json:"known,omitempty"`
+	Values map[string]any  `json:"values,omitempty"`
+	Absent json.RawMessage `json:"absent,omitempty"`
+	Secret json.RawMessage `json:"secret,omitempty"`
+	Large  json.RawMessage `json:"large,omitempty"`
+}
+
+// readPrevious reads live's record; an object without one has an empty
+// record (exists false).
+func readPrevious(live *unstructured.Unstructured) (*previous, error) {
+	p := &previous{known: fieldpath.NewSet(), absent: fieldpath.NewSet(), secret: fieldpath.NewSet(), large: fieldpath.NewSet(), values: map[string]any{}}
+	s, ok := live.GetAnnotations()[AnnotationPrevious]
+	if !ok {
+		return p, nil
+	}
+	p.exists = true
+	var j previousJSON
+	if err := json.Unmarshal([]byte(s), &j); err != nil {
+		return nil, fmt.Errorf("read khook's record of previous values (%s): %w", AnnotationPrevious, err)
+	}
+	for _, f := range []struct {
+		raw json.RawMessage
+		set *fieldpath.Set
+	}{{j.Known, p.known}, {j.Absent, p.absent}, {j.Secret, p.secret}, {j.Large, p.large}} {
+		if len(f.raw) == 0 {
+			continue
+		}
+		if err := f.set.FromJSON(bytes.NewReader(f.raw)); err != nil {
+			return nil, fmt.Errorf("read khook's record of previous values (%s): %w", AnnotationPrevious, err)
+		}
+	}
+	if j.Values != nil {
+		p.values = j.Values
+	}
+	return p, nil
+}
+
+// covers reports whether the record says anything of field p.
+func (p *previous) covers(path fieldpath.Path) bool {
+	return p.known.Has(path) || p.absent.Has(path) || p.secret.Has(path) || p.large.Has(path)
+}
+
+// encode is the record as the annotation holds it.
+func (p *previous) encode() (string, error) {
+	var j previousJSON
+	for _, f := range []struct {
+		set *fieldpath.Set
+		raw *json.RawMessage
+	}{{p.known, &j.Known}, {p.absent, &j.Absent}, {p.secret, &j.Secret}, {p.large, &j.Large}} {
+		if f.set.Empty() {
+			continue
+		}
+		b, err := f.set.ToJSON()
+		if err != nil {
+			return "", err
+		}
+		*f.raw = b
+	}
+	if len(p.values) > 0 {
+		j.Values = p.values
+	}
+	b, err := json.Marshal(j)
+	return string(b), err
+}
+
+// recordPrevious is called by Apply before it writes o over live, an
+// object that exists. When the manager writes for a spec (CreatedBy) that
+// did not create live, it adds to live's record (AnnotationPrevious) what
+// each field o sets held before khook first wrote it: the fields the
+// record does not cover yet and that khook's field manager does not own
+// already (a field khook owns holds khook's own value: what it held
+// before, an earlier khook never kept). The last-applied annotation is
+// such a field too, and so, when another writer's client-side apply
+// holds it, are the fields it names that o does not set: khook's write
+// removes them. The record is written
+// before the apply, by its own small merge patch (as field manager
+// "<manager>-previous", a server-side apply of the annotation alone, so
+// that no client-side writer's entry holds it), only when it gains
+// something; a dry run records nothing.
+func (m *Manager) recordPrevious(ctx context.Context, ri dynamic.ResourceInterface, o, live *unstructured.Unstructured, opts ApplyOptions) error {
+	if opts.DryRun || live == nil || m.createdBy == "" || m.CreatedByThis(live) {
+		return nil
+	}
+	rec, err := readPrevious(live)
+	if err != nil {
+		return err
+	}
+	fields, err := Fields(o, live)
+	if err != nil {
+		return fmt.Errorf("read the fields khook writes: %w", err)
+	}
+	type entry struct {
+		path          fieldpath.Path
+		value, intent any
+		inLive        bool
+	}
+	var add []entry
+	for _, f := range fields {
+		if im, ok := f.Intent.(map[string]any); ok && len(im) == 0 {
+			continue // sets no field
+		}
+		if !rec.covers(f.Path) && !f.OwnedBy(m.fieldManager) {
+			add = append(add, entry{f.Path, f.Live, f.Intent, f.InLive})
+		}
+	}
+	if !m.OwnedBy(live).ClientSide {
+		if !rec.covers(lastAppliedField) {
+			v, ok := lookupPath(live.Object, lastAppliedField)
+			add = append(add, entry{lastAppliedField, v, nil, ok})
+		}
+		// Another writer's client-side apply: the fields its
+		// last-applied annotation names that o does not set go with
+		// khook's write (client-side apply's three-way patch removes
+		// them; server-side apply, having taken them over, drops them).
+		foreign, err := LastApplied(live)
+		if err != nil {
+			return err
+		}
+		theirs, err := Fields(foreign, live)
+		if err != nil {
+			return fmt.Errorf("read the fields of the last-applied configuration: %w", err)
+		}
+		for _, f := range theirs {
+			if f.InLive && !rec.covers(f.Path) && !f.OwnedBy(m.fieldManager) && !slices.ContainsFunc(fields, func(g Field) bool { return g.Path.Equals(f.Path) }) {
+				add = append(add, entry{f.Path, f.Live, nil, true})
+			}
+		}
+	}
+	if len(add) == 0 {
+		return nil
+	}
+	secretKind := isSecretKind(live)
+	size := len(live.GetAnnotations()[AnnotationPrevious])
+	for _, e := range add {
+		switch {
+		case !e.inLive:
+			rec.absent.Insert(e.path)
+		case secretKind && (secretValue(e.path) || e.path.Equals(lastAppliedField)):
+			rec.secret.Insert(e.path)
+		case m.holdsSecret(e.value) || m.holdsSecret(e.intent):
+			rec.secret.Insert(e.path)
+		default:
+			b, err := json.Marshal(e.value)
+			if err != nil || size+len(b) > maxPreviousBytes || !setPath(rec.values, e.path, e.value) {
+				rec.large.Insert(e.path)
+				continue
+			}
+			size += len(b)
+			rec.known.Insert(e.path)
+		}
+	}
+	s, err := rec.encode()
+	if err != nil {
+		return err
+	}
+	md := map[string]any{"name": live.GetName(), "annotations": map[string]any{AnnotationPrevious: s}}
+	if ns := live.GetNamespace(); ns != "" {
+		md["namespace"] = ns
+	}
+	patch, err := json.Marshal(map[string]any{"apiVersion": live.GetAPIVersion(), "kind": live.GetKind(), "metadata": md})
+	if err != nil {
+		return err
+	}
+	force := true // the record is khook's: taken back should anyone have written it
+	if _, err := ri.Patch(ctx, live.GetName(), types.ApplyPatchType, patch, metav1.PatchOptions{FieldManager: m.fieldManager + previousManagerSuffix, Force: &force}); err != nil {
+		return fmt.Errorf("record the values khook overwrites (%s): %w", AnnotationPrevious, err)
+	}
+	return nil
+}
+
+// holdsSecret reports whether v, as JSON, holds a secret the manager's
+// redactor knows.
+func (m *Manager) holdsSecret(v any) bool {
+	if m.redactor == nil || v == nil {
+		return false
+	}
+	if s, ok := v.(string); ok {
+		return len(m.redactor.Occurrences(s)) > 0
+	}
+	b, err := json.Marshal(v)
+	return err == nil && len(m.redactor.Occurrences(string(b))) > 0
+}
+
+// isSecretKind reports whether obj is a core Secret.
+func isSecretKind(obj *unstructured.Unstructured) bool {
+	gvk := obj.GroupVersionKind()
+	return gvk.Group == "" && gvk.Kind == "Secret"
+}
+
+// secretValue reports whether path is under a Secret's data or
+// stringData.
+func secretValue(path fieldpath.Path) bool {
+	return len(path) > 0 && path[0].FieldName != nil && (*path[0].FieldName == "data" || *path[0].FieldName == "stringData")
+}
+
+// setPath sets obj's value at path to v, making the maps and list
+// entries on the way (a list entry with its key fields, a set element
+// as itself). A path through a list index cannot be made: false.
+func setPath(obj map[string]any, path fieldpath.Path, v any) bool {
+	var parent any = obj
+	for i, pe := range path {
+		last := i == len(path)-1
+		switch {
+		case pe.FieldName != nil:
+			m, ok := parent.(map[string]any)
+			if !ok {
+				return false
+			}
+			if last {
+				m[*pe.FieldName] = v
+				return true
+			}
+			next, ok := m[*pe.FieldName]
+			if !ok || next == nil {
+				if path[i+1].FieldName != nil {
+					next = map[string]any{}
+				} else {
+					next = []any{}
+				}
+				m[*pe.FieldName] = next
+			}
+			if path[i+1].FieldName == nil {
+				// a list entry: the list is changed through its map
+				return setInList(m, *pe.FieldName, path[i+1:], v)
+			}
+			parent = next
+		default:
+			return false
+		}
+	}
+	return false
+}
+
+// setInList sets, in the list m[field], the value at rest (which begins
+// with the entry's element).
+func setInList(m map[string]any, field string, rest fieldpath.Path, v any) bool {
+	l, ok := m[field].([]any)
+	if !ok && m[field] != nil {
+		return false
+	}
+	pe := rest[0]
+	switch {
+	case pe.Value != nil:
+		if len(rest) != 1 {
+			return false
+		}
+		if elementIndex(l, pe) < 0 {
+			m[field] = append(l, (*pe.Value).Unstructured())
+		}
+		return true
+	case pe.Key != nil:
+		i := elementIndex(l, pe)
+		if i < 0 {
+			entry := map[string]any{}
+			for _, k := range *pe.Key {
+				entry[k.Name] = k.Value.Unstructured()
+			}
+			l = append(l, entry)
+			i = len(l) - 1
+			m[field] = l
+		}
+		if len(rest) == 1 {
+			l[i] = v
+			return true
+		}
+		entry, ok := l[i].(map[string]any)
+		return ok && setPath(entry, rest[1:], v)
+	}
+	return false
+}
