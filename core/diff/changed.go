@@ -31,6 +31,13 @@ func ChangedFields(live, merged *unstructured.Unstructured) []string {
 }
 
 func changed(a, b any, path FieldPath, out *[]string) {
+	// a map on one side only is its keys, each a field
+	if _, ok := b.(map[string]any); ok && a == nil {
+		a = map[string]any{}
+	}
+	if _, ok := a.(map[string]any); ok && b == nil {
+		b = map[string]any{}
+	}
 	switch x := a.(type) {
 	case map[string]any:
 		y, ok := b.(map[string]any)
@@ -63,15 +70,20 @@ func changed(a, b any, path FieldPath, out *[]string) {
 			break
 		}
 		if uniqueNames(x) && uniqueNames(y) {
+			// an item on one side only is one field
 			for i, it := range x {
 				name := it.(map[string]any)["name"].(string)
 				p := append(path[:len(path):len(path)], elem{item: true, index: i, name: name, byName: true})
-				changed(it, itemByName(y, name), p, out)
+				if other := itemByName(y, name); other != nil {
+					changed(it, other, p, out)
+				} else {
+					*out = append(*out, pathString(p))
+				}
 			}
 			for i, it := range y {
 				name := it.(map[string]any)["name"].(string)
 				if itemByName(x, name) == nil {
-					changed(nil, it, append(path[:len(path):len(path)], elem{item: true, index: i, name: name, byName: true}), out)
+					*out = append(*out, pathString(append(path[:len(path):len(path)], elem{item: true, index: i, name: name, byName: true})))
 				}
 			}
 			return

@@ -28,6 +28,7 @@ func TestChangedFields(t *testing.T) {
 	unstructured.SetNestedField(merged.Object, "y", "metadata", "labels", "app.kubernetes.io/name")
 	unstructured.SetNestedField(merged.Object, "3", "data", "b")
 	unstructured.SetNestedField(merged.Object, "4", "data", "c")
+	unstructured.SetNestedField(merged.Object, "v", "metadata", "annotations", "new")
 	unstructured.SetNestedSlice(merged.Object, []any{
 		map[string]any{"name": "new", "image": "c"},
 		map[string]any{"name": "web", "image": "a2"},
@@ -35,6 +36,7 @@ func TestChangedFields(t *testing.T) {
 	unstructured.SetNestedSlice(merged.Object, []any{"x", "y"}, "spec", "args")
 	want := []string{
 		"data.b", "data.c",
+		"metadata.annotations.new",
 		`metadata.labels["app.kubernetes.io/name"]`,
 		"spec.args",
 		"spec.containers[name=web].image", "spec.containers[name=old]", "spec.containers[name=new]",
