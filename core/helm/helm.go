@@ -27,8 +27,10 @@
 //
 // Install or upgrade is decided by the release history. An upgrade whose
 // chart, values and rendered manifests equal the deployed revision is not
-// performed (no new revision: see Client.Apply). A release left pending by
-// an interrupted run is recovered where Helm allows it.
+// performed (no new revision: see Client.Apply) unless the release's
+// objects drifted from its manifest: then it is, and puts them back (a
+// repair: drift.go, repair.go). A release left pending by an interrupted
+// run is recovered where Helm allows it.
 package helm
 
 import (

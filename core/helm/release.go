@@ -303,8 +303,11 @@ type Result struct {
 //   - SkipIfInstalled and a release exists: nothing (Skipped);
 //   - a deployed revision with the same chart name and version, the same
 //     values and the same rendered manifests and hooks (a server-side
-//     dry-run upgrade renders them): no upgrade and no new revision
-//     (Unchanged); with Wait, the resources are still waited for;
+//     dry-run upgrade renders them), whose objects the cluster has as its
+//     manifest says (checkDrift): no upgrade and no new revision
+//     (Unchanged); with Wait, the resources are still waited for; when
+//     objects drifted, an upgrade that puts them back (Repaired,
+//     Result.Drift); with Replace, an upgrade all the same;
 //   - otherwise: upgrade. Values are always the spec's (never reused from
 //     the release), and history is capped at 10 revisions.
 //
