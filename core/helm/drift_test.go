@@ -302,3 +302,42 @@ func TestUpgradeClientOptions(t *testing.T) {
 		}
 	}
 }
+
+// TestContained: the cheap test of no drift holds when every field the
+// manifest sets holds its value live (defaults and others' fields around
+// them, numbers of another Go type, an empty map the server dropped), and
+// fails on anything objects.Fields would have to look at.
+func TestContained(t *testing.T) {
+	want := obj(t, deployManifest)
+	live := obj(t, deployLive)
+	unstructured.SetNestedField(live.Object, int64(1), "spec", "replicas")
+	if !contained(want.Object, live.Object, true) {
+		t.Error("the live Deployment holds the manifest's fields, with defaults and a label of others' around them")
+	}
+	if _, differ, others, err := classify(want, live, "kubectl-khook"); err != nil || len(differ) != 0 || len(others) != 0 {
+		t.Errorf("classify: %v %v %v", differ, others, err)
+	}
+	for name, edit := range map[string]func(u *unstructured.Unstructured){
+		"a value": func(u *unstructured.Unstructured) {
+			unstructured.SetNestedField(u.Object, int64(2), "spec", "replicas")
+		},
+		"a label removed": func(u *unstructured.Unstructured) {
+			unstructured.RemoveNestedField(u.Object, "metadata", "labels", "app")
+		},
+		"a container removed": func(u *unstructured.Unstructured) {
+			unstructured.SetNestedSlice(u.Object, []any{map[string]any{"name": "web", "image": "busybox"}}, "spec", "template", "spec", "containers")
+		},
+		"containers reordered": func(u *unstructured.Unstructured) {
+			unstructured.SetNestedSlice(u.Object, []any{map[string]any{"name": "sidecar", "image": "pause"}, map[string]any{"name": "web", "image": "busybox"}}, "spec", "template", "spec", "containers")
+		},
+	} {
+		l := live.DeepCopy()
+		edit(l)
+		if contained(want.Object, l.Object, true) {
+			t.Errorf("%s: contained", name)
+		}
+	}
+	if contained(map[string]any{"a": nil}, map[string]any{"a": "x"}, true) {
+		t.Error("a null the manifest sets is contained in a value")
+	}
+}

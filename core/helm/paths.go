@@ -219,3 +219,53 @@ func normalized(want *unstructured.Unstructured) *unstructured.Unstructured {
 	delete(obj.Object, "stringData")
 	return obj
 }
+
+// contained reports whether every field want sets holds the same value in
+// live (an empty map, list or null in want also where live lacks it),
+// lists item by item in order; top, at the object's root, skips status
+// (never the manifest's to set). It is a cheap sufficient test of no
+// drift: true means objects.Fields would find every field equal; false
+// means it has to look (a list the server reorders or extends, a
+// normalised value, a field that did drift).
+func contained(want, live any, top bool) bool {
+	switch w := want.(type) {
+	case map[string]any:
+		l, ok := live.(map[string]any)
+		if !ok {
+			return len(w) == 0 && isEmpty(live)
+		}
+		for k, v := range w {
+			if top && k == "status" {
+				continue
+			}
+			lv, found := l[k]
+			if !found {
+				if isEmpty(v) {
+					continue
+				}
+				return false
+			}
+			if !contained(v, lv, false) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		l, ok := live.([]any)
+		if !ok {
+			return len(w) == 0 && isEmpty(live)
+		}
+		if len(w) != len(l) {
+			return false
+		}
+		for i := range w {
+			if !contained(w[i], l[i], false) {
+				return false
+			}
+		}
+		return true
+	case nil:
+		return live == nil
+	}
+	return jsonEqual(want, live)
+}

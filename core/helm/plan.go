@@ -127,13 +127,15 @@ func (c *Client) plan(ctx context.Context, r Release) (Plan, error) {
 		return p, nil
 	}
 	if last.Info.Status == rcommon.StatusDeployed {
+		ahead := c.driftAhead(ctx, r, ch, vals, last)
+		defer ahead.stop()
 		same, err := c.unchanged(ctx, cfg, r, ch, vals, last)
 		if err != nil {
 			p.Action, p.Reason = PlanUnknown, "the upgrade would fail: "+err.Error()
 			return p, nil
 		}
 		if same {
-			c.planDrift(ctx, r, last, &p)
+			c.planDrift(ahead, r, last, &p)
 			return p, nil
 		}
 		p.Details = append(p.Details, changes(last, ch, vals)...)
@@ -179,10 +181,10 @@ func changes(last *release.Release, ch *Chart, vals map[string]any) []string {
 }
 
 // planDrift predicts what Apply does with a deployed revision that has
-// the chart, the values and the manifests of r: repair what drifted, an
-// upgrade --replace forces, or nothing.
-func (c *Client) planDrift(ctx context.Context, r Release, last *release.Release, p *Plan) {
-	d, err := c.checkDrift(ctx, r, last)
+// the chart, the values and the manifests of r, from the drift check
+// ahead: repair what drifted, an upgrade --replace forces, or nothing.
+func (c *Client) planDrift(ahead *pendingDrift, r Release, last *release.Release, p *Plan) {
+	d, err := ahead.wait()
 	if err != nil {
 		p.Action, p.Reason = PlanUnknown, err.Error()
 		return

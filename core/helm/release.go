@@ -429,12 +429,14 @@ func (c *Client) install(ctx context.Context, cfg *configuration, r Release, ch 
 
 func (c *Client) upgrade(ctx context.Context, cfg *configuration, r Release, ch *Chart, vals map[string]any, last *release.Release, res Result) (Result, error) {
 	if last.Info.Status == rcommon.StatusDeployed {
+		ahead := c.driftAhead(ctx, r, ch, vals, last)
+		defer ahead.stop()
 		same, err := c.unchanged(ctx, cfg, r, ch, vals, last)
 		if err != nil {
 			return res, fmt.Errorf("upgrade failed: %w", err)
 		}
 		if same {
-			if res.Drift, err = c.checkDrift(ctx, r, last); err != nil {
+			if res.Drift, err = ahead.wait(); err != nil {
 				return res, err
 			}
 			if res.Drift.None() && !r.Replace {
