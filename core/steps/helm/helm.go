@@ -94,6 +94,9 @@ func (e *Executor) Run(ctx context.Context, req *step.Request) (out step.Outcome
 	case khelm.Unchanged:
 		out.Message = fmt.Sprintf("%s unchanged at revision %d: chart %s with these values is deployed", subject, res.Revision, res.ChartRef)
 	}
+	if len(res.Drift.Unknown) > 0 {
+		out.Message += "; not compared with the cluster (may not be read): " + strings.Join(res.Drift.Unknown, ", ")
+	}
 	if res.Recovered != "" {
 		out.Changed = true
 		out.Message += "; recovered: " + res.Recovered
