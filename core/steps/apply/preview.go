@@ -157,7 +157,8 @@ func (pv *preview) namespaceExists(ctx context.Context, seen map[string]bool, na
 // unchanged (the dry run changes nothing), or unknown (a kind or
 // namespace is missing that this step does not create: an earlier step
 // may; the user may not read the object; or the dry run fails, as the
-// apply would). The step's action is create when every object is to be
+// apply would). An object the user may read but not write (no dry run)
+// is configure, saying so. The step's action is create when every object is to be
 // created, unchanged when none changes, configure otherwise; skip when
 // skipIf: exists holds. It only reads and dry-runs, and decides from what
 // the user may read: a namespace it may not read is taken to exist (the
@@ -291,10 +292,16 @@ func (c *planCounts) add(ctx context.Context, req *step.Request, m *objects.Mana
 	}
 	// the very request Run sends, dry-run, as diff sends it
 	res, err := m.Apply(ctx, p.obj, c.ns, objects.ApplyOptions{ServerSide: c.serverSide, DryRun: true})
-	if err != nil {
-		if ctx.Err() != nil {
-			return err
-		}
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return err
+	case apierrors.IsForbidden(err):
+		// a user who may read but not write: whether it changes is not
+		// known; the apply (by someone who may) configures it
+		c.details = append(c.details, where+": configure (exists; may not dry-run it: "+kube.Reason(err)+")")
+		c.changed++
+		return nil
+	case err != nil:
 		c.unknownBecause(where, "dry run: "+kube.Reason(err), "a dry run of "+where+" fails: the apply would fail there")
 		return nil
 	}
