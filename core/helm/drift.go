@@ -29,15 +29,15 @@ import (
 //
 // What is drift, and what is not:
 //
-//   - an object of the manifest that does not exist: missing;
-//   - a field the manifest sets whose live value differs, unless the live
-//     value is another writer's by the object's managed fields: written
-//     through a subresource (an HorizontalPodAutoscaler's or kubectl
-//     scale's replicas, through scale), or
-//   - unless applying the manifest would leave it as it is: each object
-//     with differing fields is confirmed with a server-side dry-run apply
-//     of its manifest, so that defaulting, the normalisation of quantities
-//     and mutating webhooks are not drift;
+//   - an object of the manifest that does not exist is drift (missing);
+//   - a field the manifest sets whose live value differs (objects.Fields)
+//     is drift, unless the live value is another writer's by the object's
+//     managed fields, written through a subresource (an
+//     HorizontalPodAutoscaler's or kubectl scale's replicas, through
+//     scale), and unless applying the manifest would leave it as it is:
+//     each object with differing fields is confirmed with a server-side
+//     dry-run apply of its manifest, so that defaulting, the normalisation
+//     of quantities and mutating webhooks are not drift;
 //   - fields the manifest does not set are never read: whatever others add
 //     to an object is theirs.
 //
@@ -65,7 +65,8 @@ type DriftedObject struct {
 	// Missing: the object does not exist.
 	Missing bool
 	// Fields are the paths of the fields whose live value differs
-	// ("data.b", "spec.template.spec.containers[name=web].image").
+	// (data.b, spec.template.spec.containers[name="web"].image), a
+	// missing list entry as the entry.
 	Fields []string
 	// Manifest is the object as the release's manifest has it; Live is
 	// the same object with each drifted field at its live value (nil when
