@@ -84,6 +84,9 @@ type OtherField struct {
 	Path string
 	// Owners are the managers of the live value, "manager (subresource)".
 	Owners []string
+	// Why says whose it is: "written through a subresource", "written by
+	// another step of the spec".
+	Why string
 	// key is the object's (objectKey), value the live value, which a
 	// repair keeps.
 	key   string
@@ -130,7 +133,7 @@ func (d Drift) Details() []string {
 		out = append(out, line)
 	}
 	for _, f := range d.Others {
-		out = append(out, fmt.Sprintf("%s: %s is %s's (written through a subresource): not drift, left as it is", f.Ref, f.Path, strings.Join(f.Owners, ", ")))
+		out = append(out, fmt.Sprintf("%s: %s is %s's (%s): not drift, left as it is", f.Ref, f.Path, strings.Join(f.Owners, ", "), f.Why))
 	}
 	for _, u := range d.Unknown {
 		out = append(out, u+": drift unknown (may not be read)")
@@ -246,7 +249,7 @@ func (c *Client) objectDrift(ctx context.Context, want *unstructured.Unstructure
 	case err != nil:
 		return objectDrift{}, err
 	}
-	intent, differ, others, err := classify(want, live, helmFieldManager())
+	intent, differ, others, err := classify(want, live, helmFieldManager(), c.env.fieldManager())
 	if err != nil {
 		return objectDrift{}, err
 	}
@@ -265,11 +268,13 @@ func (c *Client) objectDrift(ctx context.Context, want *unstructured.Unstructure
 
 // classify compares the fields want (an object of a release's manifest)
 // sets with live: differ are those whose live value differs, others those
-// whose live value differs but another writer owns, through a
-// subresource (not drift). manager is the manager of Helm's writes.
+// whose live value differs but is another writer's (not drift): written
+// through a subresource by a manager other than helm's (manager), or
+// written by spec, the field manager of the spec's other steps (a patch:
+// step patching an object of the chart says what the spec wants there).
 // intent is want as the API server stores it (a Secret's stringData
 // compared as the data it becomes), as differ names its fields.
-func classify(want, live *unstructured.Unstructured, manager string) (intent *unstructured.Unstructured, differ []objects.Field, others []OtherField, err error) {
+func classify(want, live *unstructured.Unstructured, manager, spec string) (intent *unstructured.Unstructured, differ []objects.Field, others []OtherField, err error) {
 	intent = normalized(want)
 	if contained(intent.Object, live.Object, true) {
 		// every field the manifest sets holds its value: nothing differs
@@ -285,8 +290,15 @@ func classify(want, live *unstructured.Unstructured, manager string) (intent *un
 		if f.Equal || sameField(f.Intent, true, f.Live, f.InLive) {
 			continue // an empty map or list the server drops is no drift
 		}
+		other := OtherField{Ref: ref, Path: pathName(f.Path), key: objectKey(want), value: f.Live, path: f.Path}
 		if o := f.ThroughSubresource(manager); len(o) > 0 {
-			others = append(others, OtherField{Ref: ref, Path: pathName(f.Path), Owners: ownerNames(o), key: objectKey(want), value: f.Live, path: f.Path})
+			other.Owners, other.Why = ownerNames(o), "written through a subresource"
+			others = append(others, other)
+			continue
+		}
+		if spec != manager && f.OwnedBy(spec) {
+			other.Owners, other.Why = []string{spec}, "written by another step of the spec"
+			others = append(others, other)
 			continue
 		}
 		differ = append(differ, f)

@@ -103,6 +103,14 @@ func TestClassifyDrift(t *testing.T) {
 			others: []string{"spec.replicas: kube-controller-manager (scale)"},
 		},
 		{
+			name: "replicas a patch: step of the spec set (field manager khook): the spec's, not drift",
+			want: obj(t, deployManifest),
+			live: withManaged(obj(t, deployLive),
+				[3]string{helmMgr, "", `{"f:spec":{"f:template":{}}}`},
+				[3]string{"khook", "", scaled}),
+			others: []string{"spec.replicas: khook"},
+		},
+		{
 			name: "replicas someone edited: drift",
 			want: obj(t, deployManifest),
 			live: withManaged(obj(t, deployLive),
@@ -142,7 +150,7 @@ func TestClassifyDrift(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, differ, others, err := classify(tt.want, tt.live, helmMgr)
+			_, differ, others, err := classify(tt.want, tt.live, helmMgr, "khook")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -170,7 +178,7 @@ func TestConfirmDrift(t *testing.T) {
 	live := obj(t, deployLive)
 	spec := live.Object["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
 	spec["containers"] = []any{map[string]any{"name": "web", "image": "docker.io/library/busybox"}}
-	intent, differ, _, err := classify(want, live, "kubectl-khook")
+	intent, differ, _, err := classify(want, live, "kubectl-khook", "khook")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +230,7 @@ func TestDriftWording(t *testing.T) {
 			{Ref: objects.Ref{Kind: "ConfigMap", Namespace: "heal", Name: "c2-cm"}, Missing: true},
 			{Ref: objects.Ref{Kind: "ConfigMap", Namespace: "heal", Name: "c2-cm2"}, Fields: []string{"data.b"}},
 		},
-		Others:  []OtherField{{Ref: objects.Ref{Kind: "Deployment", Namespace: "heal", Name: "web"}, Path: "spec.replicas", Owners: []string{"kube-controller-manager (scale)"}}},
+		Others:  []OtherField{{Ref: objects.Ref{Kind: "Deployment", Namespace: "heal", Name: "web"}, Path: "spec.replicas", Owners: []string{"kube-controller-manager (scale)"}, Why: "written through a subresource"}},
 		Unknown: []string{"Role/r in heal"},
 	}
 	if got, want := d.Summary("re-created"), "ConfigMap/c2-cm re-created, ConfigMap/c2-cm2 data.b"; got != want {
@@ -314,7 +322,7 @@ func TestContained(t *testing.T) {
 	if !contained(want.Object, live.Object, true) {
 		t.Error("the live Deployment holds the manifest's fields, with defaults and a label of others' around them")
 	}
-	if _, differ, others, err := classify(want, live, "kubectl-khook"); err != nil || len(differ) != 0 || len(others) != 0 {
+	if _, differ, others, err := classify(want, live, "kubectl-khook", "khook"); err != nil || len(differ) != 0 || len(others) != 0 {
 		t.Errorf("classify: %v %v %v", differ, others, err)
 	}
 	for name, edit := range map[string]func(u *unstructured.Unstructured){

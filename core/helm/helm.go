@@ -51,6 +51,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"khook.io/core/kube"
+	"khook.io/core/objects"
 	"khook.io/core/redact"
 )
 
@@ -68,6 +69,17 @@ type Env struct {
 	Log func(format string, args ...any)
 	// BaseDir anchors relative local paths (charts, values files).
 	BaseDir string
+	// FieldManager is the field manager of the run's other writes (its
+	// apply: and patch: steps); empty means objects.DefaultFieldManager.
+	// A field of a release's object it owns is the spec's, not drift.
+	FieldManager string
+}
+
+func (e Env) fieldManager() string {
+	if e.FieldManager != "" {
+		return e.FieldManager
+	}
+	return objects.DefaultFieldManager
 }
 
 func (e Env) logf(format string, args ...any) {

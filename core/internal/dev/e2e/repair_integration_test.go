@@ -321,3 +321,32 @@ func TestRepairStateResumes(t *testing.T) {
 		t.Errorf("apply without the record: exit %d, %q", res.Code, msg)
 	}
 }
+
+// TestRepairLeavesTheSpecsOwnPatch: a patch: step that changes a field
+// of a helm release's object (the chart's replicas) says what the spec
+// wants there: the re-run neither repairs it nor makes a new revision,
+// and plan says why (field manager khook).
+func TestRepairLeavesTheSpecsOwnPatch(t *testing.T) {
+	d := newDiffSpec(t, "repairpatch")
+	env := kubeEnv(t, "KHOOK_SECRET_TOKEN="+diffToken, "KHOOK_VAR_REPLICAS=2")
+	for i := range 2 {
+		r, res := applyJSON(t, "apply", d.path, env)
+		if res.Code != 0 || r.Status != "ok" {
+			t.Fatalf("apply %d: exit %d\n%s\n%s", i+1, res.Code, res.Stdout, res.Stderr)
+		}
+		if i == 1 {
+			if msg := stepMessage(t, r, "chart"); !strings.Contains(msg, "unchanged at revision 1") {
+				t.Errorf("the re-run of the chart: %q", msg)
+			}
+		}
+	}
+	dep, err := typed(t).AppsV1().Deployments(d.ns).Get(context.Background(), "chart", metav1.GetOptions{})
+	if err != nil || dep.Spec.Replicas == nil || *dep.Spec.Replicas != 2 {
+		t.Fatalf("replicas after two runs: %v (%v)", dep.Spec.Replicas, err)
+	}
+	p := livePlanSteps(t, d.path, env)
+	want := "Deployment/chart in " + d.ns + ": spec.replicas is khook's (written by another step of the spec): not drift, left as it is"
+	if p["chart"].Action != "no-op" || !slices.Contains(p["chart"].Details, want) {
+		t.Errorf("plan of the chart: %+v, want no-op with %q", p["chart"], want)
+	}
+}
