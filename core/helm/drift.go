@@ -249,7 +249,7 @@ func (c *Client) objectDrift(ctx context.Context, want *unstructured.Unstructure
 	case err != nil:
 		return objectDrift{}, err
 	}
-	intent, differ, others, err := classify(want, live, helmFieldManager(), c.env.fieldManager())
+	intent, differ, others, err := classify(want, live, c.helmManager(), c.stepsManager())
 	if err != nil {
 		return objectDrift{}, err
 	}
@@ -264,6 +264,17 @@ func (c *Client) objectDrift(ctx context.Context, want *unstructured.Unstructure
 	}
 	out.drifted = confirm(ref, intent, differ, applied, unconfirmed)
 	return out, nil
+}
+
+// helmManager is the field manager helm's writes use.
+func (c *Client) helmManager() string { return helmFieldManager() }
+
+// stepsManager is the field manager of the spec's other steps.
+func (c *Client) stepsManager() string {
+	if c.env.StepsFieldManager != "" {
+		return c.env.StepsFieldManager
+	}
+	return objects.DefaultFieldManager
 }
 
 // classify compares the fields want (an object of a release's manifest)

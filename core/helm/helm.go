@@ -51,7 +51,6 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"khook.io/core/kube"
-	"khook.io/core/objects"
 	"khook.io/core/redact"
 )
 
@@ -65,21 +64,14 @@ type Env struct {
 	// Redactor masks secrets in errors and log lines; credentials found in
 	// a chart source are added to it.
 	Redactor *redact.Redactor
+	// StepsFieldManager is the field manager of the spec's other steps
+	// (apply:, patch:); empty means objects.DefaultFieldManager. A field
+	// of a release's object it owns is the spec's, not drift (drift.go).
+	StepsFieldManager string
 	// Log reports progress; nil drops it.
 	Log func(format string, args ...any)
 	// BaseDir anchors relative local paths (charts, values files).
 	BaseDir string
-	// FieldManager is the field manager of the run's other writes (its
-	// apply: and patch: steps); empty means objects.DefaultFieldManager.
-	// A field of a release's object it owns is the spec's, not drift.
-	FieldManager string
-}
-
-func (e Env) fieldManager() string {
-	if e.FieldManager != "" {
-		return e.FieldManager
-	}
-	return objects.DefaultFieldManager
 }
 
 func (e Env) logf(format string, args ...any) {

@@ -213,12 +213,12 @@ func (e *Executor) ReleaseExists(ctx context.Context, req *step.Request, release
 
 func client(req *step.Request) *khelm.Client {
 	return khelm.NewClient(khelm.Env{
-		Kube:         req.Kube,
-		HTTP:         req.HTTP,
-		Redactor:     req.Redactor,
-		Log:          req.Log,
-		BaseDir:      req.BaseDir,
-		FieldManager: req.FieldManager,
+		Kube:              req.Kube,
+		HTTP:              req.HTTP,
+		Redactor:          req.Redactor,
+		Log:               req.Log,
+		BaseDir:           req.BaseDir,
+		StepsFieldManager: req.FieldManager,
 	})
 }
 
