@@ -181,6 +181,7 @@ func (o *RunOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	sel.warn(o.Streams.ErrOut)
 	s, err := o.Clusters.connect(ctx, doc)
 	if err != nil {
 		return err

@@ -191,7 +191,7 @@ const (
 // actionChanges are the live-plan actions that change the cluster.
 var actionChanges = map[string]bool{
 	"create": true, "configure": true, "delete": true, "restart": true, "run": true,
-	"install": true, "upgrade": true, "patch": true,
+	"install": true, "upgrade": true, "patch": true, "repair": true,
 }
 
 func (o *DiffOptions) run(ctx context.Context) error {
@@ -206,6 +206,7 @@ func (o *DiffOptions) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	sel.warn(o.Streams.ErrOut)
 	s, err := o.Clusters.connect(ctx, doc)
 	if err != nil {
 		return err

@@ -407,10 +407,11 @@ func (o *RunOptions) connectFleet(ctx context.Context, members []*member, progre
 				return nil
 			}
 			cp.Connecting()
-			if c.s, c.err = o.Clusters.newSession(ctx, m.doc, m.getter, &linePrefixer{w: o.Streams.ErrOut, prefix: m.context + ": "}); c.err != nil {
+			notes := &linePrefixer{w: o.Streams.ErrOut, prefix: m.context + ": "}
+			if c.s, c.err = o.Clusters.newSession(ctx, m.doc, m.getter, notes); c.err != nil {
 				return nil
 			}
-			if c.err = c.s.bindSelection(&o.Select, o.Command); c.err != nil {
+			if c.err = c.s.bindSelection(&o.Select, o.Command, notes); c.err != nil {
 				return nil
 			}
 			pctx, cancel := c.s.preflight(ctx)

@@ -125,11 +125,12 @@ func (o *PlanOptions) runFleet(ctx context.Context) error {
 	}
 	structured := o.Output != "text"
 	plans := make([]*plan.Plan, len(members))
-	outs := forEachMember(ctx, o.Streams, o.Redactor, members, o.Fleet.Parallelism, !structured, func(ctx context.Context, i int, m *member, out, _ io.Writer) error {
+	outs := forEachMember(ctx, o.Streams, o.Redactor, members, o.Fleet.Parallelism, !structured, func(ctx context.Context, i int, m *member, out, errOut io.Writer) error {
 		sel, err := o.Select.resolve(m.doc, "plan")
 		if err != nil {
 			return err
 		}
+		sel.warn(errOut)
 		p, err := offlinePlan(m.doc, sel)
 		if err != nil {
 			return err
@@ -187,7 +188,7 @@ func (o *DiffOptions) runFleet(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if err := s.bindSelection(&o.Select, "diff"); err != nil {
+		if err := s.bindSelection(&o.Select, "diff", errOut); err != nil {
 			return err
 		}
 		differs[i], err = o.diff(ctx, s, out, errOut)

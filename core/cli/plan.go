@@ -126,6 +126,7 @@ func (o *PlanOptions) plan(ctx context.Context, doc *load.Document) (*plan.Plan,
 	if err != nil {
 		return nil, err
 	}
+	sel.warn(o.Streams.ErrOut)
 	if o.Offline {
 		return offlinePlan(doc, sel)
 	}

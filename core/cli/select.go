@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path"
 	"slices"
@@ -98,6 +99,9 @@ type selection struct {
 	forced  []bool
 	partial bool
 	noNeeds bool
+	// warnings say what the flags name that the run will not do: a step
+	// --steps or --replace names that when: excludes (decision 192).
+	warnings []string
 }
 
 // resolve matches the flags against doc's steps for command: apply,
@@ -122,6 +126,7 @@ func (f *SelectFlags) resolve(doc *load.Document, command string) (*selection, e
 		if err := errors.Join(errs...); err != nil {
 			return nil, invalid(err)
 		}
+		sel.warnings = excludedWarnings(doc, nil, sel.forced)
 		return sel, nil
 	}
 	picked, err := matchSteps(steps, f.Steps, "--steps")
@@ -154,7 +159,62 @@ func (f *SelectFlags) resolve(doc *load.Document, command string) (*selection, e
 		}
 	}
 	sel.partial = slices.Contains(sel.in, false)
+	if err := unselectedReplace(doc, sel, f.Steps); err != nil {
+		return nil, invalid(err)
+	}
+	sel.warnings = excludedWarnings(doc, sel.picked, sel.forced)
 	return sel, nil
+}
+
+// unselectedReplace refuses --replace naming a step --steps leaves out:
+// it would not run, so it could not be re-run (decision 192). Every such
+// step is named at once.
+func unselectedReplace(doc *load.Document, sel *selection, steps []string) error {
+	var out []string
+	for i, forced := range sel.forced {
+		if forced && !sel.in[i] {
+			out = append(out, doc.Spec.Steps[i].Name)
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	what := "the steps it names and the steps they need"
+	if sel.noNeeds {
+		what = "with --no-needs, the steps it names only"
+	}
+	return fmt.Errorf("--replace %s: not selected by --steps %s (%s), so it would not run: name it in --steps too, or leave it out of --replace; nothing was run",
+		strings.Join(out, ", "), strings.Join(steps, ","), what)
+}
+
+// excludedWarnings are the warnings of steps --steps picks or --replace
+// forces (nil: none) that when: excludes: they are skipped all the same,
+// as the spec's when: decides (decision 160), and the warning says so.
+func excludedWarnings(doc *load.Document, picked, forced []bool) []string {
+	var out []string
+	for i := range doc.Spec.Steps {
+		if doc.Included(i) {
+			continue
+		}
+		st := &doc.Spec.Steps[i]
+		if picked != nil && picked[i] {
+			out = append(out, fmt.Sprintf("--steps names %s, which when: (%s) excludes: it is skipped", st.Name, st.When))
+		}
+		if forced != nil && forced[i] {
+			out = append(out, fmt.Sprintf("--replace names %s, which when: (%s) excludes: it is not re-run", st.Name, st.When))
+		}
+	}
+	return out
+}
+
+// warn writes the selection's warnings to w, one a line.
+func (sel *selection) warn(w io.Writer) {
+	if sel == nil || w == nil {
+		return
+	}
+	for _, m := range sel.warnings {
+		fmt.Fprintln(w, "warning: "+m)
+	}
 }
 
 // matchSteps marks the steps list names: names and path.Match patterns
@@ -205,7 +265,7 @@ func (sel *selection) selected(i int) bool { return sel == nil || sel.in[i] }
 
 // bindSelection resolves f against the session's spec for command and
 // keeps it for the run, plan or diff; nil f selects everything.
-func (s *session) bindSelection(f *SelectFlags, command string) error {
+func (s *session) bindSelection(f *SelectFlags, command string, warnings io.Writer) error {
 	if f == nil {
 		return nil
 	}
@@ -213,6 +273,7 @@ func (s *session) bindSelection(f *SelectFlags, command string) error {
 	if err != nil {
 		return err
 	}
+	sel.warn(warnings)
 	s.sel = sel
 	return nil
 }

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -46,6 +48,12 @@ func TestSelectionErrors(t *testing.T) {
 		{"no-needs alone", []string{"plan", "-f", spec, "--no-needs"}, []string{"--no-needs needs --steps"}},
 		{"no-needs missing need", []string{"plan", "-f", spec, "--offline", "--steps", "argocd", "--no-needs"}, []string{"--no-needs: argocd needs cert-manager, which is not selected"}},
 		{"destroy has no replace", []string{"destroy", "-f", spec, "--replace", "x"}, []string{"unknown flag: --replace"}},
+		// --replace of a step --steps leaves out would do nothing
+		{"replace not selected", []string{"plan", "-f", spec, "--offline", "--steps", "config", "--replace", "cert-manager,argocd"},
+			[]string{"--replace cert-manager, argocd: not selected by --steps config (the steps it names and the steps they need), so it would not run: name it in --steps too, or leave it out of --replace; nothing was run"}},
+		{"replace not selected, no-needs", []string{"diff", "-f", spec, "--steps", "config,cilium", "--no-needs", "--replace", "cilium,restart-web"},
+			[]string{"--replace restart-web: not selected by --steps config,cilium (with --no-needs, the steps it names only)"}},
+		{"replace not selected, apply", []string{"apply", "-f", spec, "--steps", "config", "--replace", "migrate"}, []string{"--replace migrate: not selected"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -59,5 +67,50 @@ func TestSelectionErrors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSelectionWhenWarns: a step --steps or --replace names that when:
+// excludes is skipped, as when: says, and the command says so on standard
+// error (a warning: when: depends on variables), exit 0.
+func TestSelectionWhenWarns(t *testing.T) {
+	dir := t.TempDir()
+	spec := filepath.Join(dir, "spec.yaml")
+	body := `apiVersion: khook.io/v1
+kind: Khook
+metadata: {name: w}
+steps:
+  - name: base
+    apply: {manifests: [{inline: "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: base}\n"}]}
+  - name: optional
+    needs: [base]
+    when: vars.get("OPT", "off") == "on"
+    apply: {manifests: [{inline: "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: opt}\n"}]}
+`
+	if err := os.WriteFile(spec, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"plan", "-f", spec, "--offline", "--steps", "optional"}, `warning: --steps names optional, which when: (vars.get("OPT", "off") == "on") excludes: it is skipped`},
+		{[]string{"plan", "-f", spec, "--offline", "--replace", "optional"}, `warning: --replace names optional, which when: (vars.get("OPT", "off") == "on") excludes: it is not re-run`},
+	}
+	for _, tt := range tests {
+		out, errOut, code := runCLI(t, nil, "", tt.args...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", tt.args, code, errOut)
+		}
+		if !strings.Contains(errOut, tt.want) {
+			t.Errorf("%v: stderr lacks %q:\n%s", tt.args, tt.want, errOut)
+		}
+		if !strings.Contains(out, "when: vars.get") {
+			t.Errorf("%v: the plan does not show the exclusion:\n%s", tt.args, out)
+		}
+	}
+	// included: no warning
+	if _, errOut, code := runCLI(t, []string{"KHOOK_VAR_OPT=on"}, "", "plan", "-f", spec, "--offline", "--steps", "optional"); code != 0 || strings.Contains(errOut, "warning") {
+		t.Errorf("included step: exit %d, stderr %q", code, errOut)
 	}
 }

@@ -78,6 +78,7 @@ func (s *session) request(i, attempt int, timeout time.Duration, sink event.Sink
 		Redactor:         s.red,
 		Run:              s.run,
 		ForceCRDs:        s.forceCRDs,
+		Replace:          s.forcedStep(i),
 		Log: func(format string, args ...any) {
 			sink.Emit(event.Event{Kind: event.StepProgress, Time: time.Now(), Step: st.Name, Type: st.Type(), Message: fmt.Sprintf(format, args...)})
 		},

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"khook.io/core/internal/english"
 	"khook.io/core/kube"
 	"khook.io/core/manifest"
 	"khook.io/core/manifest/kubeyaml"
@@ -148,8 +149,49 @@ func (c *Client) diff(ctx context.Context, r Release) (ReleaseDiff, error) {
 			}
 		}
 	}
-	d.Objects, err = c.pairObjects(ctx, last, rendered, r.Namespace)
+	if d.Objects, err = c.pairObjects(ctx, last, rendered, r.Namespace); err != nil {
+		return d, err
+	}
+	if d.Action == PlanNoOp {
+		err = c.diffDrift(ctx, r, last, &d)
+	}
 	return d, err
+}
+
+// diffDrift compares the objects of last, a deployed revision the chart
+// renders the same, with the cluster: a drifted object's current version
+// becomes the manifest's with the drifted fields at their live values
+// (none for a missing object), so the diff shows what the repair puts
+// back. Without drift, --replace still upgrades.
+func (c *Client) diffDrift(ctx context.Context, r Release, last *release.Release, d *ReleaseDiff) error {
+	dr, err := c.checkDrift(ctx, r, last)
+	if err != nil {
+		return err
+	}
+	if dr.None() {
+		if r.Replace {
+			d.Action = PlanUpgrade
+			d.Notes = append(d.Notes, fmt.Sprintf("upgrade from %s to a new revision of the same chart, values and objects (--replace)", d.Current))
+		}
+		d.Notes = append(d.Notes, dr.Details()...)
+		return nil
+	}
+	d.Action = PlanRepair
+	d.Notes = append(d.Notes, fmt.Sprintf("repair: %s of %s drifted; an upgrade to a new revision of the same chart and values puts them back", english.CountNoun(len(dr.Objects), "object"), d.Current))
+	d.Notes = append(d.Notes, dr.Details()...)
+	drifted := make(map[string]DriftedObject, len(dr.Objects))
+	for _, o := range dr.Objects {
+		drifted[objectKey(o.Manifest)] = o
+	}
+	for i, o := range d.Objects {
+		if o.Hook || o.Rendered == nil {
+			continue
+		}
+		if do, ok := drifted[objectKey(o.Rendered)]; ok {
+			d.Objects[i].Current, d.Objects[i].Rendered = do.Live, do.Manifest
+		}
+	}
+	return nil
 }
 
 // renderInstall is a server-side dry-run install; when the server cannot

@@ -27,8 +27,10 @@
 //
 // Install or upgrade is decided by the release history. An upgrade whose
 // chart, values and rendered manifests equal the deployed revision is not
-// performed (no new revision: see Client.Apply). A release left pending by
-// an interrupted run is recovered where Helm allows it.
+// performed (no new revision: see Client.Apply) unless the release's
+// objects drifted from its manifest: then it is, and puts them back (a
+// repair: drift.go, repair.go). A release left pending by an interrupted
+// run is recovered where Helm allows it.
 package helm
 
 import (
@@ -62,6 +64,10 @@ type Env struct {
 	// Redactor masks secrets in errors and log lines; credentials found in
 	// a chart source are added to it.
 	Redactor *redact.Redactor
+	// StepsFieldManager is the field manager of the spec's other steps
+	// (apply:, patch:); empty means objects.DefaultFieldManager. A field
+	// of a release's object it owns is the spec's, not drift (drift.go).
+	StepsFieldManager string
 	// Log reports progress; nil drops it.
 	Log func(format string, args ...any)
 	// BaseDir anchors relative local paths (charts, values files).

@@ -9,6 +9,7 @@ import (
 	release "helm.sh/helm/v4/pkg/release/v1"
 
 	"khook.io/core/diff"
+	"khook.io/core/internal/english"
 )
 
 // PlanAction is what Plan predicts Apply will do.
@@ -19,7 +20,11 @@ const (
 	PlanInstall PlanAction = "install"
 	PlanUpgrade PlanAction = "upgrade"
 	PlanNoOp    PlanAction = "no-op"
-	PlanSkip    PlanAction = "skip"
+	// PlanRepair: the deployed revision has this chart, these values and
+	// these manifests, but objects of it drifted out of band: Apply
+	// upgrades to a new revision that puts them back.
+	PlanRepair PlanAction = "repair"
+	PlanSkip   PlanAction = "skip"
 	// PlanUnknown: the release is pending and not provably abandoned
 	// (another operation may be in progress), the chart or its values
 	// cannot be fetched, or a dry run of the install or upgrade fails (the chart does not render, values
@@ -122,14 +127,15 @@ func (c *Client) plan(ctx context.Context, r Release) (Plan, error) {
 		return p, nil
 	}
 	if last.Info.Status == rcommon.StatusDeployed {
+		ahead := c.driftAhead(ctx, r, ch, vals, last)
+		defer ahead.stop()
 		same, err := c.unchanged(ctx, cfg, r, ch, vals, last)
 		if err != nil {
 			p.Action, p.Reason = PlanUnknown, "the upgrade would fail: "+err.Error()
 			return p, nil
 		}
 		if same {
-			p.Action = PlanNoOp
-			p.Reason = fmt.Sprintf("revision %d already has this chart, these values and these manifests", last.Version)
+			c.planDrift(ahead, r, last, &p)
 			return p, nil
 		}
 		p.Details = append(p.Details, changes(last, ch, vals)...)
@@ -172,4 +178,32 @@ func changes(last *release.Release, ch *Chart, vals map[string]any) []string {
 		out = append(out, "rendered manifests change")
 	}
 	return out
+}
+
+// planDrift predicts what Apply does with a deployed revision that has
+// the chart, the values and the manifests of r, from the drift check
+// ahead: repair what drifted, an upgrade --replace forces, or nothing.
+func (c *Client) planDrift(ahead *pendingDrift, r Release, last *release.Release, p *Plan) {
+	d, err := ahead.wait()
+	if err != nil {
+		p.Action, p.Reason = PlanUnknown, err.Error()
+		return
+	}
+	p.Details = append(p.Details, d.Details()...)
+	switch {
+	case !d.None():
+		them := "them"
+		if len(d.Objects) == 1 {
+			them = "it"
+		}
+		p.Action = PlanRepair
+		p.Reason = fmt.Sprintf("%s of revision %d drifted (%s); an upgrade to a new revision of the same chart and values puts %s back",
+			english.CountNoun(len(d.Objects), "object"), last.Version, d.Summary("missing"), them)
+	case r.Replace:
+		p.Action = PlanUpgrade
+		p.Reason = fmt.Sprintf("revision %d has this chart, these values and these manifests, and the cluster has its objects: a new revision all the same (--replace)", last.Version)
+	default:
+		p.Action = PlanNoOp
+		p.Reason = fmt.Sprintf("revision %d already has this chart, these values and these manifests, and the cluster has its objects as they say", last.Version)
+	}
 }

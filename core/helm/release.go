@@ -65,6 +65,10 @@ type Release struct {
 	// makes, and a pending revision another run left is recovered only
 	// when it is provably abandoned (see Apply).
 	Run Run
+	// Replace upgrades a deployed release even when its chart, values,
+	// manifests and objects are as r says (--replace): a new revision,
+	// hooks run.
+	Replace bool
 }
 
 // Run identifies the khook run an operation belongs to (step.Run).
@@ -236,8 +240,13 @@ const (
 	Installed Action = "installed"
 	Upgraded  Action = "upgraded"
 	// Unchanged: the deployed revision already has this chart, these values
-	// and these rendered manifests; no new revision was made.
+	// and these rendered manifests, and the cluster has its objects as
+	// they say; no new revision was made.
 	Unchanged Action = "unchanged"
+	// Repaired: the deployed revision has this chart, these values and
+	// these manifests, but objects of it drifted (Result.Drift): an
+	// upgrade to a new revision put them back.
+	Repaired Action = "repaired"
 	// Skipped: SkipIfInstalled and the release exists.
 	Skipped Action = "skipped"
 )
@@ -282,6 +291,10 @@ type Result struct {
 	// Recovered says how a release left pending by an interrupted run was
 	// recovered, if it was.
 	Recovered string
+	// Drift is what a Repaired upgrade put back; Forced says Replace made
+	// an upgrade nothing else asked for (Upgraded, or Repaired).
+	Drift  Drift
+	Forced bool
 }
 
 // Apply installs or upgrades r, as the release history decides:
@@ -290,8 +303,11 @@ type Result struct {
 //   - SkipIfInstalled and a release exists: nothing (Skipped);
 //   - a deployed revision with the same chart name and version, the same
 //     values and the same rendered manifests and hooks (a server-side
-//     dry-run upgrade renders them): no upgrade and no new revision
-//     (Unchanged); with Wait, the resources are still waited for;
+//     dry-run upgrade renders them), whose objects the cluster has as its
+//     manifest says (checkDrift): no upgrade and no new revision
+//     (Unchanged); with Wait, the resources are still waited for; when
+//     objects drifted, an upgrade that puts them back (Repaired,
+//     Result.Drift); with Replace, an upgrade all the same;
 //   - otherwise: upgrade. Values are always the spec's (never reused from
 //     the release), and history is capped at 10 revisions.
 //
@@ -413,18 +429,26 @@ func (c *Client) install(ctx context.Context, cfg *configuration, r Release, ch 
 
 func (c *Client) upgrade(ctx context.Context, cfg *configuration, r Release, ch *Chart, vals map[string]any, last *release.Release, res Result) (Result, error) {
 	if last.Info.Status == rcommon.StatusDeployed {
+		ahead := c.driftAhead(ctx, r, ch, vals, last)
+		defer ahead.stop()
 		same, err := c.unchanged(ctx, cfg, r, ch, vals, last)
 		if err != nil {
 			return res, fmt.Errorf("upgrade failed: %w", err)
 		}
 		if same {
-			if r.Wait {
-				if err := c.waitReady(ctx, cfg, r, last); err != nil {
-					return res, err
-				}
+			if res.Drift, err = ahead.wait(); err != nil {
+				return res, err
 			}
-			res.Action, res.Revision = Unchanged, last.Version
-			return res, nil
+			if res.Drift.None() && !r.Replace {
+				if r.Wait {
+					if err := c.waitReady(ctx, cfg, r, last); err != nil {
+						return res, err
+					}
+				}
+				res.Action, res.Revision = Unchanged, last.Version
+				return res, nil
+			}
+			res.Forced = r.Replace
 		}
 	}
 	labels, err := runLabels(r.Run, last.Version+1, true) // helm's next revision
@@ -445,12 +469,15 @@ func (c *Client) upgrade(ctx context.Context, cfg *configuration, r Release, ch 
 	up.Timeout = helmTimeout(ctx, r)
 	up.DisableOpenAPIValidation = noClientValidation
 	up.Labels = labels // merged by helm with the last revision's
-	c.env.logf("upgrading release %s in %s from %s to chart %s", r.Name, r.Namespace, statusOf(last), ch.Ref)
+	c.readyUpgrade(cfg, up, r, ch, last, res)
 	rel, err := v1Release(up.RunWithContext(ctx, r.Name, chrt, vals))
 	if err != nil {
 		return res, operationError(ctx, "upgrade", cfg, up.Timeout, r.Wait || r.Atomic, err)
 	}
 	res.Action, res.Revision = Upgraded, rel.Version
+	if !res.Drift.None() {
+		res.Action = Repaired
+	}
 	return res, nil
 }
 

@@ -16,6 +16,9 @@ const (
 	ActionUnknown   = "unknown"
 	ActionCreate    = "create"
 	ActionConfigure = "configure"
+	// ActionUnchanged: an apply: step whose objects all exist and whose
+	// dry run changes none of them (kubectl apply's word).
+	ActionUnchanged = "unchanged"
 	ActionDelete    = "delete"
 	ActionNoOp      = "no-op"
 	ActionPatch     = "patch"

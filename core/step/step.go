@@ -53,6 +53,11 @@ type Request struct {
 	// ForceCRDs lets destroy delete a CRD the spec created whose kind has
 	// custom resources the spec did not create (--force-crds).
 	ForceCRDs bool
+	// Replace: --replace names the step, so it runs even where it would
+	// find nothing to do (Terraform's -replace): a helm release deployed
+	// with the same chart, values and objects is upgraded all the same (a
+	// new revision, hooks run). Executors that always write ignore it.
+	Replace bool
 }
 
 // Run identifies one khook run (one command on one cluster), for what a

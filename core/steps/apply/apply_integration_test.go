@@ -561,8 +561,29 @@ func TestApplyPlan(t *testing.T) {
 	}
 	run(t, e.request(stepYAML("p", fields, inline(configMap("a", nil)))))
 	p = plan(stepYAML("p", fields, inline(configMap("a", nil)), inline(configMap("b", nil))))
-	if p.Action != "configure" || p.Details[0] != "ConfigMap/a in "+e.ns+": configure (exists)" {
+	if p.Action != "configure" || p.Reason != "1 to create, 1 unchanged" || strings.Join(p.Details, "|") != "ConfigMap/a in "+e.ns+": unchanged|ConfigMap/b in "+e.ns+": create" {
 		t.Errorf("some exist: %+v", p)
+	}
+	// applied as it is: the dry run changes nothing, as diff says
+	p = plan(stepYAML("p", fields, inline(configMap("a", nil))))
+	if p.Action != "unchanged" || p.Reason != "a dry run of the object changes nothing" || p.Details[0] != "ConfigMap/a in "+e.ns+": unchanged" {
+		t.Errorf("applied, unchanged: %+v", p)
+	}
+	// a changed manifest: configure, naming the fields that change
+	// (the data, and the last-applied configuration of client-side apply)
+	p = plan(stepYAML("p", fields, inline(configMap("a", map[string]string{"k": "v"}))))
+	want := "ConfigMap/a in " + e.ns + `: configure: data.k, metadata.annotations["kubectl.kubernetes.io/last-applied-configuration"]`
+	if p.Action != "configure" || p.Reason != "1 to configure" || p.Details[0] != want {
+		t.Errorf("changed manifest: %+v, want configure: %s", p, want)
+	}
+	// server-side: the same, without the annotation
+	run(t, e.request(stepYAML("p", fields+"\nserverSide: true", inline(configMap("s", map[string]string{"k": "v"})))))
+	if p = plan(stepYAML("p", fields+"\nserverSide: true", inline(configMap("s", map[string]string{"k": "v"})))); p.Action != "unchanged" {
+		t.Errorf("server-side, applied: %+v", p)
+	}
+	p = plan(stepYAML("p", fields+"\nserverSide: true", inline(configMap("s", map[string]string{"k": "w"}))))
+	if p.Action != "configure" || p.Details[0] != "ConfigMap/s in "+e.ns+": configure: data.k" {
+		t.Errorf("server-side, changed: %+v", p)
 	}
 	p = plan(stepYAML("p", fields+"\nskipIf: exists", inline(configMap("a", nil))))
 	if p.Action != "skip" || p.Reason != "the object exists (skipIf: exists)" {

@@ -7,10 +7,13 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"khook.io/core/internal/dev/steptest"
 	"khook.io/core/step"
@@ -62,10 +65,11 @@ func TestPlanLeastPrivilege(t *testing.T) {
 	le.cleanup(cmGVR, b)
 
 	pred := steptest.Plan(t, apply.New(apply.Options{}), le.req(stepYAML("cms", "namespace: "+le.ns, inline(configMap(a, nil)), inline(configMap(b, nil)))))
-	if pred.Action != "configure" || pred.Reason != "1 of 2 objects exist" {
-		t.Errorf("plan = %+v, want configure (1 of 2 objects exist)", pred)
+	if pred.Action != "configure" || pred.Reason != "1 to create, 1 to configure" {
+		t.Errorf("plan = %+v, want configure (1 to create, 1 to configure)", pred)
 	}
-	want := []string{"ConfigMap/" + a + " in " + le.ns + ": create", "ConfigMap/" + b + " in " + le.ns + ": configure (exists)"}
+	// b was created without apply: apply adds its last-applied configuration
+	want := []string{"ConfigMap/" + a + " in " + le.ns + ": create", "ConfigMap/" + b + " in " + le.ns + `: configure: metadata.annotations["kubectl.kubernetes.io/last-applied-configuration"]`}
 	if strings.Join(pred.Details, "|") != strings.Join(want, "|") {
 		t.Errorf("details %q, want %q", pred.Details, want)
 	}
@@ -131,5 +135,46 @@ func TestDestroyDeletesWhatItMay(t *testing.T) {
 	}
 	if !le.absent(cmGVR, le.ns, a) || !le.absent(cmGVR, le.ns, b) || le.absent(saGVR, le.ns, sa) {
 		t.Error("both ConfigMaps must be gone (the first one comes after the refused object), the ServiceAccount left")
+	}
+}
+
+// TestPlanReadOnlyObject: an object the user may read but not write is
+// predicted from what it may do: unchanged when client-side apply's
+// three-way patch (computed locally) is empty, configure saying that it
+// may not dry-run it otherwise; never unknown.
+func TestPlanReadOnlyObject(t *testing.T) {
+	le := newLimitedEnv(t)
+	sa := le.name("lp-ro-sa")
+	ctx := context.Background()
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: sa}, Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"serviceaccounts"}, Verbs: []string{"get", "list"}}}}
+	if _, err := le.clients.Typed.RbacV1().Roles(le.ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: sa}, RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: sa},
+		Subjects: []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: "khook-limited"}}}
+	if _, err := le.clients.Typed.RbacV1().RoleBindings(le.ns).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = le.clients.Typed.RbacV1().RoleBindings(le.ns).Delete(context.Background(), sa, metav1.DeleteOptions{})
+		_ = le.clients.Typed.RbacV1().Roles(le.ns).Delete(context.Background(), sa, metav1.DeleteOptions{})
+	})
+	le.cleanup(saGVR, sa)
+	// applied by the admin: the last-applied annotation is there
+	run(t, le.request(stepYAML("sa", "namespace: "+le.ns, inline(fmt.Sprintf(serviceAccount, sa)))))
+
+	var pred step.Prediction
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		pred = steptest.Plan(t, apply.New(apply.Options{}), le.req(stepYAML("sa", "namespace: "+le.ns, inline(fmt.Sprintf(serviceAccount, sa)))))
+		return pred.Action != "unknown", nil // the RoleBinding takes effect
+	})
+	if err != nil || pred.Action != "unchanged" {
+		t.Fatalf("plan of the applied ServiceAccount, read-only: %+v (%v)", pred, err)
+	}
+	labelled := strings.Replace(fmt.Sprintf(serviceAccount, sa), "metadata:\n", "metadata:\n  labels: {team: x}\n", 1)
+	pred = steptest.Plan(t, apply.New(apply.Options{}), le.req(stepYAML("sa", "namespace: "+le.ns, inline(labelled))))
+	want := "ServiceAccount/" + sa + " in " + le.ns + ": configure (exists; may not dry-run it: "
+	if pred.Action != "configure" || len(pred.Details) != 1 || !strings.HasPrefix(pred.Details[0], want) {
+		t.Errorf("plan of a changed ServiceAccount, read-only: %+v, want %q...", pred, want)
 	}
 }

@@ -151,13 +151,19 @@ func (pv *preview) namespaceExists(ctx context.Context, seen map[string]bool, na
 	return ok, nil
 }
 
-// Plan predicts create (no object exists), configure (some exist), skip
-// (skipIf: exists and all exist) or unknown (a kind or namespace is
-// missing that this step does not create: an earlier step may; or the
-// user may not read an object), with one detail line per object. It only
-// reads, and decides from what the user may read: a namespace it may not
-// read is taken to exist (the object's own read then says whether it
-// does), as apply and diff take it.
+// Plan predicts, object by object, what Run would do: create (the object
+// does not exist), configure (a server-side dry run of the very request
+// Run sends, as diff makes it, changes fields of it: they are named),
+// unchanged (the dry run changes nothing), or unknown (a kind or
+// namespace is missing that this step does not create: an earlier step
+// may; the user may not read the object; or the dry run fails, as the
+// apply would). An object the user may read but not write (no dry run)
+// is configure, saying so. The step's action is create when every object is to be
+// created, unchanged when none changes, configure otherwise; skip when
+// skipIf: exists holds. It only reads and dry-runs, and decides from what
+// the user may read: a namespace it may not read is taken to exist (the
+// object's own read then says whether it does), as apply and diff take
+// it. So plan, diff and apply agree object by object (decision 16).
 func (e *Executor) Plan(ctx context.Context, req *step.Request) (result step.Prediction, err error) {
 	defer req.RedactPrediction(&result, &err)
 	objs, ns, err := load(ctx, req)
@@ -168,30 +174,64 @@ func (e *Executor) Plan(ctx context.Context, req *step.Request) (result step.Pre
 	if err != nil {
 		return step.Prediction{}, err
 	}
-	var c planCounts
+	a := req.Step.Apply
+	c := planCounts{ns: ns, serverSide: a.ServerSide}
 	if pv.createNamespace {
-		c.details = append(c.details, "Namespace/"+req.Step.Apply.Namespace+": create (createNamespace)")
+		c.details = append(c.details, "Namespace/"+a.Namespace+": create (createNamespace)")
 	}
 	for _, p := range pv.objs {
 		if err := c.add(ctx, req, pv.m, p); err != nil {
 			return step.Prediction{}, err
 		}
 	}
+	exist := c.changed + c.unchanged
 	switch {
 	case c.unknown > 0:
 		return step.Prediction{Action: plan.ActionUnknown, Reason: strings.Join(c.reasons, "; "), Details: c.details}, nil
-	case req.Step.Apply.SkipIf == spec.SkipIfExists && c.absent == 0:
-		return step.Prediction{Action: plan.ActionSkip, Reason: allExist(c.exist), Details: c.details}, nil
-	case c.exist == 0:
+	case a.SkipIf == spec.SkipIfExists && c.absent == 0:
+		return step.Prediction{Action: plan.ActionSkip, Reason: allExist(exist), Details: c.details}, nil
+	case exist == 0:
 		return step.Prediction{Action: plan.ActionCreate, Details: c.details}, nil
+	case c.absent == 0 && c.changed == 0 && !pv.createNamespace:
+		return step.Prediction{Action: plan.ActionUnchanged, Reason: unchangedReason(exist), Details: c.details}, nil
 	}
-	return step.Prediction{Action: plan.ActionConfigure, Reason: fmt.Sprintf("%d of %d objects exist", c.exist, c.exist+c.absent), Details: c.details}, nil
+	return step.Prediction{Action: plan.ActionConfigure, Reason: c.reason(), Details: c.details}, nil
+}
+
+// unchangedReason says that a dry run of each of n objects changes
+// nothing.
+func unchangedReason(n int) string {
+	if n == 1 {
+		return "a dry run of the object changes nothing"
+	}
+	return fmt.Sprintf("a dry run of each of the %d objects changes nothing", n)
 }
 
 // planCounts is a plan's rendering of a preview.
 type planCounts struct {
-	details, reasons       []string
-	exist, absent, unknown int
+	ns         string
+	serverSide bool
+	details    []string
+	reasons    []string
+	// absent: to create; changed: exist, and the dry run changes them;
+	// unchanged: exist, and it does not.
+	absent, changed, unchanged, unknown int
+}
+
+// reason counts what a configure does: "1 to create, 2 to configure, 3
+// unchanged".
+func (c *planCounts) reason() string {
+	var parts []string
+	if c.absent > 0 {
+		parts = append(parts, fmt.Sprintf("%d to create", c.absent))
+	}
+	if c.changed > 0 {
+		parts = append(parts, fmt.Sprintf("%d to configure", c.changed))
+	}
+	if c.unchanged > 0 {
+		parts = append(parts, fmt.Sprintf("%d unchanged", c.unchanged))
+	}
+	return strings.Join(parts, ", ")
 }
 
 func (c *planCounts) unknownBecause(where, detail, reason string) {
@@ -237,6 +277,7 @@ func (c *planCounts) add(ctx context.Context, req *step.Request, m *objects.Mana
 	case apierrors.IsNotFound(err):
 		c.details = append(c.details, where+": create")
 		c.absent++
+		return nil
 	case apierrors.IsForbidden(err):
 		// what the user may not read cannot be predicted; the other
 		// objects still are
@@ -245,12 +286,40 @@ func (c *planCounts) add(ctx context.Context, req *step.Request, m *objects.Mana
 			r += " in " + ns
 		}
 		c.unknownBecause(where, kube.Reason(err), r)
+		return nil
 	case err != nil:
 		return fmt.Errorf("%s: %w", where, err)
-	default:
-		c.details = append(c.details, where+": configure (exists)")
-		c.exist++
 	}
+	// the very request Run sends, dry-run, as diff sends it
+	res, err := m.Apply(ctx, p.obj, c.ns, objects.ApplyOptions{ServerSide: c.serverSide, DryRun: true})
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return err
+	case apierrors.IsForbidden(err):
+		// a user who may read but not write: whether it changes is not
+		// known; the apply (by someone who may) configures it
+		c.details = append(c.details, where+": configure (exists; may not dry-run it: "+kube.Reason(err)+")")
+		c.changed++
+		return nil
+	case err != nil:
+		c.unknownBecause(where, "dry run: "+kube.Reason(err), "a dry run of "+where+" fails: the apply would fail there")
+		return nil
+	}
+	pair, err := diff.Prepare(res.Live, res.Object, req.Redactor)
+	if err != nil {
+		return fmt.Errorf("%s: %w", where, err)
+	}
+	if !pair.Changed() {
+		c.details = append(c.details, where+": unchanged")
+		c.unchanged++
+		return nil
+	}
+	fields := diff.ChangedFields(res.Live, res.Object)
+	if len(fields) == 0 {
+		fields = []string{"metadata"}
+	}
+	c.details = append(c.details, where+": configure: "+strings.Join(fields, ", "))
+	c.changed++
 	return nil
 }
 

@@ -8,10 +8,14 @@
 //   - namespace: the step's namespace, else the run's default namespace
 //     (-n), else "default";
 //   - a re-run with the same chart version, values and rendered manifests
-//     makes no new revision (reported "unchanged"); with wait: true the
-//     resources are still waited for. Out-of-band drift of the live objects
-//     is therefore not corrected by such a re-run (khook does no drift
-//     detection); changing anything in the step, or the chart, upgrades;
+//     reads the release's objects: when the cluster has them as the
+//     manifest says, it makes no new revision (reported "unchanged"; with
+//     wait: true the resources are still waited for); when objects are
+//     missing or fields the manifest sets were changed out of band, it
+//     upgrades to a new revision that puts them back (reported "repaired",
+//     naming them; see khook.io/core/helm's drift check). Changing
+//     anything in the step, or the chart, upgrades; --replace upgrades
+//     even a release that needs nothing (a new revision, hooks run);
 //   - every revision an install or upgrade makes carries the run's id
 //     (step.Request.Run) as the label step.RunLabel;
 //   - a release left pending (pending-install, -upgrade, -rollback,
@@ -80,8 +84,18 @@ func (e *Executor) Run(ctx context.Context, req *step.Request) (out step.Outcome
 	case khelm.Upgraded:
 		out.Changed = true
 		out.Message = fmt.Sprintf("upgraded %s to revision %d: chart %s (was %s)", subject, res.Revision, res.ChartRef, res.Previous)
+		if res.Forced {
+			out.Message = fmt.Sprintf("upgraded %s to revision %d: chart %s with the same values and objects as %s", subject, res.Revision, res.ChartRef, res.Previous)
+		}
+	case khelm.Repaired:
+		out.Changed = true
+		out.Message = fmt.Sprintf("upgraded %s to revision %d with the chart and values of revision %d: chart %s; repaired: %s",
+			subject, res.Revision, res.Previous.Revision, res.ChartRef, res.Drift.Summary("re-created"))
 	case khelm.Unchanged:
 		out.Message = fmt.Sprintf("%s unchanged at revision %d: chart %s with these values is deployed", subject, res.Revision, res.ChartRef)
+	}
+	if len(res.Drift.Unknown) > 0 {
+		out.Message += "; not compared with the cluster (may not be read): " + strings.Join(res.Drift.Unknown, ", ")
 	}
 	if res.Recovered != "" {
 		out.Changed = true
@@ -134,7 +148,7 @@ func (e *Executor) Diff(ctx context.Context, req *step.Request) (d step.Diff, er
 	case khelm.PlanInstall:
 		d.Notes = append(d.Notes, fmt.Sprintf("install %s: chart %s", subject, rd.Target))
 		d.Changes = true
-	case khelm.PlanUpgrade:
+	case khelm.PlanUpgrade, khelm.PlanRepair:
 		// a new revision even when every object stays the same
 		d.Changes = true
 	case khelm.PlanNoOp:
@@ -199,11 +213,12 @@ func (e *Executor) ReleaseExists(ctx context.Context, req *step.Request, release
 
 func client(req *step.Request) *khelm.Client {
 	return khelm.NewClient(khelm.Env{
-		Kube:     req.Kube,
-		HTTP:     req.HTTP,
-		Redactor: req.Redactor,
-		Log:      req.Log,
-		BaseDir:  req.BaseDir,
+		Kube:              req.Kube,
+		HTTP:              req.HTTP,
+		Redactor:          req.Redactor,
+		Log:               req.Log,
+		BaseDir:           req.BaseDir,
+		StepsFieldManager: req.FieldManager,
 	})
 }
 
@@ -229,6 +244,7 @@ func releaseOf(req *step.Request) (khelm.Release, error) {
 		SkipIfInstalled: h.SkipIf == spec.SkipIfInstalled,
 		Timeout:         req.Timeout,
 		Run:             runOf(req),
+		Replace:         req.Replace,
 	}
 	if h.Auth != nil {
 		r.Source.Auth = &khelm.Credentials{Username: h.Auth.Username, Password: h.Auth.Password}

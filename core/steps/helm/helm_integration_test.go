@@ -529,7 +529,7 @@ func TestPlan(t *testing.T) {
 		t.Fatalf("plan installed: %v", got)
 	}
 	f.apply(step("0.1.0", "red"))
-	if p := f.plan(step("0.1.0", "red")); p.Action != "no-op" || p.Reason != "revision 1 already has this chart, these values and these manifests" {
+	if p := f.plan(step("0.1.0", "red")); p.Action != "no-op" || p.Reason != "revision 1 already has this chart, these values and these manifests, and the cluster has its objects as they say" {
 		t.Errorf("no-op plan: %+v", p)
 	}
 	p = f.plan(step("0.2.0", "blue"))

@@ -201,10 +201,24 @@ func placeholderSecrets(names []string) map[string]string {
 }
 
 // drifts are the live actions that mean the cluster is not as the spec
-// wants it: with them, an unchanged spec still plans an update.
-// configure (an apply step whose objects exist), wait and restart are
-// what those steps always predict; unknown cannot tell.
-var drifts = map[string]bool{plan.ActionCreate: true, plan.ActionPatch: true, plan.ActionDelete: true, plan.ActionRun: true}
+// wants it: with them, an unchanged spec still plans an update. configure
+// (an apply step a dry run of which changes fields), repair (a helm
+// release whose objects drifted), install and upgrade are khook's
+// predictions of a change, as create, patch, delete and run are; unchanged
+// and no-op are not; wait and restart are what those steps always
+// predict; unknown cannot tell (decision 172).
+var drifts = map[string]bool{
+	plan.ActionCreate: true, plan.ActionConfigure: true, plan.ActionPatch: true, plan.ActionDelete: true, plan.ActionRun: true,
+	actionInstall: true, actionUpgrade: true, actionRepair: true,
+}
+
+// The helm step's live actions (khook.io/core/helm's PlanAction: only
+// core/helm imports helm, so they are named here).
+const (
+	actionInstall = "install"
+	actionUpgrade = "upgrade"
+	actionRepair  = "repair"
+)
 
 // planRows turns khook's plan into steps rows, overlaid with the state
 // record's status: a step that would resume is skipped (khook's apply

@@ -34,14 +34,32 @@ func TestPlanRows(t *testing.T) {
 		wantDrift bool
 	}{
 		{
-			name: "no record: the live plan as it is, configure is no drift",
-			plan: []plan.Step{step("a", plan.ActionConfigure, ""), step("b", plan.ActionWait, "")},
-			want: []string{"a configure ", "b wait "},
+			name: "no record: the live plan as it is, unchanged, no-op and wait are no drift",
+			plan: []plan.Step{step("a", plan.ActionUnchanged, ""), step("b", plan.ActionWait, ""), step("c", plan.ActionNoOp, "")},
+			want: []string{"a unchanged ", "b wait ", "c no-op "},
+		},
+		{
+			name:      "no record: a configure (the dry run changes fields) is drift",
+			plan:      []plan.Step{step("a", plan.ActionConfigure, "1 to configure"), step("b", plan.ActionWait, "")},
+			want:      []string{"a configure 1 to configure", "b wait "},
+			wantDrift: true,
+		},
+		{
+			name:      "no record: a helm release's repair is drift",
+			plan:      []plan.Step{step("a", "repair", "2 objects of revision 1 drifted"), step("b", plan.ActionNoOp, "")},
+			want:      []string{"a repair 2 objects of revision 1 drifted", "b no-op "},
+			wantDrift: true,
+		},
+		{
+			name:      "no record: an install (the release uninstalled out of band) is drift",
+			plan:      []plan.Step{step("a", "install", "")},
+			want:      []string{"a install "},
+			wantDrift: true,
 		},
 		{
 			name:      "no record: a create is drift",
-			plan:      []plan.Step{step("a", plan.ActionConfigure, ""), step("b", plan.ActionCreate, "")},
-			want:      []string{"a configure ", "b create "},
+			plan:      []plan.Step{step("a", plan.ActionUnchanged, ""), step("b", plan.ActionCreate, "")},
+			want:      []string{"a unchanged ", "b create "},
 			wantDrift: true,
 		},
 		{
@@ -51,10 +69,17 @@ func TestPlanRows(t *testing.T) {
 			want:   []string{"a skip " + state.ResumeReason, "b skip " + state.ResumeReason},
 		},
 		{
-			name:      "the record re-runs a configure: run, with the record's why",
-			plan:      []plan.Step{step("a", plan.ActionConfigure, ""), step("b", plan.ActionConfigure, "")},
+			name:      "the record re-runs an unchanged step: run, with the record's why",
+			plan:      []plan.Step{step("a", plan.ActionConfigure, ""), step("b", plan.ActionUnchanged, "")},
 			status:    status(state.StepStatus{Name: "a", Next: state.NextResume}, state.StepStatus{Name: "b", Next: state.NextRerun, Why: "inputs changed"}),
 			want:      []string{"a skip " + state.ResumeReason, "b run inputs changed"},
+			wantDrift: true,
+		},
+		{
+			name:      "the record re-runs a configure: the live action stays",
+			plan:      []plan.Step{step("a", plan.ActionConfigure, "1 to configure")},
+			status:    status(state.StepStatus{Name: "a", Next: state.NextRerun, Why: "inputs changed"}),
+			want:      []string{"a configure 1 to configure"},
 			wantDrift: true,
 		},
 		{
@@ -86,8 +111,8 @@ func TestPlanRows(t *testing.T) {
 		},
 		{
 			name:      "no record with state: (withoutRecord): every step runs",
-			plan:      []plan.Step{step("a", plan.ActionConfigure, ""), step("b", plan.ActionCreate, ""), step("c", plan.ActionSkip, "when: false")},
-			status:    withoutRecord(&plan.Plan{Steps: []plan.Step{step("a", plan.ActionConfigure, ""), step("b", plan.ActionCreate, ""), step("c", plan.ActionSkip, "when: false")}}),
+			plan:      []plan.Step{step("a", plan.ActionUnchanged, ""), step("b", plan.ActionCreate, ""), step("c", plan.ActionSkip, "when: false")},
+			status:    withoutRecord(&plan.Plan{Steps: []plan.Step{step("a", plan.ActionUnchanged, ""), step("b", plan.ActionCreate, ""), step("c", plan.ActionSkip, "when: false")}}),
 			want:      []string{"a run " + noRecordReason, "b create ", "c skip when: false"},
 			wantDrift: true,
 		},

@@ -1,0 +1,271 @@
+package helm
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"reflect"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+)
+
+// Fields of an object named as managedFields name them
+// (objects.Fields): read, written and printed for the drift check.
+
+// pathName is a field's path as a plan and an outcome print it: data.b,
+// spec.template.spec.containers[name="web"].image.
+func pathName(p fieldpath.Path) string { return strings.TrimPrefix(p.String(), ".") }
+
+// lookupPath is obj's value at p (an object as the server returns it,
+// whose list entries hold every key field).
+func lookupPath(obj map[string]any, p fieldpath.Path) (any, bool) {
+	var v any = obj
+	for _, pe := range p {
+		if pe.FieldName != nil {
+			m, ok := v.(map[string]any)
+			if !ok {
+				return nil, false
+			}
+			if v, ok = m[*pe.FieldName]; !ok {
+				return nil, false
+			}
+			continue
+		}
+		l, ok := v.([]any)
+		if !ok {
+			return nil, false
+		}
+		i := entryIndex(l, pe, false)
+		if i < 0 {
+			return nil, false
+		}
+		v = l[i]
+	}
+	return v, true
+}
+
+// setPath puts v at p in obj, an object as a manifest writes it: a list
+// entry is the one whose key fields hold the key's values, a key field
+// the manifest leaves to its default (a port's protocol) matching any. A
+// field !present is removed (p may name a list entry). A path obj does
+// not have is left alone.
+func setPath(obj map[string]any, p fieldpath.Path, v any, present bool) {
+	if len(p) == 0 {
+		return
+	}
+	var parent any = obj
+	for _, pe := range p[:len(p)-1] {
+		next, ok := child(parent, pe)
+		if !ok {
+			return
+		}
+		parent = next
+	}
+	last := p[len(p)-1]
+	switch c := parent.(type) {
+	case map[string]any:
+		if last.FieldName == nil {
+			return
+		}
+		if present {
+			c[*last.FieldName] = v
+		} else {
+			delete(c, *last.FieldName)
+		}
+	case []any:
+		i := entryIndex(c, last, true)
+		if i < 0 {
+			return
+		}
+		if present {
+			c[i] = v
+			return
+		}
+		// removed in place: the parent holds the list by value
+		setList(obj, p[:len(p)-1], append(c[:i:i], c[i+1:]...))
+	}
+}
+
+// setList puts l at the list field p of obj.
+func setList(obj map[string]any, p fieldpath.Path, l []any) {
+	var parent any = obj
+	for _, pe := range p[:len(p)-1] {
+		next, ok := child(parent, pe)
+		if !ok {
+			return
+		}
+		parent = next
+	}
+	if m, ok := parent.(map[string]any); ok && p[len(p)-1].FieldName != nil {
+		m[*p[len(p)-1].FieldName] = l
+	}
+}
+
+func child(v any, pe fieldpath.PathElement) (any, bool) {
+	if pe.FieldName != nil {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		c, ok := m[*pe.FieldName]
+		return c, ok
+	}
+	l, ok := v.([]any)
+	if !ok {
+		return nil, false
+	}
+	i := entryIndex(l, pe, true)
+	if i < 0 {
+		return nil, false
+	}
+	return l[i], true
+}
+
+// entryIndex is the index of l's entry pe names, -1 for none; lenient: a
+// key field the entry does not have matches (a default the manifest
+// leaves out).
+func entryIndex(l []any, pe fieldpath.PathElement, lenient bool) int {
+	switch {
+	case pe.Index != nil:
+		if *pe.Index < len(l) {
+			return *pe.Index
+		}
+	case pe.Value != nil:
+		want := (*pe.Value).Unstructured()
+		for i, e := range l {
+			if jsonEqual(want, e) {
+				return i
+			}
+		}
+	case pe.Key != nil:
+	entries:
+		for i, e := range l {
+			m, ok := e.(map[string]any)
+			if !ok {
+				continue
+			}
+			for _, k := range *pe.Key {
+				got, has := m[k.Name]
+				if !has && lenient {
+					continue
+				}
+				if !has || !jsonEqual(k.Value.Unstructured(), got) {
+					continue entries
+				}
+			}
+			return i
+		}
+	}
+	return -1
+}
+
+// jsonEqual reports whether a and b are the same JSON value.
+func jsonEqual(a, b any) bool {
+	if reflect.DeepEqual(a, b) {
+		return true
+	}
+	ja, err1 := json.Marshal(a)
+	jb, err2 := json.Marshal(b)
+	return err1 == nil && err2 == nil && bytes.Equal(ja, jb)
+}
+
+// sameField reports whether a field is the same in two versions (present
+// in each, or not): an empty map, list or null is the field's absence,
+// which the API server makes of it.
+func sameField(a any, ap bool, b any, bp bool) bool {
+	if !ap || !bp {
+		return (!ap || isEmpty(a)) && (!bp || isEmpty(b))
+	}
+	return jsonEqual(a, b)
+}
+
+// isEmpty reports whether v is null, an empty map or an empty list.
+func isEmpty(v any) bool {
+	switch x := v.(type) {
+	case nil:
+		return true
+	case map[string]any:
+		return len(x) == 0
+	case []any:
+		return len(x) == 0
+	}
+	return false
+}
+
+// normalized is want as the API server stores it, where khook knows how:
+// a core Secret's stringData becomes data (base64), so that data edited
+// out of band is compared with what the chart wrote.
+func normalized(want *unstructured.Unstructured) *unstructured.Unstructured {
+	obj := want.DeepCopy()
+	if obj.GetAPIVersion() != "v1" || obj.GetKind() != "Secret" {
+		return obj
+	}
+	sd, _ := obj.Object["stringData"].(map[string]any)
+	if len(sd) == 0 {
+		return obj
+	}
+	data, _ := obj.Object["data"].(map[string]any)
+	if data == nil {
+		data = map[string]any{}
+	}
+	for k, v := range sd {
+		if s, ok := v.(string); ok {
+			data[k] = base64.StdEncoding.EncodeToString([]byte(s))
+		}
+	}
+	obj.Object["data"] = data
+	delete(obj.Object, "stringData")
+	return obj
+}
+
+// contained reports whether every field want sets holds the same value in
+// live (an empty map, list or null in want also where live lacks it),
+// lists item by item in order; top, at the object's root, skips status
+// (never the manifest's to set). It is a cheap sufficient test of no
+// drift: true means objects.Fields would find every field equal; false
+// means it has to look (a list the server reorders or extends, a
+// normalised value, a field that did drift).
+func contained(want, live any, top bool) bool {
+	switch w := want.(type) {
+	case map[string]any:
+		l, ok := live.(map[string]any)
+		if !ok {
+			return len(w) == 0 && isEmpty(live)
+		}
+		for k, v := range w {
+			if top && k == "status" {
+				continue
+			}
+			lv, found := l[k]
+			if !found {
+				if isEmpty(v) {
+					continue
+				}
+				return false
+			}
+			if !contained(v, lv, false) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		l, ok := live.([]any)
+		if !ok {
+			return len(w) == 0 && isEmpty(live)
+		}
+		if len(w) != len(l) {
+			return false
+		}
+		for i := range w {
+			if !contained(w[i], l[i], false) {
+				return false
+			}
+		}
+		return true
+	case nil:
+		return live == nil
+	}
+	return jsonEqual(want, live)
+}

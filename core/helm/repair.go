@@ -1,0 +1,115 @@
+package helm
+
+import (
+	"errors"
+	"reflect"
+	"slices"
+
+	"helm.sh/helm/v4/pkg/action"
+	helmkube "helm.sh/helm/v4/pkg/kube"
+	release "helm.sh/helm/v4/pkg/release/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// An upgrade khook makes puts back what drifted, whichever way the
+// release applies (decision 191):
+//
+//   - client-side (Helm 3's three-way strategic merge of the last
+//     revision's manifest, the new one and the live object): Helm merges
+//     custom resources two-way, from the old manifest to the new one only,
+//     which leaves a drifted field of a custom resource drifted when the
+//     chart did not change it; khook's upgrades merge them three-way, as
+//     kubectl apply does (Helm's ThreeWayMergeForUnstructured, which its
+//     install --replace uses);
+//   - server-side: a repair (and an upgrade --replace forces) applies with
+//     force-conflicts (helm upgrade --force-conflicts), so a field another
+//     manager edited is taken back instead of failing as a conflict.
+//
+// Either way, the fields the drift check found to be another writer's
+// (written through a subresource: an HorizontalPodAutoscaler's replicas)
+// keep their live value in what the upgrade applies, so the repair does
+// not undo a scaler's work.
+
+// readyUpgrade readies up, an upgrade of last to ch, as khook's upgrades
+// are (above): its Kubernetes client, and force conflicts for a repair or
+// an upgrade --replace forces of a release that applies server-side. It
+// logs what the upgrade is for.
+func (c *Client) readyUpgrade(cfg *configuration, up *action.Upgrade, r Release, ch *Chart, last *release.Release, res Result) {
+	cfg.KubeClient = &upgradeClient{kubeClient: cfg.kube, keep: res.Drift.Others}
+	if !res.Drift.None() || res.Forced {
+		up.ForceConflicts = forceConflicts(up, last)
+	}
+	switch {
+	case !res.Drift.None():
+		c.env.logf("repairing release %s in %s at %s: %s", r.Name, r.Namespace, statusOf(last), res.Drift.Summary("missing"))
+	case res.Forced:
+		c.env.logf("upgrading release %s in %s from %s to a new revision of the same chart and values: forced by --replace", r.Name, r.Namespace, statusOf(last))
+	default:
+		c.env.logf("upgrading release %s in %s from %s to chart %s", r.Name, r.Namespace, statusOf(last), ch.Ref)
+	}
+}
+
+// forceConflicts reports whether an upgrade of last by up applies
+// server-side, by Helm's rule ("auto": the release's own method): force
+// conflicts is an option of server-side apply only (Helm refuses it with
+// client-side apply).
+func forceConflicts(up *action.Upgrade, last *release.Release) bool {
+	switch up.ServerSideApply {
+	case "true":
+		return true
+	case "auto":
+		return last.ApplyMethod == "ssa"
+	}
+	return false
+}
+
+// upgradeClient is the Kubernetes client of an upgrade: Helm's (with
+// khook's waits), whose Update keeps others' fields and merges custom
+// resources three-way when it applies client-side.
+type upgradeClient struct {
+	*kubeClient
+	// keep are fields to apply at their live value.
+	keep []OtherField
+}
+
+// Update is Helm's, with targets holding the kept fields' live values and,
+// when it applies client-side, custom resources merged three-way.
+func (k *upgradeClient) Update(originals, targets helmkube.ResourceList, opts ...helmkube.ClientUpdateOption) (*helmkube.Result, error) {
+	for _, info := range targets {
+		u, ok := info.Object.(*unstructured.Unstructured)
+		if !ok {
+			continue
+		}
+		for _, f := range k.keep {
+			if f.key == objectKey(u) {
+				setPath(u.Object, f.path, f.value, true)
+			}
+		}
+	}
+	if ssa, err := updateServerSide(opts); err == nil && !ssa {
+		opts = append(slices.Clone(opts), helmkube.ClientUpdateOptionThreeWayMergeForUnstructured(true))
+	}
+	return k.kubeClient.Update(originals, targets, opts...)
+}
+
+// updateServerSide reads whether opts ask Helm's Update for server-side
+// apply (its default), as Helm resolves them: the options applied, after
+// Helm's default, to a value of Helm's unexported options struct, whose
+// serverSideApply field is read by name (as readCreateOptions reads a
+// create's).
+func updateServerSide(opts []helmkube.ClientUpdateOption) (bool, error) {
+	ptr := reflect.New(reflect.TypeFor[helmkube.ClientUpdateOption]().In(0).Elem())
+	for _, opt := range append([]helmkube.ClientUpdateOption{helmkube.ClientUpdateOptionServerSideApply(true, false)}, opts...) {
+		if opt == nil {
+			continue
+		}
+		if err, _ := reflect.ValueOf(opt).Call([]reflect.Value{ptr})[0].Interface().(error); err != nil {
+			return false, err
+		}
+	}
+	f := ptr.Elem().FieldByName("serverSideApply")
+	if !f.IsValid() || f.Kind() != reflect.Bool {
+		return false, errors.New("helm's update options have no serverSideApply")
+	}
+	return f.Bool(), nil
+}
