@@ -6,8 +6,10 @@
 // Waits follow watch events: readiness (wait, atomic) is khook's waiter
 // judging every object of the release by kstatus (see readinessWaiter),
 // and an uninstall waits until the objects it deleted, by UID, are gone.
-// Releases are applied client-side, as helm 3 did, so the helm 3 and helm
-// 4 CLIs and khook can take turns on one release.
+// Releases are applied as the helm 4 SDK applies them: installed
+// server-side as field manager "helm" (see installServerSide), upgraded
+// with the method the release was installed with, so the helm 4 CLI and
+// khook take turns on one release without conflicts.
 //
 // What it does, and what it never does:
 //
@@ -66,6 +68,28 @@ type Env struct {
 	Log func(format string, args ...any)
 	// BaseDir anchors relative local paths (charts, values files).
 	BaseDir string
+	// FieldManager is the field manager of every write Helm makes for an
+	// operation (the objects of a release, its hooks, its storage
+	// Secrets); empty means DefaultFieldManager, what the helm 4 CLI
+	// writes as. See fieldManagerTransport.
+	FieldManager string
+	// Warn receives each warning of an operation once, redacted: the API
+	// server's, and Helm's own (a deprecated chart); nil drops them.
+	Warn func(text string)
+}
+
+// DefaultFieldManager is the field manager of Helm's writes unless
+// Env.FieldManager says otherwise: "helm", as the helm 3 and helm 4 CLIs
+// set it (kube.ManagedFieldsManager), so that a release khook applied
+// server-side and one the helm CLI applied have one owner, and either
+// upgrades the other's without a conflict (decision 221).
+const DefaultFieldManager = "helm"
+
+func (e Env) fieldManager() string {
+	if e.FieldManager != "" {
+		return e.FieldManager
+	}
+	return DefaultFieldManager
 }
 
 func (e Env) logf(format string, args ...any) {
@@ -104,7 +128,7 @@ func (c *Client) configuration(namespace string) (*configuration, error) {
 	if c.env.Kube == nil {
 		return nil, fmt.Errorf("no cluster clients")
 	}
-	getter := &restGetter{kube: c.env.Kube, namespace: namespace}
+	getter := &restGetter{kube: c.env.Kube, namespace: namespace, fieldManager: c.env.fieldManager(), warnings: c.env.warningHandler()}
 	log := &helmLog{}
 	cfg := action.NewConfiguration(action.ConfigurationSetLogger(log))
 	if err := cfg.Init(getter, namespace, "secret"); err != nil {
@@ -125,9 +149,24 @@ func (c *Client) configuration(namespace string) (*configuration, error) {
 type restGetter struct {
 	kube      *kube.Clients
 	namespace string
+	// fieldManager is set on every write (fieldManagerTransport);
+	// warnings receives the API server's warnings (nil: the run's).
+	fieldManager string
+	warnings     rest.WarningHandlerWithContext
 }
 
-func (g *restGetter) ToRESTConfig() (*rest.Config, error) { return rest.CopyConfig(g.kube.Config), nil }
+// ToRESTConfig is the run's REST config with the operation's field
+// manager and warnings.
+func (g *restGetter) ToRESTConfig() (*rest.Config, error) {
+	cfg := rest.CopyConfig(g.kube.Config)
+	if g.fieldManager != "" {
+		cfg.Wrap(fieldManagerTransport(g.fieldManager))
+	}
+	if g.warnings != nil {
+		cfg.WarningHandler, cfg.WarningHandlerWithContext = nil, g.warnings
+	}
+	return cfg, nil
+}
 
 func (g *restGetter) ToDiscoveryClient() (discovery.CachedDiscoveryInterface, error) {
 	return g.kube.Discovery, nil
@@ -140,7 +179,8 @@ func (g *restGetter) ToRawKubeConfigLoader() clientcmd.ClientConfig {
 	if g.kube.Getter != nil {
 		base = g.kube.Getter.ToRawKubeConfigLoader()
 	}
-	return &namespacedConfig{base: base, cfg: g.kube.Config, namespace: g.namespace}
+	cfg, _ := g.ToRESTConfig()
+	return &namespacedConfig{base: base, cfg: cfg, namespace: g.namespace}
 }
 
 // namespacedConfig is a kubeconfig loader that answers the operation's

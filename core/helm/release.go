@@ -31,8 +31,11 @@ import (
 // group-version's OpenAPI v3 document per manifest build, per operation
 // (Helm keeps no cache across action configurations): about 70% of the CPU
 // of installing ten small charts in parallel. The API server validates the
-// objects anyway (invalid values are rejected; unknown fields are warnings,
-// as with Helm against such a server).
+// objects anyway: invalid values are rejected, and so are unknown fields
+// of a server-side apply (strict field validation, as helm 4's); a
+// client-side upgrade's unknown fields are the API server's warnings, as
+// with Helm against such a server. A manifest Helm cannot decode is worded
+// as Helm's validation words it (kubeClient.Build).
 const noClientValidation = true
 
 // maxHistory is how many revisions of a release are kept, like the helm
@@ -282,6 +285,9 @@ type Result struct {
 	// Recovered says how a release left pending by an interrupted run was
 	// recovered, if it was.
 	Recovered string
+	// Notes is the chart's NOTES.txt as the install or upgrade rendered it
+	// (what helm prints after one); empty otherwise. Not redacted.
+	Notes string
 }
 
 // Apply installs or upgrades r, as the release history decides:
@@ -353,6 +359,7 @@ func (c *Client) apply(ctx context.Context, r Release) (Result, error) {
 	if err != nil {
 		return res, err
 	}
+	c.chartWarnings(ch)
 	if res.Previous.Pending() {
 		msg, reinstall, err := c.recoverPending(ctx, cfg, r, hist, last, pend)
 		res.Recovered = msg
@@ -384,8 +391,10 @@ func (c *Client) install(ctx context.Context, cfg *configuration, r Release, ch 
 	if err != nil {
 		return res, err
 	}
-	if err := c.ensureNamespace(ctx, r.Namespace, r.CreateNamespace); err != nil {
-		return res, err
+	if !r.CreateNamespace {
+		if err := c.ensureNamespace(ctx, r.Namespace, false); err != nil {
+			return res, err
+		}
 	}
 	chrt, err := ch.load()
 	if err != nil {
@@ -396,8 +405,14 @@ func (c *Client) install(ctx context.Context, cfg *configuration, r Release, ch 
 	in.Namespace = r.Namespace
 	in.WaitStrategy, in.WaitOptions = cfg.waitStrategy(ctx, r.Wait || r.Atomic)
 	in.RollbackOnFailure = r.Atomic
-	in.ServerSideApply = false // as Helm 3 applied: see the package doc
-	in.Replace = replace       // over an uninstalled revision kept in history
+	in.ServerSideApply = installServerSide // as helm 4 installs: see installServerSide
+	in.Replace = replace                   // over an uninstalled revision kept in history
+	if r.CreateNamespace {
+		// created by helm's install where helm creates it, through
+		// khook's policy: see createNamespaceKube
+		in.CreateNamespace = true
+		c.withCreateNamespace(ctx, cfg, r.Namespace)
+	}
 	in.Timeout = helmTimeout(ctx, r)
 	in.DisableOpenAPIValidation = noClientValidation
 	in.Labels = labels
@@ -407,7 +422,7 @@ func (c *Client) install(ctx context.Context, cfg *configuration, r Release, ch 
 	if err != nil {
 		return res, operationError(ctx, "install", cfg, in.Timeout, r.Wait || r.Atomic, err)
 	}
-	res.Action, res.Revision = Installed, rel.Version
+	res.Action, res.Revision, res.Notes = Installed, rel.Version, notes(rel)
 	return res, nil
 }
 
@@ -450,7 +465,7 @@ func (c *Client) upgrade(ctx context.Context, cfg *configuration, r Release, ch 
 	if err != nil {
 		return res, operationError(ctx, "upgrade", cfg, up.Timeout, r.Wait || r.Atomic, err)
 	}
-	res.Action, res.Revision = Upgraded, rel.Version
+	res.Action, res.Revision, res.Notes = Upgraded, rel.Version, notes(rel)
 	return res, nil
 }
 
@@ -669,7 +684,7 @@ func (c *Client) namespaceNote(ctx context.Context, r Release) (string, error) {
 // objects is the object manager of the run's clients: namespaces are
 // read and created through its one policy.
 func (c *Client) objects() *objects.Manager {
-	return objects.New(c.env.Kube, objects.Options{Redactor: c.env.Redactor})
+	return objects.New(c.env.Kube, objects.Options{FieldManager: c.env.FieldManager, Redactor: c.env.Redactor})
 }
 
 // helmTimeout is the timeout Helm gets for an install or upgrade: with
