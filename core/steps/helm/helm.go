@@ -210,8 +210,8 @@ func (e *Executor) ReleaseExists(ctx context.Context, req *step.Request, release
 
 func client(req *step.Request) *khelm.Client {
 	return khelm.NewClient(khelm.Env{
-		Kube:     req.Kube,
-		HTTP:     req.HTTP,
+		Kube:         req.Kube,
+		HTTP:         req.HTTP,
 		Redactor:     req.Redactor,
 		Log:          req.Log,
 		BaseDir:      req.BaseDir,

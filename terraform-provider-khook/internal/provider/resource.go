@@ -65,7 +65,7 @@ func (r *specResource) Schema(ctx context.Context, _ resource.SchemaRequest, res
 			"secrets": schema.MapAttribute{Optional: true, Sensitive: true, WriteOnly: true, ElementType: types.StringType,
 				Description: "The spec's secret variables (as KHOOK_SECRET_NAME): write-only, never stored in the plan or state, redacted from every message. Change secrets_version to apply changed values."},
 			"secrets_version":   schema.StringAttribute{Optional: true, Description: "Change it when secrets change: a write-only value cannot be compared."},
-			"field_manager": schema.StringAttribute{Optional: true, Description: "The field manager of every write the steps make, helm's included (the CLI's --field-manager); default: khook's \"khook\", and \"helm\" for helm's writes. Changing it alone runs nothing."},
+			"field_manager":     schema.StringAttribute{Optional: true, Description: "The field manager of every write the steps make, helm's included (the CLI's --field-manager); default: khook's \"khook\", and \"helm\" for helm's writes. Changing it alone runs nothing."},
 			"destroy_on_delete": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(true), Description: "false: deleting the resource forgets it without touching the cluster."},
 			"steps": schema.ListNestedAttribute{Computed: true, Description: "khook's plan, step by step (name, type, action, reason); after apply, the plan applied, refreshed from the state record when the spec has one.",
 				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
