@@ -149,15 +149,21 @@ func clearForCreate(o *unstructured.Unstructured) {
 }
 
 func (a *applier) serverSide(ctx context.Context, o *unstructured.Unstructured, res Change, readErr error) (Change, error) {
-	if (res.Live == nil && readErr == nil) || (res.Live != nil && a.createdBy != "" && CreatedBy(res.Live) == a.createdBy) {
-		a.mark(o) // khook's field: applied on every run, or the next would drop it
+	// the configuration a last-applied annotation records: the manifest,
+	// without khook's mark (as client-side apply's, so that a later
+	// client-side apply never drops the mark)
+	conf, err := lastApplied(o)
+	if err != nil {
+		return res, err
 	}
-	if _, ok := o.GetAnnotations()[corev1.LastAppliedConfigAnnotation]; ok {
+	if ann := o.GetAnnotations(); ann[corev1.LastAppliedConfigAnnotation] != "" {
 		// a manifest carrying the annotation: the server stores the real
 		// configuration for kubectl's server-side apply, khook writes it
-		if err := setLastApplied(o, o); err != nil {
-			return res, err
-		}
+		ann[corev1.LastAppliedConfigAnnotation] = conf
+		o.SetAnnotations(ann)
+	}
+	if (res.Live == nil && readErr == nil) || (res.Live != nil && a.createdBy != "" && CreatedBy(res.Live) == a.createdBy) {
+		a.mark(o) // khook's field: applied on every run, or the next would drop it
 	}
 	data, err := json.Marshal(o.Object)
 	if err != nil {
@@ -195,7 +201,7 @@ func (a *applier) serverSide(ctx context.Context, o *unstructured.Unstructured, 
 	// After the apply succeeded, as kubectl apply --server-side: keep the
 	// last-applied annotation current, then hand the client-side appliers'
 	// fields over and apply again (migrateToSSAIfNecessary).
-	out, migrated := a.afterServerSide(ctx, o, out, func() (*unstructured.Unstructured, error) { return apply(false) })
+	out, migrated := a.afterServerSide(ctx, conf, out, func() (*unstructured.Unstructured, error) { return apply(false) })
 	res.Object = out
 	switch {
 	case readErr != nil:
@@ -243,13 +249,10 @@ const LastAppliedManager = "kubectl-last-applied"
 //
 // A dry run sends none of these requests: the annotation is set on the
 // returned object, as the real run would leave it.
-func (a *applier) afterServerSide(ctx context.Context, o, out *unstructured.Unstructured, apply func() (*unstructured.Unstructured, error)) (*unstructured.Unstructured, bool) {
+func (a *applier) afterServerSide(ctx context.Context, want string, out *unstructured.Unstructured, apply func() (*unstructured.Unstructured, error)) (*unstructured.Unstructured, bool) {
 	csa := clientSideAppliers(out)
-	if _, ok := out.GetAnnotations()[corev1.LastAppliedConfigAnnotation]; ok {
-		want, err := lastApplied(o)
+	if out.GetAnnotations()[corev1.LastAppliedConfigAnnotation] != "" { // the server's hasLastApplied
 		switch {
-		case err != nil:
-			a.warnf("%s: the last-applied configuration was not kept current: %v", describe(out), err)
 		case a.opts.DryRun:
 			ann := out.GetAnnotations()
 			ann[corev1.LastAppliedConfigAnnotation] = want
@@ -326,21 +329,6 @@ func lastApplied(o *unstructured.Unstructured) (string, error) {
 	c.SetAnnotations(ann)
 	data, err := runtime.Encode(unstructured.UnstructuredJSONScheme, c)
 	return string(data), err
-}
-
-// setLastApplied sets dst's last-applied annotation to o's configuration.
-func setLastApplied(dst, o *unstructured.Unstructured) error {
-	v, err := lastApplied(o)
-	if err != nil {
-		return err
-	}
-	ann := dst.GetAnnotations()
-	if ann == nil {
-		ann = map[string]string{}
-	}
-	ann[corev1.LastAppliedConfigAnnotation] = v
-	dst.SetAnnotations(ann)
-	return nil
 }
 
 // migrateClientSide hands the fields of the client-side appliers names
