@@ -17,10 +17,12 @@ import (
 // data: [apiVersion not set, kind not set]") without the document: only
 // on failure, since validation costs an OpenAPI fetch per group-version
 // for the documents that have a kind.
-func (k *kubeClient) Build(reader io.Reader, validate bool) (helmkube.ResourceList, error) {
-	if validate {
-		return k.Client.Build(reader, true)
-	}
+//
+// Helm asks for validation where khook's options cannot turn it off (the
+// namespace of Install.CreateNamespace, built with validation on): khook
+// builds without it there too, as everywhere (noClientValidation); it
+// would cost the OpenAPI fetch for each such install.
+func (k *kubeClient) Build(reader io.Reader, _ bool) (helmkube.ResourceList, error) {
 	data, err := io.ReadAll(reader)
 	if err != nil {
 		return nil, err
