@@ -139,7 +139,10 @@ func (c *Client) configuration(namespace string) (*configuration, error) {
 		return nil, fmt.Errorf("helm configuration: unexpected Kubernetes client %T", cfg.KubeClient)
 	}
 	kc.Namespace = namespace
-	wrapped := &kubeClient{Client: kc, clients: c.env.Kube, log: c.env.logf}
+	// every client-side create (a client-side release's hooks) without
+	// Helm's process-wide lock; server-side ones are Helm's own: see
+	// kubeClient.Create
+	wrapped := &kubeClient{Client: kc, clients: c.env.Kube, log: c.env.logf, clientSideCreates: true}
 	cfg.KubeClient = wrapped
 	return &configuration{Configuration: cfg, log: log, kube: wrapped}, nil
 }

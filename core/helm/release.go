@@ -416,7 +416,6 @@ func (c *Client) install(ctx context.Context, cfg *configuration, r Release, ch 
 	in.Timeout = helmTimeout(ctx, r)
 	in.DisableOpenAPIValidation = noClientValidation
 	in.Labels = labels
-	cfg.kube.clientSideCreates = !in.ServerSideApply // creates without Helm's process-wide lock: see kubeClient.Create
 	c.env.logf("installing chart %s as release %s in %s", ch.Ref, r.Name, r.Namespace)
 	rel, err := v1Release(in.RunWithContext(ctx, chrt, vals))
 	if err != nil {
