@@ -392,7 +392,7 @@ func (c *Client) install(ctx context.Context, cfg *configuration, r Release, ch 
 		return res, err
 	}
 	if !r.CreateNamespace {
-		if err := c.ensureNamespace(ctx, r.Namespace, false); err != nil {
+		if err := c.requireNamespace(ctx, r.Namespace); err != nil {
 			return res, err
 		}
 	}
@@ -624,32 +624,18 @@ func (c *Client) recoverPending(ctx context.Context, cfg *configuration, r Relea
 	return fmt.Sprintf("%s: marked it failed and rolled back to revision %d", left, good.Version), false, nil
 }
 
-// ensureNamespace makes sure the namespace to install in exists: created
-// when missing and create is set, through the object manager's one
-// labelling policy (decision 120), an existing one left alone, and a
-// missing one without create a clear error (instead of Helm's failure to
-// store the release). A client that may not read or create namespaces
-// (cluster-scoped) is let through: Helm's own error says it if the
-// namespace is missing.
-func (c *Client) ensureNamespace(ctx context.Context, ns string, create bool) error {
-	if !create {
-		missing, err := c.namespaceMissing(ctx, ns)
-		if missing {
-			return fmt.Errorf("namespace %s does not exist: create it in an earlier step or set createNamespace: true", ns)
-		}
-		return err
+// requireNamespace fails when the namespace to install in is known not
+// to exist (a step without createNamespace), with a clear error instead of
+// Helm's failure to store the release. A client that may not read
+// namespaces is let through: Helm's own error says it if the namespace is
+// missing. With createNamespace, Helm's install creates it
+// (createNamespaceKube).
+func (c *Client) requireNamespace(ctx context.Context, ns string) error {
+	missing, err := c.namespaceMissing(ctx, ns)
+	if missing {
+		return fmt.Errorf("namespace %s does not exist: create it in an earlier step or set createNamespace: true", ns)
 	}
-	created, err := c.objects().EnsureNamespace(ctx, ns)
-	var unknown *objects.NamespaceUnknownError
-	switch {
-	case errors.As(err, &unknown):
-		return nil
-	case err != nil:
-		return err
-	case created:
-		c.env.logf("created namespace %s", ns)
-	}
-	return nil
+	return err
 }
 
 // namespaceMissing reports whether ns is known not to exist: false when

@@ -227,6 +227,10 @@ var lastAppliedPath = fieldpath.NewSet(fieldpath.MakePathOrDie("metadata", "anno
 // owner of it (decision 224).
 const LastAppliedManager = "kubectl-last-applied"
 
+// kubectlManager is kubectl apply --server-side's field manager, the one
+// for which the API server keeps the last-applied annotation itself.
+const kubectlManager = "kubectl"
+
 // afterServerSide is what kubectl apply --server-side does once its apply
 // of o succeeded (out), in kubectl's order, each step's failure a warning
 // (the object was applied; the next apply tries again), as kubectl's:
@@ -251,7 +255,10 @@ const LastAppliedManager = "kubectl-last-applied"
 // returned object, as the real run would leave it.
 func (a *applier) afterServerSide(ctx context.Context, want string, out *unstructured.Unstructured, apply func() (*unstructured.Unstructured, error)) (*unstructured.Unstructured, bool) {
 	csa := clientSideAppliers(out)
-	if out.GetAnnotations()[corev1.LastAppliedConfigAnnotation] != "" { // the server's hasLastApplied
+	if current := out.GetAnnotations()[corev1.LastAppliedConfigAnnotation]; current != "" { // the server's hasLastApplied
+		if a.fieldManager == kubectlManager {
+			want = current // the server keeps it for kubectl's own manager
+		}
 		switch {
 		case a.opts.DryRun:
 			ann := out.GetAnnotations()
