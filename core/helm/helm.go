@@ -220,6 +220,9 @@ func (l *helmLog) WithAttrs([]slog.Attr) slog.Handler { return l }
 func (l *helmLog) WithGroup(string) slog.Handler { return l }
 
 func (l *helmLog) Handle(_ context.Context, r slog.Record) error {
+	if !recorded(r.Message) {
+		return nil // most of helm's log (a debug line per object): not formatted
+	}
 	attrs := map[string]string{}
 	r.Attrs(func(a slog.Attr) bool {
 		attrs[a.Key] = a.Value.String()
@@ -227,6 +230,12 @@ func (l *helmLog) Handle(_ context.Context, r slog.Record) error {
 	})
 	l.record(r.Message, attrs)
 	return nil
+}
+
+// recorded reports whether record keeps anything of a message.
+func recorded(msg string) bool {
+	return msg == "waiting for resource" || msg == "wait failed" ||
+		strings.HasPrefix(msg, "wait for resources failed") || strings.HasPrefix(msg, "uninstall: Failed to delete release")
 }
 
 func (l *helmLog) record(msg string, attrs map[string]string) {
