@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"io"
 	"time"
+	"unicode"
 
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"khook.io/core/event"
+	"khook.io/core/kube"
 	"khook.io/core/lock"
 	"khook.io/core/redact"
 	"khook.io/core/run"
@@ -31,6 +33,10 @@ type RunFlags struct {
 	Select SelectFlags
 	// Destroy is destroy's --yes, --dry-run and --force-crds (confirm.go).
 	Destroy DestroyFlags
+	// FieldManager is --field-manager: the field manager of every write
+	// the steps make, helm's included ("": khook's "khook", and helm's
+	// "helm" for helm's writes).
+	FieldManager string
 }
 
 // NewRunFlags returns apply's and destroy's flags with their defaults.
@@ -48,6 +54,7 @@ func (f *RunFlags) AddFlags(cmd *cobra.Command, contextFlag string) {
 	f.Fleet.AddFlags(cmd, contextFlag)
 	f.Output.add(cmd, "output", "o", "report format (junit: a JUnit XML report, one test suite per cluster, one test case per step); progress always goes to standard error")
 	cmd.Flags().IntVar(&f.Parallelism, "parallelism", defaultParallelism, "how many steps may run at once (0: no limit); with --contexts, on each cluster")
+	AddFieldManagerFlag(cmd, &f.FieldManager)
 	cmd.Flags().DurationVar(&f.LockTimeout, "lock-timeout", 0, "with a state record: how long to wait for the run lock when another run holds it (0: fail at once, naming the holder)")
 }
 
@@ -62,6 +69,8 @@ type RunOptions struct {
 	LockTimeout time.Duration
 	Select      SelectFlags
 	Destroy     DestroyFlags
+	// FieldManager is --field-manager ("": the defaults).
+	FieldManager string
 	// Streams: the summary goes to Out, progress to Progress (standard
 	// error).
 	Streams  genericiooptions.IOStreams
@@ -78,6 +87,9 @@ func (f *RunFlags) ToOptions(command string, streams genericiooptions.IOStreams,
 	if f.LockTimeout < 0 {
 		return nil, invalid(fmt.Errorf("--lock-timeout must not be negative"))
 	}
+	if err := checkFieldManager(f.FieldManager); err != nil {
+		return nil, err
+	}
 	if err := errors.Join(f.Fleet.check(), f.Select.check()); err != nil {
 		return nil, err
 	}
@@ -85,7 +97,7 @@ func (f *RunFlags) ToOptions(command string, streams genericiooptions.IOStreams,
 	if err != nil {
 		return nil, err
 	}
-	return &RunOptions{Command: command, Spec: so, Fleet: f.Fleet, Output: f.Output.value, Parallelism: f.Parallelism, LockTimeout: f.LockTimeout, Select: f.Select, Destroy: f.Destroy,
+	return &RunOptions{Command: command, Spec: so, Fleet: f.Fleet, Output: f.Output.value, Parallelism: f.Parallelism, LockTimeout: f.LockTimeout, Select: f.Select, Destroy: f.Destroy, FieldManager: f.FieldManager,
 		Streams: streams, Progress: progress, Redactor: src.Redactor, Clusters: clusters}, nil
 }
 
@@ -188,6 +200,7 @@ func (o *RunOptions) Run(ctx context.Context) error {
 	}
 	s.sel = sel
 	s.forceCRDs = o.Destroy.ForceCRDs
+	s.fieldManager = o.FieldManager
 	res, stateErr, err := s.execute(ctx, o.Command, o.LockTimeout, o.Parallelism, o.Streams.ErrOut, func(ex *execution) (event.Sink, func()) {
 		p := o.Progress.progress(o.Command, s.doc, ex.order)
 		return p, p.Close
@@ -389,7 +402,31 @@ func (s *session) destroyTasks(*runState) ([]run.Task, error) {
 // the run's event sink.
 func (s *session) attempt(i int, timeout time.Duration, fn func(context.Context, *step.Request) (step.Outcome, error)) run.AttemptFunc {
 	return func(ctx context.Context, attempt int) (run.Outcome, error) {
-		out, err := fn(ctx, s.request(i, attempt, timeout, s.sink))
+		req := s.request(i, attempt, timeout, s.sink)
+		if req.Warn != nil {
+			ctx = kube.WithWarnings(ctx, req.Warn) // the API server's warnings of the step's requests
+		}
+		out, err := fn(ctx, req)
 		return run.Outcome{Skipped: out.Skipped, SkipReason: out.SkipReason, Message: out.Message, Changed: out.Changed}, err
 	}
+}
+
+// AddFieldManagerFlag registers --field-manager, kubectl's flag.
+func AddFieldManagerFlag(cmd *cobra.Command, manager *string) {
+	cmd.Flags().StringVar(manager, "field-manager", "",
+		`the field manager of every write the steps make, helm's included, as kubectl's --field-manager (default "khook", and "helm" for helm's writes); name kubectl's ("kubectl", "kubectl-client-side-apply") to take over objects kubectl applied`)
+}
+
+// checkFieldManager refuses a field manager the API server would refuse
+// on every write: at most 128 characters, printable.
+func checkFieldManager(m string) error {
+	if len(m) > 128 {
+		return invalid(fmt.Errorf("--field-manager %q: at most 128 characters", m))
+	}
+	for _, r := range m {
+		if !unicode.IsPrint(r) {
+			return invalid(fmt.Errorf("--field-manager %q: only printable characters", m))
+		}
+	}
+	return nil
 }

@@ -26,6 +26,8 @@ func TestRunOptions(t *testing.T) {
 		{"negative parallelism", func(f *RunFlags) { f.Parallelism = -1 }, "--parallelism must not be negative"},
 		{"var dir without contexts", func(f *RunFlags) { f.Fleet.VarDir = "vars" }, "--var-dir needs --contexts"},
 		{"no spec", func(f *RunFlags) { f.Spec.File = "" }, "no spec given"},
+		{"unprintable field manager", func(f *RunFlags) { f.FieldManager = "ops\n" }, "--field-manager \"ops\\n\": only printable characters"},
+		{"field manager too long", func(f *RunFlags) { f.FieldManager = strings.Repeat("m", 129) }, "at most 128 characters"},
 		{"no cluster", func(*RunFlags) {}, ""},
 	} {
 		for _, command := range []string{"apply", "destroy"} {
@@ -128,5 +130,33 @@ func TestRunTasks(t *testing.T) {
 				t.Errorf("the summary does not say why a delete step is left alone:\n%s", out.String())
 			}
 		})
+	}
+}
+
+// TestStepWarnings: a step's warnings go to standard error redacted, as
+// kubectl words the API server's ("Warning: ..."), naming the step, each
+// once per step; NOTES only with a notes writer (-v 1).
+func TestStepWarnings(t *testing.T) {
+	red := redact.New()
+	red.Add("s3cr3t-value")
+	var out bytes.Buffer
+	s := &session{red: red, warnings: &out}
+	a, b := s.warn("cilium"), s.warn("cert-manager")
+	a("this chart is deprecated")
+	a("this chart is deprecated")
+	b("this chart is deprecated")
+	a("unknown field \"dta\" in s3cr3t-value")
+	want := "Warning: cilium: this chart is deprecated\nWarning: cert-manager: this chart is deprecated\nWarning: cilium: unknown field \"dta\" in ***\n"
+	if out.String() != want {
+		t.Errorf("warnings:\n%s\nwant:\n%s", out.String(), want)
+	}
+	if s.releaseNotes() != nil {
+		t.Error("NOTES written without -v")
+	}
+	out.Reset()
+	s.notes = &out
+	s.releaseNotes()("release app (ns)", "Visit s3cr3t-value\n")
+	if out.String() != "NOTES of release app (ns):\nVisit ***\n" {
+		t.Errorf("notes %q", out.String())
 	}
 }

@@ -38,6 +38,9 @@ type DiffFlags struct {
 	Fleet       FleetFlags
 	Parallelism int
 	Select      SelectFlags
+	// FieldManager is --field-manager: the dry runs are apply's requests
+	// with apply's field manager.
+	FieldManager string
 }
 
 // NewDiffFlags returns diff's flags with their defaults.
@@ -52,6 +55,7 @@ func (f *DiffFlags) AddFlags(cmd *cobra.Command, contextFlag string) {
 	f.Fleet.AddFlags(cmd, contextFlag)
 	cmd.Flags().IntVar(&f.Parallelism, "parallelism", diffParallelism, "how many steps may be diffed at once (0: no limit); with --contexts, on each cluster")
 	f.Select.AddFlags(cmd, "diff")
+	AddFieldManagerFlag(cmd, &f.FieldManager)
 }
 
 // DiffOptions is a ready-to-run diff.
@@ -73,6 +77,8 @@ type DiffOptions struct {
 	Environ      []string
 	SecretPrefix string
 	Select       SelectFlags
+	// FieldManager is --field-manager ("": the defaults).
+	FieldManager string
 }
 
 // NewCmdDiff is the diff command; stdout is standard output as the
@@ -122,14 +128,14 @@ func (f *DiffFlags) ToOptions(streams genericiooptions.IOStreams, src SpecSource
 	if f.Parallelism < 0 {
 		return nil, invalid(fmt.Errorf("--parallelism must not be negative"))
 	}
-	if err := errors.Join(f.Fleet.check(), f.Select.check()); err != nil {
+	if err := errors.Join(f.Fleet.check(), f.Select.check(), checkFieldManager(f.FieldManager)); err != nil {
 		return nil, err
 	}
 	so, err := f.Spec.ToOptions(src)
 	if err != nil {
 		return nil, err
 	}
-	o := &DiffOptions{Spec: so, Fleet: f.Fleet, Parallelism: f.Parallelism, Select: f.Select, Streams: streams, Redactor: src.Redactor, Clusters: clusters,
+	o := &DiffOptions{Spec: so, Fleet: f.Fleet, Parallelism: f.Parallelism, Select: f.Select, FieldManager: f.FieldManager, Streams: streams, Redactor: src.Redactor, Clusters: clusters,
 		External: diff.ParseProgram(envLookup(src.Environ, diff.ExternalEnv)), Environ: src.Environ, SecretPrefix: f.Spec.SecretPrefix}
 	if out, ok := stdout.(*os.File); ok && term.IsTerminal(int(out.Fd())) {
 		o.Color = envLookup(src.Environ, "NO_COLOR") == ""
@@ -212,6 +218,7 @@ func (o *DiffOptions) run(ctx context.Context) error {
 		return err
 	}
 	s.sel = sel
+	s.fieldManager = o.FieldManager
 	_, err = o.diff(ctx, s, o.Streams.Out, o.Streams.ErrOut)
 	return err
 }

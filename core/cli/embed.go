@@ -42,6 +42,9 @@ type Embedded struct {
 	LockTimeout time.Duration
 	// Parallelism is how many steps run at once (0: no limit).
 	Parallelism int
+	// FieldManager is the field manager of every write the steps make,
+	// helm's included (apply's --field-manager; "": the defaults).
+	FieldManager string
 }
 
 // getterConnection is a Connection of a ready RESTClientGetter (no flags).
@@ -126,6 +129,7 @@ func (e *Embedded) run(ctx context.Context, command string, doc *load.Document) 
 	if err != nil {
 		return nil, err
 	}
+	s.fieldManager = e.FieldManager
 	res, stateErr, err := s.execute(ctx, command, e.LockTimeout, e.Parallelism, e.log(), func(ex *execution) (event.Sink, func()) {
 		p := render.NewProgress(e.log(), stepInfos(s.doc, ex.order), render.ProgressOptions{Verb: command, Redactor: e.Redactor})
 		return p, p.Close

@@ -534,6 +534,7 @@ func (o *RunOptions) runMember(ctx context.Context, m *member, s *session, cp *r
 	}
 	notes := &linePrefixer{w: o.Streams.ErrOut, prefix: m.context + ": "}
 	s.forceCRDs = o.Destroy.ForceCRDs
+	s.fieldManager = o.FieldManager
 	res, stateErr, err := s.execute(ctx, o.Command, o.LockTimeout, o.Parallelism, notes, func(*execution) (event.Sink, func()) { return cp, func() {} })
 	if err != nil {
 		return o.memberFailed(ctx, m, cp, steps, started, err)

@@ -191,6 +191,7 @@ func (o *DiffOptions) runFleet(ctx context.Context) error {
 		if err := s.bindSelection(&o.Select, "diff", errOut); err != nil {
 			return err
 		}
+		s.fieldManager = o.FieldManager
 		differs[i], err = o.diff(ctx, s, out, errOut)
 		return err
 	})

@@ -201,7 +201,8 @@ conditions.`,
 		return nil
 	}
 	src := SpecSource{Stdin: cfg.In, Environ: cfg.Environ, Redactor: red, Loader: &load.Loader{}}
-	clusters := &Clusters{Connection: cfg.Connection, Steps: cfg.Steps, Redactor: red, Warnings: streams.ErrOut, BeforeClients: logs.route}
+	clusters := &Clusters{Connection: cfg.Connection, Steps: cfg.Steps, Redactor: red, Warnings: streams.ErrOut, BeforeClients: logs.route,
+		Verbosity: func() int { return logs.verbosity }}
 	progress := ProgressOutput{ErrOut: streams.ErrOut, Terminal: cfg.ErrOut, Console: console, Redactor: red, Environ: cfg.Environ}
 	root.AddCommand(
 		NewCmdValidate(cfg.Name, streams, src),

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
+	"sync"
 	"time"
 
 	"k8s.io/cli-runtime/pkg/genericclioptions"
@@ -41,6 +43,48 @@ type session struct {
 	sel *selection
 	// forceCRDs is destroy's --force-crds.
 	forceCRDs bool
+	// fieldManager is --field-manager: the field manager of every write
+	// ("": khook's, and helm's for helm's writes).
+	fieldManager string
+	// warnings receives each step's warnings (standard error), each once
+	// per step (warned); notes, when set (-v 1 and more), the NOTES of the
+	// releases helm steps install or upgrade.
+	warnings io.Writer
+	notes    io.Writer
+	warned   sync.Map // step name + "\x00" + text → struct{}
+}
+
+// warn writes step's warning text once per step, redacted, as kubectl
+// writes the API server's ("Warning: ..."), naming the step.
+func (s *session) warn(stepName string) func(string) {
+	if s.warnings == nil {
+		return nil
+	}
+	return func(text string) {
+		text = strings.TrimSpace(s.red.String(text))
+		if text == "" {
+			return
+		}
+		if _, seen := s.warned.LoadOrStore(stepName+"\x00"+text, struct{}{}); seen {
+			return
+		}
+		fmt.Fprintf(s.warnings, "Warning: %s: %s\n", stepName, text)
+	}
+}
+
+// releaseNotes writes a release's NOTES under a header, redacted; nil
+// without a notes writer.
+func (s *session) releaseNotes() func(release, text string) {
+	if s.notes == nil {
+		return nil
+	}
+	return func(release, text string) {
+		text = strings.TrimRight(s.red.String(text), "\n")
+		if strings.TrimSpace(text) == "" {
+			return
+		}
+		fmt.Fprintf(s.notes, "NOTES of %s:\n%s\n", release, text)
+	}
 }
 
 // preflight bounds the calls made before the steps run (the state record
@@ -79,6 +123,9 @@ func (s *session) request(i, attempt int, timeout time.Duration, sink event.Sink
 		Run:              s.run,
 		ForceCRDs:        s.forceCRDs,
 		Replace:          s.forcedStep(i),
+		FieldManager:     s.fieldManager,
+		Warn:             s.warn(st.Name),
+		Notes:            s.releaseNotes(),
 		Log: func(format string, args ...any) {
 			sink.Emit(event.Event{Kind: event.StepProgress, Time: time.Now(), Step: st.Name, Type: st.Type(), Message: fmt.Sprintf(format, args...)})
 		},

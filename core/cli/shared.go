@@ -67,6 +67,9 @@ type Clusters struct {
 	// BeforeClients, when set, is called before clients are built (the
 	// run routes client-go's logs then; see Config.Logs).
 	BeforeClients func()
+	// Verbosity, when set, is -v: from 1 on, the NOTES of the releases
+	// helm steps install or upgrade are written with the warnings.
+	Verbosity func() int
 }
 
 // connect builds the clients of the connection's cluster, checking it up
@@ -93,7 +96,11 @@ func (c *Clusters) newSession(ctx context.Context, doc *load.Document, getter ge
 	if err != nil {
 		return nil, err
 	}
-	return &session{red: c.Redactor, doc: doc, clients: clients, registry: reg, http: fetch.NewClient(), namespace: defaultNamespace(getter)}, nil
+	s := &session{red: c.Redactor, doc: doc, clients: clients, registry: reg, http: fetch.NewClient(), namespace: defaultNamespace(getter), warnings: warnings}
+	if c.Verbosity != nil && c.Verbosity() >= 1 {
+		s.notes = warnings
+	}
+	return s, nil
 }
 
 // clients builds and checks the clients of the connection's cluster.

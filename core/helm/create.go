@@ -24,10 +24,11 @@ import (
 // another: ten releases of two objects were twenty creates in a row
 // (decision 105).
 //
-// khook creates this way only when it knows the operation applies
-// client-side: an install (see Client.install, which never applies
-// server-side). Anything else, server-side apply and an upgrade's "auto",
-// whose method Helm resolves from the history, is Helm's own Create.
+// Installs apply server-side now (installServerSide), through Helm's own
+// Create, which takes no lock; what still creates client-side through
+// Create is the hooks of a release installed client-side (an upgrade or
+// rollback keeps the release's method, and passes it to Create). A
+// server-side create is always Helm's own.
 //
 // The options are read as Helm's Create reads them (see readCreateOptions):
 // options that ask for server-side apply (or none at all: Helm's default)

@@ -257,7 +257,7 @@ func (c *Client) objectDrift(ctx context.Context, want *unstructured.Unstructure
 	if len(differ) == 0 {
 		return out, nil
 	}
-	applied, err := dryRunApply(ctx, ri, want)
+	applied, err := dryRunApply(ctx, ri, want, c.helmManager())
 	unconfirmed := ""
 	if err != nil {
 		unconfirmed = kube.Reason(err)
@@ -267,7 +267,7 @@ func (c *Client) objectDrift(ctx context.Context, want *unstructured.Unstructure
 }
 
 // helmManager is the field manager helm's writes use.
-func (c *Client) helmManager() string { return helmFieldManager() }
+func (c *Client) helmManager() string { return c.env.fieldManager() }
 
 // stepsManager is the field manager of the spec's other steps.
 func (c *Client) stepsManager() string {
@@ -377,14 +377,14 @@ func ownerNames(owners []objects.Owner) []string {
 // mutating webhooks) included. It changes nothing.
 func dryRunApply(ctx context.Context, ri interface {
 	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, options metav1.PatchOptions, subresources ...string) (*unstructured.Unstructured, error)
-}, want *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+}, want *unstructured.Unstructured, manager string) (*unstructured.Unstructured, error) {
 	data, err := json.Marshal(want.Object)
 	if err != nil {
 		return nil, err
 	}
 	force := true
 	return ri.Patch(ctx, want.GetName(), types.ApplyPatchType, data, metav1.PatchOptions{
-		FieldManager: helmFieldManager(),
+		FieldManager: manager,
 		Force:        &force,
 		DryRun:       []string{metav1.DryRunAll},
 	})

@@ -6,8 +6,10 @@
 // Waits follow watch events: readiness (wait, atomic) is khook's waiter
 // judging every object of the release by kstatus (see readinessWaiter),
 // and an uninstall waits until the objects it deleted, by UID, are gone.
-// Releases are applied client-side, as helm 3 did, so the helm 3 and helm
-// 4 CLIs and khook can take turns on one release.
+// Releases are applied as the helm 4 SDK applies them: installed
+// server-side as field manager "helm" (see installServerSide), upgraded
+// with the method the release was installed with, so the helm 4 CLI and
+// khook take turns on one release without conflicts.
 //
 // What it does, and what it never does:
 //
@@ -72,6 +74,28 @@ type Env struct {
 	Log func(format string, args ...any)
 	// BaseDir anchors relative local paths (charts, values files).
 	BaseDir string
+	// FieldManager is the field manager of every write Helm makes for an
+	// operation (the objects of a release, its hooks, its storage
+	// Secrets); empty means DefaultFieldManager, what the helm 4 CLI
+	// writes as. See fieldManagerTransport.
+	FieldManager string
+	// Warn receives each warning of an operation once, redacted: the API
+	// server's, and Helm's own (a deprecated chart); nil drops them.
+	Warn func(text string)
+}
+
+// DefaultFieldManager is the field manager of Helm's writes unless
+// Env.FieldManager says otherwise: "helm", as the helm 3 and helm 4 CLIs
+// set it (kube.ManagedFieldsManager), so that a release khook applied
+// server-side and one the helm CLI applied have one owner, and either
+// upgrades the other's without a conflict (decision 221).
+const DefaultFieldManager = "helm"
+
+func (e Env) fieldManager() string {
+	if e.FieldManager != "" {
+		return e.FieldManager
+	}
+	return DefaultFieldManager
 }
 
 func (e Env) logf(format string, args ...any) {
@@ -110,7 +134,7 @@ func (c *Client) configuration(namespace string) (*configuration, error) {
 	if c.env.Kube == nil {
 		return nil, fmt.Errorf("no cluster clients")
 	}
-	getter := &restGetter{kube: c.env.Kube, namespace: namespace}
+	getter := &restGetter{kube: c.env.Kube, namespace: namespace, fieldManager: c.env.fieldManager(), warnings: c.env.warningHandler()}
 	log := &helmLog{}
 	cfg := action.NewConfiguration(action.ConfigurationSetLogger(log))
 	if err := cfg.Init(getter, namespace, "secret"); err != nil {
@@ -121,7 +145,10 @@ func (c *Client) configuration(namespace string) (*configuration, error) {
 		return nil, fmt.Errorf("helm configuration: unexpected Kubernetes client %T", cfg.KubeClient)
 	}
 	kc.Namespace = namespace
-	wrapped := &kubeClient{Client: kc, clients: c.env.Kube, log: c.env.logf}
+	// every client-side create (a client-side release's hooks) without
+	// Helm's process-wide lock; server-side ones are Helm's own: see
+	// kubeClient.Create
+	wrapped := &kubeClient{Client: kc, clients: c.env.Kube, log: c.env.logf, clientSideCreates: true}
 	cfg.KubeClient = wrapped
 	return &configuration{Configuration: cfg, log: log, kube: wrapped}, nil
 }
@@ -131,9 +158,24 @@ func (c *Client) configuration(namespace string) (*configuration, error) {
 type restGetter struct {
 	kube      *kube.Clients
 	namespace string
+	// fieldManager is set on every write (fieldManagerTransport);
+	// warnings receives the API server's warnings (nil: the run's).
+	fieldManager string
+	warnings     rest.WarningHandlerWithContext
 }
 
-func (g *restGetter) ToRESTConfig() (*rest.Config, error) { return rest.CopyConfig(g.kube.Config), nil }
+// ToRESTConfig is the run's REST config with the operation's field
+// manager and warnings.
+func (g *restGetter) ToRESTConfig() (*rest.Config, error) {
+	cfg := rest.CopyConfig(g.kube.Config)
+	if g.fieldManager != "" {
+		cfg.Wrap(fieldManagerTransport(g.fieldManager))
+	}
+	if g.warnings != nil {
+		cfg.WarningHandler, cfg.WarningHandlerWithContext = nil, g.warnings
+	}
+	return cfg, nil
+}
 
 func (g *restGetter) ToDiscoveryClient() (discovery.CachedDiscoveryInterface, error) {
 	return g.kube.Discovery, nil
@@ -146,7 +188,8 @@ func (g *restGetter) ToRawKubeConfigLoader() clientcmd.ClientConfig {
 	if g.kube.Getter != nil {
 		base = g.kube.Getter.ToRawKubeConfigLoader()
 	}
-	return &namespacedConfig{base: base, cfg: g.kube.Config, namespace: g.namespace}
+	cfg, _ := g.ToRESTConfig()
+	return &namespacedConfig{base: base, cfg: cfg, namespace: g.namespace}
 }
 
 // namespacedConfig is a kubeconfig loader that answers the operation's
@@ -183,6 +226,9 @@ func (l *helmLog) WithAttrs([]slog.Attr) slog.Handler { return l }
 func (l *helmLog) WithGroup(string) slog.Handler { return l }
 
 func (l *helmLog) Handle(_ context.Context, r slog.Record) error {
+	if !recorded(r.Message) {
+		return nil // most of helm's log (a debug line per object): not formatted
+	}
 	attrs := map[string]string{}
 	r.Attrs(func(a slog.Attr) bool {
 		attrs[a.Key] = a.Value.String()
@@ -190,6 +236,12 @@ func (l *helmLog) Handle(_ context.Context, r slog.Record) error {
 	})
 	l.record(r.Message, attrs)
 	return nil
+}
+
+// recorded reports whether record keeps anything of a message.
+func recorded(msg string) bool {
+	return msg == "waiting for resource" || msg == "wait failed" ||
+		strings.HasPrefix(msg, "wait for resources failed") || strings.HasPrefix(msg, "uninstall: Failed to delete release")
 }
 
 func (l *helmLog) record(msg string, attrs map[string]string) {

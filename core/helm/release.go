@@ -31,8 +31,11 @@ import (
 // group-version's OpenAPI v3 document per manifest build, per operation
 // (Helm keeps no cache across action configurations): about 70% of the CPU
 // of installing ten small charts in parallel. The API server validates the
-// objects anyway (invalid values are rejected; unknown fields are warnings,
-// as with Helm against such a server).
+// objects anyway: invalid values are rejected, and so are unknown fields
+// of a server-side apply (strict field validation, as helm 4's); a
+// client-side upgrade's unknown fields are the API server's warnings, as
+// with Helm against such a server. A manifest Helm cannot decode is worded
+// as Helm's validation words it (kubeClient.Build).
 const noClientValidation = true
 
 // maxHistory is how many revisions of a release are kept, like the helm
@@ -295,6 +298,9 @@ type Result struct {
 	// an upgrade nothing else asked for (Upgraded, or Repaired).
 	Drift  Drift
 	Forced bool
+	// Notes is the chart's NOTES.txt as the install or upgrade rendered it
+	// (what helm prints after one); empty otherwise. Not redacted.
+	Notes string
 }
 
 // Apply installs or upgrades r, as the release history decides:
@@ -369,6 +375,7 @@ func (c *Client) apply(ctx context.Context, r Release) (Result, error) {
 	if err != nil {
 		return res, err
 	}
+	c.chartWarnings(ch)
 	if res.Previous.Pending() {
 		msg, reinstall, err := c.recoverPending(ctx, cfg, r, hist, last, pend)
 		res.Recovered = msg
@@ -400,8 +407,10 @@ func (c *Client) install(ctx context.Context, cfg *configuration, r Release, ch 
 	if err != nil {
 		return res, err
 	}
-	if err := c.ensureNamespace(ctx, r.Namespace, r.CreateNamespace); err != nil {
-		return res, err
+	if !r.CreateNamespace {
+		if err := c.requireNamespace(ctx, r.Namespace); err != nil {
+			return res, err
+		}
 	}
 	chrt, err := ch.load()
 	if err != nil {
@@ -412,18 +421,23 @@ func (c *Client) install(ctx context.Context, cfg *configuration, r Release, ch 
 	in.Namespace = r.Namespace
 	in.WaitStrategy, in.WaitOptions = cfg.waitStrategy(ctx, r.Wait || r.Atomic)
 	in.RollbackOnFailure = r.Atomic
-	in.ServerSideApply = false // as Helm 3 applied: see the package doc
-	in.Replace = replace       // over an uninstalled revision kept in history
+	in.ServerSideApply = installServerSide // as helm 4 installs: see installServerSide
+	in.Replace = replace                   // over an uninstalled revision kept in history
+	if r.CreateNamespace {
+		// created by helm's install where helm creates it, through
+		// khook's policy: see createNamespaceKube
+		in.CreateNamespace = true
+		c.withCreateNamespace(ctx, cfg, r.Namespace)
+	}
 	in.Timeout = helmTimeout(ctx, r)
 	in.DisableOpenAPIValidation = noClientValidation
 	in.Labels = labels
-	cfg.kube.clientSideCreates = !in.ServerSideApply // creates without Helm's process-wide lock: see kubeClient.Create
 	c.env.logf("installing chart %s as release %s in %s", ch.Ref, r.Name, r.Namespace)
 	rel, err := v1Release(in.RunWithContext(ctx, chrt, vals))
 	if err != nil {
 		return res, operationError(ctx, "install", cfg, in.Timeout, r.Wait || r.Atomic, err)
 	}
-	res.Action, res.Revision = Installed, rel.Version
+	res.Action, res.Revision, res.Notes = Installed, rel.Version, notes(rel)
 	return res, nil
 }
 
@@ -474,7 +488,7 @@ func (c *Client) upgrade(ctx context.Context, cfg *configuration, r Release, ch 
 	if err != nil {
 		return res, operationError(ctx, "upgrade", cfg, up.Timeout, r.Wait || r.Atomic, err)
 	}
-	res.Action, res.Revision = Upgraded, rel.Version
+	res.Action, res.Revision, res.Notes = Upgraded, rel.Version, notes(rel)
 	if !res.Drift.None() {
 		res.Action = Repaired
 	}
@@ -637,32 +651,18 @@ func (c *Client) recoverPending(ctx context.Context, cfg *configuration, r Relea
 	return fmt.Sprintf("%s: marked it failed and rolled back to revision %d", left, good.Version), false, nil
 }
 
-// ensureNamespace makes sure the namespace to install in exists: created
-// when missing and create is set, through the object manager's one
-// labelling policy (decision 120), an existing one left alone, and a
-// missing one without create a clear error (instead of Helm's failure to
-// store the release). A client that may not read or create namespaces
-// (cluster-scoped) is let through: Helm's own error says it if the
-// namespace is missing.
-func (c *Client) ensureNamespace(ctx context.Context, ns string, create bool) error {
-	if !create {
-		missing, err := c.namespaceMissing(ctx, ns)
-		if missing {
-			return fmt.Errorf("namespace %s does not exist: create it in an earlier step or set createNamespace: true", ns)
-		}
-		return err
+// requireNamespace fails when the namespace to install in is known not
+// to exist (a step without createNamespace), with a clear error instead of
+// Helm's failure to store the release. A client that may not read
+// namespaces is let through: Helm's own error says it if the namespace is
+// missing. With createNamespace, Helm's install creates it
+// (createNamespaceKube).
+func (c *Client) requireNamespace(ctx context.Context, ns string) error {
+	missing, err := c.namespaceMissing(ctx, ns)
+	if missing {
+		return fmt.Errorf("namespace %s does not exist: create it in an earlier step or set createNamespace: true", ns)
 	}
-	created, err := c.objects().EnsureNamespace(ctx, ns)
-	var unknown *objects.NamespaceUnknownError
-	switch {
-	case errors.As(err, &unknown):
-		return nil
-	case err != nil:
-		return err
-	case created:
-		c.env.logf("created namespace %s", ns)
-	}
-	return nil
+	return err
 }
 
 // namespaceMissing reports whether ns is known not to exist: false when
@@ -696,7 +696,7 @@ func (c *Client) namespaceNote(ctx context.Context, r Release) (string, error) {
 // objects is the object manager of the run's clients: namespaces are
 // read and created through its one policy.
 func (c *Client) objects() *objects.Manager {
-	return objects.New(c.env.Kube, objects.Options{Redactor: c.env.Redactor})
+	return objects.New(c.env.Kube, objects.Options{FieldManager: c.env.FieldManager, Redactor: c.env.Redactor})
 }
 
 // helmTimeout is the timeout Helm gets for an install or upgrade: with

@@ -51,8 +51,11 @@ type Chart struct {
 	Version string
 	// Ref says where it came from, without credentials: "demo 1.2.0 from
 	// https://charts.example", "oci://ghcr.io/org/demo:1.2.0", "./charts/demo".
-	Ref   string
-	files *chartFiles
+	Ref string
+	// Deprecated: the chart's Chart.yaml says so (helm's CLI warns "this
+	// chart is deprecated" when it installs or upgrades it).
+	Deprecated bool
+	files      *chartFiles
 }
 
 // String is "name version".
@@ -164,7 +167,7 @@ func (c *Client) loadChart(ctx context.Context, src Source) (*Chart, error) {
 	if err := c.resolveDependencies(ctx, idx, files, ch, dir, 0); err != nil {
 		return nil, fmt.Errorf("chart %s: %w", display, err)
 	}
-	out := &Chart{Name: ch.Name(), Version: ch.Metadata.Version, files: files, Ref: display}
+	out := &Chart{Name: ch.Name(), Version: ch.Metadata.Version, Deprecated: ch.Metadata.Deprecated, files: files, Ref: display}
 	if ref.Source != spec.ChartFromLocal {
 		out.Ref = chartRef(ref, src, ch.Metadata.Version)
 	}
@@ -310,6 +313,11 @@ func (c *Client) resolveDependencies(ctx context.Context, idx indexCache, files 
 		return fmt.Errorf("file:// dependencies nest deeper than %d levels", maxDependencyDepth)
 	}
 	for _, m := range missing {
+		// helm install refuses such a chart ("found in Chart.yaml, but
+		// missing in charts/ directory"); khook resolves it as
+		// --dependency-update would, and says so
+		c.env.logf("chart %s: dependency %s is missing from charts/: resolving %s from %s in memory, as helm install --dependency-update would",
+			ch.Name(), m.dep.Name, nameVersion(m.dep.Name, m.version), redact.StripURLUserinfo(strings.TrimSpace(m.dep.Repository)))
 		dep, err := c.fetchDependency(ctx, idx, m.dep, m.version, dir, depth)
 		if err != nil {
 			return fmt.Errorf("dependency %s: %w", m.dep.Name, err)

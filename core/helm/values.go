@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -88,40 +89,73 @@ func parseValues(data []byte) (map[string]any, error) {
 }
 
 // normalizeValues turns values decoded from the spec into the shape Helm
-// gives values files (string keys, JSON numbers), so that both merge
-// alike and compare equal to what a release stores.
+// gives values (string keys, maps and lists of any), keeping the spec's
+// YAML types as `helm --set` keeps what it parses (helm's strvals): an
+// integer stays an integer (int64), at any depth, where a JSON round trip
+// (what Helm does to -f files) would make it a float64 that templates
+// print as 2.0240101e+07; a float stays a float64, a string a string
+// (decision 220).
 func normalizeValues(in map[string]any) (map[string]any, error) {
-	data, err := json.Marshal(stringKeys(in))
-	if err != nil {
-		return nil, err
+	out := make(map[string]any, len(in))
+	for k, v := range in {
+		n, err := normalizeValue(v)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", k, err)
+		}
+		out[k] = n
 	}
-	return parseValues(data)
+	return out, nil
 }
 
-// stringKeys converts map[any]any (YAML mappings with non-string keys) to
-// map[string]any, at any depth.
-func stringKeys(v any) any {
+// normalizeValue is normalizeValues of one value: maps get string keys,
+// integers of any Go type become int64 (an unsigned one too large for it
+// a float64, as JSON would have it), floats float64; strings, booleans
+// and null stay; anything else takes the JSON round trip Helm gives -f
+// files.
+func normalizeValue(v any) (any, error) {
 	switch t := v.(type) {
+	case nil, string, bool, int64, float64:
+		return v, nil
 	case map[string]any:
-		out := make(map[string]any, len(t))
-		for k, e := range t {
-			out[k] = stringKeys(e)
-		}
-		return out
+		return normalizeValues(t)
 	case map[any]any:
-		out := make(map[string]any, len(t))
+		m := make(map[string]any, len(t))
 		for k, e := range t {
-			out[fmt.Sprint(k)] = stringKeys(e)
+			m[fmt.Sprint(k)] = e
 		}
-		return out
+		return normalizeValues(m)
 	case []any:
 		out := make([]any, len(t))
 		for i, e := range t {
-			out[i] = stringKeys(e)
+			n, err := normalizeValue(e)
+			if err != nil {
+				return nil, fmt.Errorf("[%d]: %w", i, err)
+			}
+			out[i] = n
 		}
-		return out
+		return out, nil
 	}
-	return v
+	rv := reflect.ValueOf(v)
+	switch rv.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return rv.Int(), nil
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		if u := rv.Uint(); u <= math.MaxInt64 {
+			return int64(u), nil
+		}
+		return float64(rv.Uint()), nil
+	case reflect.Float32, reflect.Float64:
+		return rv.Float(), nil
+	}
+	data, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var out any
+	if err := yaml.Unmarshal(data, &out); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // MergeValues merges override into base like Helm merges -f files (and

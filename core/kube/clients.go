@@ -70,7 +70,9 @@ type Options struct {
 	// off.
 	QPS   float32
 	Burst int
-	// Warnings receives API server warnings (deprecations); nil drops them.
+	// Warnings receives API server warnings (deprecations), each once,
+	// but those of requests whose context routes them (WithWarnings); nil
+	// drops them.
 	Warnings io.Writer
 }
 
@@ -99,11 +101,11 @@ func New(getter genericclioptions.RESTClientGetter, opts Options) (*Clients, err
 	if opts.Burst > 0 {
 		cfg.Burst = opts.Burst
 	}
+	var fallback rest.WarningHandler = rest.NoWarnings{}
 	if opts.Warnings != nil {
-		cfg.WarningHandler = rest.NewWarningWriter(opts.Warnings, rest.WarningWriterOptions{Deduplicate: true})
-	} else {
-		cfg.WarningHandler = rest.NoWarnings{}
+		fallback = rest.NewWarningWriter(opts.Warnings, rest.WarningWriterOptions{Deduplicate: true})
 	}
+	cfg.WarningHandler, cfg.WarningHandlerWithContext = nil, routedWarnings{fallback: fallback}
 	c, err := NewForConfig(cfg, getter)
 	if err != nil {
 		return nil, err

@@ -42,6 +42,10 @@ type ApplyOptions struct {
 	// returns the result, nothing is persisted. (A dry-run CRD is never
 	// established: custom resources of it cannot be dry-run after it.)
 	DryRun bool
+	// Warn receives what kubectl apply prints as a warning (a client-side
+	// apply to an object without the last-applied annotation, a
+	// server-side migration that failed); nil drops it.
+	Warn func(text string)
 }
 
 // applier is one Apply call.
@@ -117,6 +121,7 @@ func (a *applier) create(ctx context.Context, o *unstructured.Unstructured, res 
 		}
 	}
 	a.mark(o) // after the last-applied annotation, which so never names it
+	clearForCreate(o)
 	out, err := a.ri.Create(ctx, o, metav1.CreateOptions{
 		FieldManager:    a.fieldManager,
 		FieldValidation: metav1.FieldValidationStrict,
@@ -129,7 +134,37 @@ func (a *applier) create(ctx context.Context, o *unstructured.Unstructured, res 
 	return res, nil
 }
 
+// clearForCreate clears what kubectl apply clears before it creates an
+// object (resource.Helper.Create with modify: the resourceVersion, which
+// the API server refuses on a create: "resourceVersion should not be set
+// on objects to be created"), after the last-applied annotation was made
+// from the manifest as it is, as kubectl makes it: a manifest exported
+// with kubectl get -o yaml is created as kubectl creates it (decision
+// 223). The other fields the server sets (uid, creationTimestamp,
+// generation, selfLink, status) are sent, as kubectl sends them: the
+// server ignores them on a create. Server-side apply sends the manifest
+// as it is, as kubectl apply --server-side does (the server then refuses
+// a uid of another object, as it refuses kubectl's).
+func clearForCreate(o *unstructured.Unstructured) {
+	if o.GetResourceVersion() != "" {
+		o.SetResourceVersion("")
+	}
+}
+
 func (a *applier) serverSide(ctx context.Context, o *unstructured.Unstructured, res Change, readErr error) (Change, error) {
+	// the configuration a last-applied annotation records: the manifest,
+	// without khook's mark (as client-side apply's, so that a later
+	// client-side apply never drops the mark)
+	conf, err := lastApplied(o)
+	if err != nil {
+		return res, err
+	}
+	if ann := o.GetAnnotations(); ann[corev1.LastAppliedConfigAnnotation] != "" {
+		// a manifest carrying the annotation: the server stores the real
+		// configuration for kubectl's server-side apply, khook writes it
+		ann[corev1.LastAppliedConfigAnnotation] = conf
+		o.SetAnnotations(ann)
+	}
 	if (res.Live == nil && readErr == nil) || (res.Live != nil && a.createdBy != "" && CreatedBy(res.Live) == a.createdBy) {
 		a.mark(o) // khook's field: applied on every run, or the next would drop it
 	}
@@ -137,42 +172,46 @@ func (a *applier) serverSide(ctx context.Context, o *unstructured.Unstructured, 
 	if err != nil {
 		return res, err
 	}
-	var migrated sets.Set[string]
-	if res.Live != nil {
-		if migrated, err = a.migrateClientSide(ctx, res.Live); err != nil {
-			return res, fmt.Errorf("move field ownership from client-side apply to %q: %w", a.fieldManager, err)
-		}
-	}
 	apply := func(force bool) (*unstructured.Unstructured, error) {
-		return a.ri.Patch(ctx, o.GetName(), types.ApplyPatchType, data, metav1.PatchOptions{
+		out, err := a.ri.Patch(ctx, o.GetName(), types.ApplyPatchType, data, metav1.PatchOptions{
 			FieldManager:    a.fieldManager,
 			Force:           &force,
 			FieldValidation: metav1.FieldValidationStrict,
 			DryRun:          a.dryRun(),
 		})
+		if err != nil && apierrors.IsConflict(err) {
+			err = newConflictError(err)
+		}
+		return out, err
 	}
 	out, err := apply(false)
-	if err != nil && apierrors.IsConflict(err) {
-		err = newConflictError(err)
-		// A dry run persists nothing, so the migration just sent is not
-		// seen by this apply: conflicts with exactly the client-side
-		// managers whose fields the real apply hands to khook first are
-		// expected, and forcing them gives the real apply's result.
-		var ce *ConflictError
-		if a.opts.DryRun && errors.As(err, &ce) && ce.onlyWith(migrated) {
+	var ce *ConflictError
+	if errors.As(err, &ce) && res.Live != nil {
+		// The API server lets kubectl's own server-side apply (manager
+		// "kubectl") through conflicts with the client-side appliers of
+		// the fields the last-applied annotation holds, forcing them
+		// (lastAppliedManager): that is how kubectl apply --server-side
+		// takes over what client-side applies set. For khook's manager
+		// the server does not, so khook does: conflicts only with the
+		// client-side appliers owning the annotation are forced.
+		if csa := clientSideAppliers(res.Live); ce.onlyWith(csa) {
 			out, err = apply(true)
 		}
 	}
 	if err != nil {
 		return res, err
 	}
+	// After the apply succeeded, as kubectl apply --server-side: keep the
+	// last-applied annotation current, then hand the client-side appliers'
+	// fields over and apply again (migrateToSSAIfNecessary).
+	out, migrated := a.afterServerSide(ctx, conf, out, func() (*unstructured.Unstructured, error) { return apply(false) })
 	res.Object = out
 	switch {
 	case readErr != nil:
 		res.Action = Configured // it could not be read before: say the least
 	case res.Live == nil:
 		res.Action = Created
-	case len(migrated) > 0, a.opts.DryRun: // a dry run keeps the resourceVersion either way
+	case migrated, a.opts.DryRun: // a dry run keeps the resourceVersion either way
 		res.Action = Configured
 	case res.Live.GetResourceVersion() == out.GetResourceVersion():
 		res.Action = Unchanged
@@ -185,29 +224,136 @@ func (a *applier) serverSide(ctx context.Context, o *unstructured.Unstructured, 
 // lastAppliedPath is where client-side apply keeps its configuration.
 var lastAppliedPath = fieldpath.NewSet(fieldpath.MakePathOrDie("metadata", "annotations", corev1.LastAppliedConfigAnnotation))
 
-// migrateClientSide hands the fields of client-side appliers (the Update
-// managers owning the last-applied-configuration annotation: khook's own
-// client-side apply, kubectl's) over to the server-side field manager
-// before its first server-side apply, as kubectl apply --server-side
-// does; otherwise every field they set would conflict. It returns the
-// managers whose fields it handed over, none when it changed nothing.
-func (a *applier) migrateClientSide(ctx context.Context, live *unstructured.Unstructured) (sets.Set[string], error) {
+// LastAppliedManager is the field manager that keeps the last-applied
+// annotation of an object applied server-side, kubectl's
+// (kubectl-last-applied): kubectl apply --server-side and khook keep one
+// owner of it (decision 224).
+const LastAppliedManager = "kubectl-last-applied"
+
+// kubectlManager is kubectl apply --server-side's field manager, the one
+// for which the API server keeps the last-applied annotation itself.
+const kubectlManager = "kubectl"
+
+// afterServerSide is what kubectl apply --server-side does once its apply
+// of o succeeded (out), in kubectl's order, each step's failure a warning
+// (the object was applied; the next apply tries again), as kubectl's:
+//
+//  1. The last-applied annotation, when the object has one (it was once
+//     applied client-side), is kept current with the real configuration
+//     applied (o without the annotation), so that a later client-side
+//     apply computes its patch from it. The API server does that itself
+//     only for kubectl's own field manager ("kubectl"); for khook's, khook
+//     writes it, as an apply of the annotation alone by
+//     LastAppliedManager, which kubectl's apply also makes when no
+//     server-side manager owns the annotation. A changed value is forced
+//     onto the annotation alone (the server's own update changes it
+//     whoever owns it).
+//  2. The fields of the client-side appliers (the Update managers that
+//     owned the annotation after the apply: kubectl's, khook's own
+//     client-side apply) are handed to khook's field manager
+//     (csaupgrade), and o is applied again, so that fields o dropped are
+//     removed.
+//
+// A dry run sends none of these requests: the annotation is set on the
+// returned object, as the real run would leave it.
+func (a *applier) afterServerSide(ctx context.Context, want string, out *unstructured.Unstructured, apply func() (*unstructured.Unstructured, error)) (*unstructured.Unstructured, bool) {
+	csa := clientSideAppliers(out)
+	if current := out.GetAnnotations()[corev1.LastAppliedConfigAnnotation]; current != "" { // the server's hasLastApplied
+		if a.fieldManager == kubectlManager {
+			want = current // the server keeps it for kubectl's own manager
+		}
+		switch {
+		case a.opts.DryRun:
+			ann := out.GetAnnotations()
+			ann[corev1.LastAppliedConfigAnnotation] = want
+			out.SetAnnotations(ann)
+			return out, false
+		default:
+			if kept, err := a.keepLastApplied(ctx, out, want); err != nil {
+				a.warnf("failed to migrate %s for Server-Side Apply of %s. This is non-fatal and will be retried next time you apply. Error: %v",
+					corev1.LastAppliedConfigAnnotation, describe(out), err)
+				return out, false // kubectl migrates nothing then either
+			} else if kept != nil {
+				out = kept
+			}
+		}
+	}
+	if len(csa) == 0 || a.opts.DryRun {
+		return out, false
+	}
+	migrated, err := a.migrateClientSide(ctx, out, csa)
+	if err != nil {
+		a.warnf("server rejected managed fields migration of %s to Server-Side Apply. This is non-fatal and will be retried next time you apply. Error: %v", describe(out), err)
+		return out, false
+	}
+	if migrated == nil {
+		return out, false
+	}
+	again, err := apply() // dropped fields are removed now
+	if err != nil {
+		a.warnf("failed to re-apply %s after performing Server-Side Apply migration. This is non-fatal and will be retried next time you apply. Error: %v", describe(out), err)
+		return migrated, true
+	}
+	return again, true
+}
+
+// clientSideAppliers are the Update managers owning obj's last-applied
+// annotation: the client-side appliers whose fields a server-side apply
+// takes over (kubectl's FindFieldsOwners).
+func clientSideAppliers(obj *unstructured.Unstructured) sets.Set[string] {
+	names := sets.New[string]()
+	for _, o := range csaupgrade.FindFieldsOwners(obj.GetManagedFields(), metav1.ManagedFieldsOperationUpdate, lastAppliedPath) {
+		names.Insert(o.Manager)
+	}
+	return names
+}
+
+// keepLastApplied makes live's last-applied annotation want, owned by
+// LastAppliedManager; nil when it is so already.
+func (a *applier) keepLastApplied(ctx context.Context, live *unstructured.Unstructured, want string) (*unstructured.Unstructured, error) {
+	current := live.GetAnnotations()[corev1.LastAppliedConfigAnnotation]
+	owned := len(csaupgrade.FindFieldsOwners(live.GetManagedFields(), metav1.ManagedFieldsOperationApply, lastAppliedPath)) > 0
+	if current == want && owned {
+		return nil, nil
+	}
+	just := &unstructured.Unstructured{}
+	just.SetGroupVersionKind(live.GroupVersionKind())
+	just.SetName(live.GetName())
+	just.SetNamespace(live.GetNamespace())
+	just.SetAnnotations(map[string]string{corev1.LastAppliedConfigAnnotation: want})
+	data, err := json.Marshal(just.Object)
+	if err != nil {
+		return nil, err
+	}
+	force := current != want
+	return a.ri.Patch(ctx, live.GetName(), types.ApplyPatchType, data, metav1.PatchOptions{FieldManager: LastAppliedManager, Force: &force})
+}
+
+// lastApplied is the last-applied configuration of o as the API server
+// writes it for kubectl's server-side apply (buildLastApplied): o without
+// the annotation, as JSON.
+func lastApplied(o *unstructured.Unstructured) (string, error) {
+	c := o.DeepCopy()
+	ann := c.GetAnnotations()
+	delete(ann, corev1.LastAppliedConfigAnnotation)
+	c.SetAnnotations(ann)
+	data, err := runtime.Encode(unstructured.UnstructuredJSONScheme, c)
+	return string(data), err
+}
+
+// migrateClientSide hands the fields of the client-side appliers names
+// over to the server-side field manager, as kubectl apply --server-side
+// does after its apply: otherwise fields dropped from the manifest would
+// stay theirs. It returns the object after, nil when nothing was to move.
+func (a *applier) migrateClientSide(ctx context.Context, live *unstructured.Unstructured, names sets.Set[string]) (*unstructured.Unstructured, error) {
 	for attempt := 1; ; attempt++ {
-		owners := csaupgrade.FindFieldsOwners(live.GetManagedFields(), metav1.ManagedFieldsOperationUpdate, lastAppliedPath)
-		if len(owners) == 0 {
-			return nil, nil
-		}
-		names := sets.New[string]()
-		for _, o := range owners {
-			names.Insert(o.Manager)
-		}
 		patch, err := csaupgrade.UpgradeManagedFieldsPatch(live, names, a.fieldManager)
 		if err != nil || patch == nil {
 			return nil, err
 		}
-		_, err = a.ri.Patch(ctx, live.GetName(), types.JSONPatchType, patch, metav1.PatchOptions{DryRun: a.dryRun()})
+		out, err := a.ri.Patch(ctx, live.GetName(), types.JSONPatchType, patch, metav1.PatchOptions{})
 		if err == nil {
-			return names, nil
+			return out, nil
 		}
 		if !apierrors.IsConflict(err) || attempt == maxPatchAttempts {
 			return nil, err
@@ -216,6 +362,18 @@ func (a *applier) migrateClientSide(ctx context.Context, live *unstructured.Unst
 			return nil, err
 		}
 	}
+}
+
+// warnf reports a warning of the apply (ApplyOptions.Warn).
+func (a *applier) warnf(format string, args ...any) {
+	if a.opts.Warn != nil {
+		a.opts.Warn(fmt.Sprintf(format, args...))
+	}
+}
+
+// describe names obj as kubectl's messages do: kind/name.
+func describe(obj *unstructured.Unstructured) string {
+	return strings.ToLower(obj.GetKind()) + "/" + obj.GetName()
 }
 
 // patch is kubectl's client-side apply of an existing object: a three-way
@@ -228,6 +386,12 @@ func (a *applier) patch(ctx context.Context, o *unstructured.Unstructured, res C
 		return res, fmt.Errorf("serialize the manifest: %w", err)
 	}
 	live := res.Live
+	if _, ok := live.GetAnnotations()[corev1.LastAppliedConfigAnnotation]; !ok {
+		// kubectl apply's warning (warningNoLastAppliedConfigAnnotation)
+		a.warnf("resource %s/%s is missing the %s annotation which is required by client-side apply (khook's, as kubectl apply's). "+
+			"It should only be used on resources created declaratively by either kubectl create --save-config or a client-side apply. The missing annotation will be patched automatically.",
+			res.Mapping.Resource.GroupResource(), o.GetName(), corev1.LastAppliedConfigAnnotation)
+	}
 	for attempt := 1; ; attempt++ {
 		patchType, patch, err := ThreeWayPatch(live, modified)
 		if err != nil {

@@ -20,9 +20,9 @@ func yamlObj(t *testing.T, s string) *unstructured.Unstructured {
 	return &unstructured.Unstructured{Object: m}
 }
 
-// describe prints each field on one line: path, key field, intent, live
+// describeFields prints each field on one line: path, key field, intent, live
 // (or "missing"), equal, owners.
-func describe(fields []Field) string {
+func describeFields(fields []Field) string {
 	var b strings.Builder
 	for _, f := range fields {
 		live := "missing"
@@ -133,7 +133,7 @@ func TestFieldsBuiltIn(t *testing.T) {
 .spec.template.spec.containers[name="web"].ports[containerPort=80,protocol="TCP"].containerPort key=true intent=80 live=80 equal=true owners=team-a/Update
 .spec.template.spec.containers[name="web"].resources.limits.cpu key=false intent=1000m live=1 equal=false owners=
 `
-	if got := describe(fields); got != want {
+	if got := describeFields(fields); got != want {
 		t.Errorf("fields:\n%s\nwant:\n%s", got, want)
 	}
 	byPath := map[string]Field{}
@@ -195,7 +195,7 @@ spec:
 .spec.nested.deep.x key=false intent=1 live=1 equal=true owners=
 .spec.size key=false intent=3 live=3 equal=true owners=
 `
-	if got := describe(fields); got != want {
+	if got := describeFields(fields); got != want {
 		t.Errorf("fields:\n%s\nwant:\n%s", got, want)
 	}
 	fields, err = Fields(intent, nil)
@@ -235,7 +235,7 @@ data: {k: theirs}
 .data.k key=false intent=khook live=theirs equal=false owners=other/Apply
 .metadata.finalizers[="example.com/a"] key=false intent=example.com/a live=example.com/a equal=true owners=
 `
-	if got := describe(fields); got != want {
+	if got := describeFields(fields); got != want {
 		t.Errorf("fields:\n%s\nwant:\n%s", got, want)
 	}
 	if f := fields[1]; !f.Drifted("khook") || f.ThroughSubresource("khook") != nil {

@@ -40,12 +40,18 @@ func (e *NamespaceUnknownError) Error() string {
 func (e *NamespaceUnknownError) Unwrap() error { return e.Err }
 
 // newNamespace is the namespace khook creates (createNamespace): labelled
-// app.kubernetes.io/managed-by: khook, the one policy of decision 120.
+// app.kubernetes.io/managed-by: khook, the one policy of decision 120,
+// and with labels (a helm step's: helm's name=<namespace>, decision 222).
 // Made for a spec (Options.CreatedBy), it also carries AnnotationCreatedBy.
-func (m *Manager) newNamespace(name string) *corev1.Namespace {
+func (m *Manager) newNamespace(name string, labels map[string]string) *corev1.Namespace {
+	all := map[string]string{}
+	for k, v := range labels {
+		all[k] = v
+	}
+	all[LabelManagedBy] = ManagedBy
 	ns := &corev1.Namespace{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{LabelManagedBy: ManagedBy}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: all},
 	}
 	if m.createdBy != "" {
 		ns.Annotations = map[string]string{AnnotationCreatedBy: m.createdBy}
@@ -59,6 +65,13 @@ func (m *Manager) newNamespace(name string) *corev1.Namespace {
 // anyway: an existing namespace then answers AlreadyExists, and a refused
 // create is a *NamespaceUnknownError.
 func (m *Manager) EnsureNamespace(ctx context.Context, name string) (bool, error) {
+	return m.EnsureNamespaceLabelled(ctx, name, nil)
+}
+
+// EnsureNamespaceLabelled is EnsureNamespace of a namespace that, when
+// created, carries labels besides the policy's (a helm step's namespace
+// carries helm's name=<namespace>). An existing namespace is left alone.
+func (m *Manager) EnsureNamespaceLabelled(ctx context.Context, name string, labels map[string]string) (bool, error) {
 	ok, err := m.NamespaceExists(ctx, name)
 	getForbidden := apierrors.IsForbidden(err)
 	switch {
@@ -67,7 +80,7 @@ func (m *Manager) EnsureNamespace(ctx context.Context, name string) (bool, error
 	case err != nil && !getForbidden:
 		return false, err
 	}
-	_, err = m.kube.Typed.CoreV1().Namespaces().Create(ctx, m.newNamespace(name), metav1.CreateOptions{FieldManager: m.fieldManager})
+	_, err = m.kube.Typed.CoreV1().Namespaces().Create(ctx, m.newNamespace(name, labels), metav1.CreateOptions{FieldManager: m.fieldManager})
 	switch {
 	case err == nil:
 		return true, nil
@@ -82,7 +95,7 @@ func (m *Manager) EnsureNamespace(ctx context.Context, name string) (bool, error
 // DryRunNamespace is EnsureNamespace's create as a server dry run: the
 // namespace as the server would create it.
 func (m *Manager) DryRunNamespace(ctx context.Context, name string) (*unstructured.Unstructured, error) {
-	created, err := m.kube.Typed.CoreV1().Namespaces().Create(ctx, m.newNamespace(name),
+	created, err := m.kube.Typed.CoreV1().Namespaces().Create(ctx, m.newNamespace(name, nil),
 		metav1.CreateOptions{FieldManager: m.fieldManager, DryRun: []string{metav1.DryRunAll}})
 	if err != nil {
 		return nil, fmt.Errorf("namespace %s: dry-run create: %w", name, err)

@@ -82,13 +82,18 @@ func TestDeleteSummaryMessage(t *testing.T) {
 }
 
 func TestNewNamespace(t *testing.T) {
-	ns := New(nil, Options{}).newNamespace("team")
+	ns := New(nil, Options{}).newNamespace("team", nil)
 	if ns.Name != "team" || ns.Labels[LabelManagedBy] != ManagedBy || len(ns.Labels) != 1 || len(ns.Annotations) != 0 {
 		t.Errorf("namespace %+v", ns.ObjectMeta)
 	}
-	ns = New(nil, Options{CreatedBy: "boot"}).newNamespace("team")
+	ns = New(nil, Options{CreatedBy: "boot"}).newNamespace("team", nil)
 	if ns.Annotations[AnnotationCreatedBy] != "boot" || len(ns.Labels) != 1 {
 		t.Errorf("namespace for a spec %+v", ns.ObjectMeta)
+	}
+	// a helm step's: helm's label besides the policy's, which wins
+	ns = New(nil, Options{}).newNamespace("team", map[string]string{"name": "team", LabelManagedBy: "Helm"})
+	if len(ns.Labels) != 2 || ns.Labels["name"] != "team" || ns.Labels[LabelManagedBy] != ManagedBy {
+		t.Errorf("namespace with labels %+v", ns.ObjectMeta)
 	}
 }
 

@@ -47,6 +47,14 @@ type Request struct {
 	Redactor *redact.Redactor
 	// Log reports progress ("waiting for 2 pods"). Safe for concurrent use.
 	Log func(format string, args ...any)
+	// Warn reports a warning of the step (the API server's, helm's, one
+	// kubectl's apply would print), redacted by Warnf; each is shown once
+	// per step, on standard error. Nil drops them. Safe for concurrent use.
+	Warn func(text string)
+	// Notes receives what a helm step's release prints after an install or
+	// upgrade (NOTES.txt), headed by the release's name; nil (the default:
+	// -v 1 sets it) drops them.
+	Notes func(release, text string)
 	// Run identifies the khook run the step belongs to; the zero Run is
 	// a run that knows nothing of other runs.
 	Run Run
@@ -92,6 +100,14 @@ func (r Run) IsAbandoned(id string) bool {
 func (r *Request) Logf(format string, args ...any) {
 	if r.Log != nil {
 		r.Log("%s", r.Redactor.String(fmt.Sprintf(format, args...)))
+	}
+}
+
+// Warnf reports a warning with every secret masked; a request without a
+// Warn drops it.
+func (r *Request) Warnf(format string, args ...any) {
+	if r.Warn != nil {
+		r.Warn(r.Redactor.String(fmt.Sprintf(format, args...)))
 	}
 }
 

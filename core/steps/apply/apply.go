@@ -174,7 +174,7 @@ func skipExisting(ctx context.Context, req *step.Request, targets []waiter.Targe
 // establishes each CRD before the next object.
 func applyAll(ctx context.Context, req *step.Request, m *objects.Manager, objs []*unstructured.Unstructured, ns string) (objects.ChangeSet, []waiter.Target, error) {
 	var set objects.ChangeSet
-	opts := objects.ApplyOptions{ServerSide: req.Step.Apply.ServerSide}
+	opts := objects.ApplyOptions{ServerSide: req.Step.Apply.ServerSide, Warn: req.Warn}
 	targets := make([]waiter.Target, 0, len(objs))
 	for i, o := range objs {
 		res, err := m.Apply(ctx, o, ns, opts)

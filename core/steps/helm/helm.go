@@ -101,7 +101,18 @@ func (e *Executor) Run(ctx context.Context, req *step.Request) (out step.Outcome
 		out.Changed = true
 		out.Message += "; recovered: " + res.Recovered
 	}
+	if req.Notes != nil && res.Notes != "" {
+		req.Notes(subject, req.Redactor.String(res.Notes))
+	}
 	return out, nil
+}
+
+// warn is the request's Warn as the helm package takes it (nil: none).
+func warn(req *step.Request) func(string) {
+	if req.Warn == nil {
+		return nil
+	}
+	return func(text string) { req.Warnf("%s", text) }
 }
 
 // Plan predicts install, upgrade, no-op or skip, or unknown when the chart
@@ -219,6 +230,8 @@ func client(req *step.Request) *khelm.Client {
 		Log:               req.Log,
 		BaseDir:           req.BaseDir,
 		StepsFieldManager: req.FieldManager,
+		FieldManager:      req.FieldManager,
+		Warn:              warn(req),
 	})
 }
 

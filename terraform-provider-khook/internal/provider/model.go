@@ -28,6 +28,7 @@ type specModel struct {
 	Secrets         types.Map      `tfsdk:"secrets"`
 	SecretsVersion  types.String   `tfsdk:"secrets_version"`
 	DestroyOnDelete types.Bool     `tfsdk:"destroy_on_delete"`
+	FieldManager    types.String   `tfsdk:"field_manager"`
 	Kubernetes      *kubeModel     `tfsdk:"kubernetes"`
 	Steps           types.List     `tfsdk:"steps"`
 	Timeouts        timeouts.Value `tfsdk:"timeouts"`

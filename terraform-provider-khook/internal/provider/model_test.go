@@ -199,7 +199,7 @@ func TestInputsChanged(t *testing.T) {
 		return &specModel{
 			Spec: types.StringValue("spec"), BaseDir: types.StringValue("."), Vars: strMap("A", "1"),
 			Secrets: types.MapNull(types.StringType), SecretsVersion: types.StringValue("1"),
-			DestroyOnDelete: types.BoolValue(true), Steps: types.ListNull(stepObjectType),
+			DestroyOnDelete: types.BoolValue(true), FieldManager: types.StringNull(), Steps: types.ListNull(stepObjectType),
 			Kubernetes: &kubeModel{ConfigPath: types.StringValue("/k"), ConfigContext: types.StringNull(), Host: types.StringNull(),
 				Token: types.StringNull(), ClusterCACertificate: types.StringNull(), ClientCertificate: types.StringNull(), ClientKey: types.StringNull()},
 		}
@@ -211,6 +211,7 @@ func TestInputsChanged(t *testing.T) {
 	}{
 		{"nothing", func(*specModel) {}, false},
 		{"destroy_on_delete only", func(m *specModel) { m.DestroyOnDelete = types.BoolValue(false) }, false},
+		{"field_manager only (how to write, not what)", func(m *specModel) { m.FieldManager = types.StringValue("kubectl") }, false},
 		{"steps only (a refresh)", func(m *specModel) { m.Steps = types.ListValueMust(stepObjectType, nil) }, false},
 		{"secrets (write-only: never compared)", func(m *specModel) { m.Secrets = strMap("T", "x") }, false},
 		{"spec", func(m *specModel) { m.Spec = types.StringValue("spec2") }, true},

@@ -65,6 +65,7 @@ func (r *specResource) Schema(ctx context.Context, _ resource.SchemaRequest, res
 			"secrets": schema.MapAttribute{Optional: true, Sensitive: true, WriteOnly: true, ElementType: types.StringType,
 				Description: "The spec's secret variables (as KHOOK_SECRET_NAME): write-only, never stored in the plan or state, redacted from every message. Change secrets_version to apply changed values."},
 			"secrets_version":   schema.StringAttribute{Optional: true, Description: "Change it when secrets change: a write-only value cannot be compared."},
+			"field_manager":     schema.StringAttribute{Optional: true, Description: "The field manager of every write the steps make, helm's included (the CLI's --field-manager); default: khook's \"khook\", and \"helm\" for helm's writes. Changing it alone runs nothing."},
 			"destroy_on_delete": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(true), Description: "false: deleting the resource forgets it without touching the cluster."},
 			"steps": schema.ListNestedAttribute{Computed: true, Description: "khook's plan, step by step (name, type, action, reason); after apply, the plan applied, refreshed from the state record when the spec has one.",
 				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
@@ -102,8 +103,9 @@ func (r *specResource) Schema(ctx context.Context, _ resource.SchemaRequest, res
 }
 
 // engine is khook's engine on the connection c.
-func engine(c connection, red *redact.Redactor) *cli.Embedded {
-	return &cli.Embedded{Getter: newGetter(c), Steps: builtin.Registry, Redactor: red, Log: os.Stderr, Parallelism: 16}
+func engine(c connection, red *redact.Redactor, fieldManager types.String) *cli.Embedded {
+	return &cli.Embedded{Getter: newGetter(c), Steps: builtin.Registry, Redactor: red, Log: os.Stderr, Parallelism: 16,
+		FieldManager: fieldManager.ValueString()}
 }
 
 // errDiag adds err, redacted, as an error diagnostic.
@@ -163,7 +165,7 @@ func (r *specResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRe
 		resp.Diagnostics.Append(resp.Plan.Set(ctx, &planned)...)
 		return
 	default:
-		p, st, err := engine(conn, red).Plan(ctx, doc)
+		p, st, err := engine(conn, red, planned.FieldManager).Plan(ctx, doc)
 		if err != nil {
 			resp.Diagnostics.AddWarning("khook_spec: planning offline", "the cluster could not be reached, so the plan is khook's offline plan (every step runs): "+red.String(err.Error()))
 			p, st = doc.OfflinePlan(), nil
@@ -218,7 +220,7 @@ func (r *specResource) Update(ctx context.Context, req resource.UpdateRequest, r
 		return
 	}
 	if planned.Steps.Equal(prior.Steps) && !inputsChanged(&prior, &planned) {
-		// destroy_on_delete or timeouts only
+		// destroy_on_delete, field_manager or timeouts only
 		resp.Diagnostics.Append(resp.State.Set(ctx, &planned)...)
 		return
 	}
@@ -273,7 +275,7 @@ func (r *specResource) apply(ctx context.Context, config configGetter, planned *
 	}
 	names, _ := json.Marshal(sortedKeys(secrets))
 	diags.Append(private.SetKey(ctx, privateSecretNames, names)...)
-	res, err := engine(conn, red).Apply(ctx, doc)
+	res, err := engine(conn, red, planned.FieldManager).Apply(ctx, doc)
 	if res != nil {
 		reportRun(diags, red, "apply", res)
 	}
@@ -392,7 +394,7 @@ func (r *specResource) Delete(ctx context.Context, req resource.DeleteRequest, r
 	resp.Diagnostics.Append(d...)
 	// Terraform's destroy is confirmed already: khook's destroy runs
 	// without asking (the CLI's --yes)
-	res, err := engine(conn, red).Destroy(ctx, doc)
+	res, err := engine(conn, red, m.FieldManager).Destroy(ctx, doc)
 	if res != nil {
 		reportRun(&resp.Diagnostics, red, "destroy", res)
 	}
