@@ -234,11 +234,14 @@ func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if flag, ok := ctx.Value(reachedKey{}).(*atomic.Bool); ok {
 		flag.Store(true)
 	}
-	resp, err := t.next.RoundTrip(req)
-	if err == nil || ctx.Value(noRetryKey{}) != nil {
-		return resp, err
+	if ctx.Value(noRetryKey{}) != nil {
+		return t.next.RoundTrip(req)
 	}
 	policy := policyFor(req)
+	resp, err := t.attempt(req, policy)
+	if err == nil {
+		return resp, nil
+	}
 	if !retryable(policy, err) || (req.Body != nil && req.Body != http.NoBody && req.GetBody == nil) {
 		return resp, err
 	}
@@ -265,7 +268,7 @@ func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 			retry.Body = body
 		}
 		klog.Background().V(6).Info("Retrying request after a connection failure", "verb", req.Method, "url", req.URL.String(), "attempt", attempt, "err", err.Error())
-		resp, err = t.next.RoundTrip(retry)
+		resp, err = t.attempt(retry, policy)
 		if err == nil {
 			if policy == retryCreate && broke && resp.StatusCode == http.StatusConflict {
 				return t.ownCreate(req, resp)
@@ -278,6 +281,33 @@ func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		broke = broke || !unsent(err)
 	}
 	return resp, err
+}
+
+// attempt sends req once. The answer to a write that may be sent again
+// (policy) is read whole before it is returned: a connection that breaks
+// while the answer's body arrives (the server acted on the request, its
+// answer was lost) fails the attempt as a broken connection, which can be
+// retried, instead of failing the caller's read of the body.
+func (t *retryTransport) attempt(req *http.Request, policy retryPolicy) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(req)
+	if err != nil || policy == retryUnsent || !mutating(req.Method) {
+		return resp, err
+	}
+	data, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(data))
+	return resp, nil
+}
+
+func mutating(method string) bool {
+	switch method {
+	case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
+		return true
+	}
+	return false
 }
 
 // ownCreate answers a resent create of a named object that the API server

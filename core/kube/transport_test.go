@@ -302,17 +302,36 @@ func TestPolicyForCreates(t *testing.T) {
 	}
 }
 
+// How a create's connection breaks.
+const (
+	before = iota + 1 // before the server acted on it
+	after             // after it acted, before its answer
+	inBody            // while the answer's body arrives
+)
+
 // apiServer is a transport answering as an API server holding one object
-// (the first create stores it), whose connections can break: broken
-// lists, per attempt, whether the create's connection breaks before
-// (false) or after (true) the server acted on it.
+// (the first create stores it), whose connections can break: breaks
+// lists, per attempt, how the create's connection breaks (0: it does not).
 type apiServer struct {
 	mu       sync.Mutex
 	object   []byte // the stored object, nil when none
-	breaks   []bool
+	breaks   []int
 	creates  int
 	requests []string
 }
+
+// brokenBody is an answer's body whose connection breaks half-way.
+type brokenBody struct{ r io.Reader }
+
+func (b *brokenBody) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err == io.EOF {
+		return n, io.ErrUnexpectedEOF
+	}
+	return n, err
+}
+
+func (b *brokenBody) Close() error { return nil }
 
 func (a *apiServer) RoundTrip(req *http.Request) (*http.Response, error) {
 	a.mu.Lock()
@@ -330,13 +349,12 @@ func (a *apiServer) RoundTrip(req *http.Request) (*http.Response, error) {
 	case http.MethodPost:
 		body, _ := io.ReadAll(req.Body)
 		a.creates++
-		brk := len(a.breaks) > 0
-		after := brk && a.breaks[0]
-		if brk {
-			a.breaks = a.breaks[1:]
-			if !after {
-				return nil, opErr("read", syscall.ECONNRESET)
-			}
+		how := 0
+		if len(a.breaks) > 0 {
+			how, a.breaks = a.breaks[0], a.breaks[1:]
+		}
+		if how == before {
+			return nil, opErr("read", syscall.ECONNRESET)
 		}
 		if a.object != nil {
 			return reply(409, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"AlreadyExists","code":409}`), nil
@@ -356,8 +374,13 @@ func (a *apiServer) RoundTrip(req *http.Request) (*http.Response, error) {
 			delete(obj, "stringData")
 		}
 		a.object, _ = json.Marshal(obj)
-		if after {
+		switch how {
+		case after:
 			return nil, opErr("read", syscall.ECONNRESET)
+		case inBody:
+			r := reply(201, "")
+			r.Body = &brokenBody{strings.NewReader(string(a.object[:len(a.object)/2]))}
+			return r, nil
 		}
 		return reply(201, string(a.object)), nil
 	}
@@ -375,15 +398,16 @@ func TestResentCreate(t *testing.T) {
 		name     string
 		existing string // what another writer made before, "" for none
 		body     string
-		breaks   []bool
+		breaks   []int
 		code     int
 		creates  int
 	}{
-		{"the first attempt landed", "", cm, []bool{true}, 201, 2},
-		{"the first attempt never landed", "", cm, []bool{false}, 201, 2},
-		{"landed, then the server was down", "", cm, []bool{true, false, false}, 201, 4},
-		{"a Secret written with stringData landed", "", secret, []bool{true}, 201, 2},
-		{"another writer's object of that name", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"y","namespace":"x"},"data":{"k":"other"}}`, cm, []bool{false}, 409, 2},
+		{"the first attempt landed", "", cm, []int{after}, 201, 2},
+		{"the first attempt's answer broke half-way", "", cm, []int{inBody}, 201, 2},
+		{"the first attempt never landed", "", cm, []int{before}, 201, 2},
+		{"landed, then the server was down", "", cm, []int{after, before, before}, 201, 4},
+		{"a Secret written with stringData landed", "", secret, []int{after}, 201, 2},
+		{"another writer's object of that name", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"y","namespace":"x"},"data":{"k":"other"}}`, cm, []int{before}, 409, 2},
 		{"no broken connection: AlreadyExists is not checked", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"y","namespace":"x","labels":{"a":"b"}},"data":{"k":"v"}}`, cm, nil, 409, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

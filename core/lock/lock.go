@@ -222,7 +222,7 @@ type ForbiddenError struct {
 }
 
 func (e *ForbiddenError) Error() string {
-	return fmt.Sprintf("run lock of state record %s: the credentials may not take it (%v): a run with a state record needs get, create, update and delete on leases.coordination.k8s.io (and watch) in namespace %s (see examples/in-cluster/rbac.yaml); khook does not run unlocked", e.Location, e.Err, e.Location.Namespace)
+	return fmt.Sprintf("run lock of state record %s: the credentials may not take it (%v): a run with a state record needs get, create, update and delete on leases.coordination.k8s.io (and watch, to see at once when the lock is broken or freed) in namespace %s (see examples/in-cluster/rbac.yaml); khook does not run unlocked", e.Location, e.Err, e.Location.Namespace)
 }
 
 func (e *ForbiddenError) Unwrap() error { return e.Err }
@@ -374,22 +374,18 @@ func (a *acquisition) look(ctx context.Context) (done bool, err error) {
 		if err := ctx.Err(); err != nil {
 			return false, fmt.Errorf("run lock of state record %s: %w", l.loc, context.Cause(ctx))
 		}
-		// a list, not a get: its resourceVersion is the current one, which
-		// the watch below can start from however long ago the Lease itself
-		// last changed
 		rctx, cancel := context.WithTimeout(ctx, a.opts.RequestTimeout)
-		list, err := l.leases.List(rctx, metav1.ListOptions{FieldSelector: l.nameSelector()})
+		cur, err := l.leases.Get(rctx, l.loc.Name, metav1.GetOptions{})
 		cancel()
 		switch {
+		case apierrors.IsNotFound(err):
+			return false, nil // released meanwhile: create it
 		case err != nil:
 			if err := a.lostSight(ctx, "read", err); err != nil {
 				return false, err
 			}
 			continue
-		case len(list.Items) == 0:
-			return false, nil // released meanwhile: create it
 		}
-		cur := &list.Items[0]
 		h := holderOf(cur)
 		now := l.clock.Now()
 		if cur.ResourceVersion != a.rv {
@@ -435,7 +431,7 @@ func (a *acquisition) look(ctx context.Context) (done bool, err error) {
 		if !a.deadline.IsZero() {
 			wake = min(wake, a.deadline.Sub(now))
 		}
-		if err := a.waitChange(ctx, list.ResourceVersion, max(wake, 0)); err != nil {
+		if err := a.waitChange(ctx, cur.ResourceVersion, max(wake, 0)); err != nil {
 			if err := a.lostSight(ctx, "watch", err); err != nil {
 				return false, err
 			}
@@ -488,28 +484,47 @@ func (a *acquisition) take(ctx context.Context, cur *coordinationv1.Lease) (bool
 	return true, nil
 }
 
-// waitChange watches the Lease from resourceVersion rv until it changes or
-// is deleted, or for d (the lock's clock).
+// waitChange watches the Lease until it is no longer at resourceVersion
+// rv (changed or deleted), or for d (the lock's clock). The watch starts
+// at the Lease as it is now (never "too old", however long ago the Lease
+// last changed); its first event, the Lease as it is, counts only if it
+// differs from rv. Credentials that may not watch the Lease look again
+// after retryInterval instead.
 func (a *acquisition) waitChange(ctx context.Context, rv string, d time.Duration) error {
 	l := a.l
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	w, err := l.leases.Watch(wctx, metav1.ListOptions{FieldSelector: l.nameSelector(), ResourceVersion: rv})
-	if err != nil {
-		return err
-	}
-	defer w.Stop()
 	t := l.clock.NewTimer(d)
 	defer t.Stop()
+	var events <-chan watch.Event
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w, err := l.leases.Watch(wctx, metav1.ListOptions{FieldSelector: l.nameSelector()})
+	switch {
+	case apierrors.IsForbidden(err):
+		resetTimer(t, min(d, retryInterval))
+	case err != nil:
+		return err
+	default:
+		defer w.Stop()
+		events = w.ResultChan()
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("run lock of state record %s: %w", l.loc, context.Cause(ctx))
 		case <-t.C():
 			return nil
-		case ev, ok := <-w.ResultChan():
-			if !ok || ev.Type != watch.Bookmark {
-				return nil // changed, deleted, or the watch ended: look again
+		case ev, ok := <-events:
+			if !ok {
+				return nil // the watch ended: look again
+			}
+			switch ev.Type {
+			case watch.Bookmark:
+			case watch.Added, watch.Modified:
+				if lease, ok := ev.Object.(*coordinationv1.Lease); !ok || lease.ResourceVersion != rv {
+					return nil // changed: look again
+				}
+			default:
+				return nil // deleted, or an error: look again
 			}
 		}
 	}
@@ -795,7 +810,8 @@ func (l *Lock) renewOnce() error {
 // holder, a broken lock or a deleted Lease makes the run's writes wait
 // (Fence) and its renewal run at once, which decides. So a lock broken by
 // force-unlock stops the run's writes within the moment the event takes,
-// not at its next renewal.
+// not at its next renewal (credentials that may not watch the Lease leave
+// that to the renewal).
 func (l *Lock) watch() {
 	ctx, cancel := context.WithCancel(kube.Unfenced(kube.WithoutRetries(context.Background())))
 	defer cancel()
@@ -807,11 +823,12 @@ func (l *Lock) watch() {
 		cancel()
 	}()
 	for ctx.Err() == nil {
-		l.mu.Lock()
-		rv := l.lease.ResourceVersion
-		l.mu.Unlock()
-		w, err := l.leases.Watch(ctx, metav1.ListOptions{FieldSelector: l.nameSelector(), ResourceVersion: rv})
-		if err == nil {
+		// from the Lease as it is now: its first event is the Lease itself
+		w, err := l.leases.Watch(ctx, metav1.ListOptions{FieldSelector: l.nameSelector()})
+		switch {
+		case apierrors.IsForbidden(err):
+			return // credentials that may not watch: renewals alone tell
+		case err == nil:
 			l.follow(ctx, w)
 			w.Stop()
 		}
