@@ -60,7 +60,7 @@ func (s *session) takeLock(ctx context.Context, command string, timeout time.Dur
 			fmt.Fprintf(waiting, "waiting for the run lock of state record %s (--lock-timeout %s): held by %s, %s\n", loc, timeout, h.Describe(), h.Since(time.Now()))
 		},
 		Observing: func(h lock.Holder) {
-			fmt.Fprintf(waiting, "the run lock of state record %s is held by %s, %s by this machine's clock: watching it for up to %s; if it does not change, that run is gone and this run takes it over\n", loc, h.Describe(), h.Since(time.Now()), lock.LeaseDuration)
+			fmt.Fprintf(waiting, "the run lock of state record %s is held by %s, %s by this machine's clock%s: watching it for up to %s; if it does not change, that run is gone and this run takes it over\n", loc, h.Describe(), h.Since(time.Now()), s.holderEnded(ctx, h), lock.LeaseDuration)
 		},
 		EnsureNamespace: func(ctx context.Context) error { return s.ensureStateNamespace(ctx, loc.Namespace) },
 	})
@@ -82,6 +82,23 @@ func (s *session) takeLock(ctx context.Context, command string, timeout time.Dur
 		return took != nil && took.ID == id
 	}}
 	return lk, nil
+}
+
+// holderEnded says, for the note of a run that watches a lock whose holder
+// looks gone, whether the holder's run ended by its own record: a record
+// that ended after the holder took the lock (both times the holder's
+// clock) means the holder exited without releasing it (killed, or the API
+// server did not answer its release). "" when the record does not say so
+// or cannot be read.
+func (s *session) holderEnded(ctx context.Context, h lock.Holder) string {
+	ctx, cancel := s.preflight(ctx)
+	defer cancel()
+	sp := s.doc.Spec
+	rec, found, err := state.Read(ctx, s.clients.Typed, state.Location{Namespace: sp.StateNamespace(), Name: sp.StateSecretName()})
+	if err != nil || !found || rec.RunStatus == "running" || rec.FinishedAt == nil || h.Acquired.IsZero() || rec.FinishedAt.Before(h.Acquired) {
+		return ""
+	}
+	return fmt.Sprintf(" (its record says its %s ended %s %s after it took the lock: it exited without releasing it)", rec.Command, rec.RunStatus, rec.FinishedAt.Sub(h.Acquired).Round(time.Second))
 }
 
 // ensureStateNamespace creates the state record's namespace when the

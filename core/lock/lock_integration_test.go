@@ -40,7 +40,7 @@ type aheadClock struct {
 	d time.Duration
 }
 
-func (c aheadClock) Now() time.Time                  { return time.Now().Add(c.d) }
+func (c aheadClock) Now() time.Time                   { return time.Now().Add(c.d) }
 func (c aheadClock) Since(ts time.Time) time.Duration { return c.Now().Sub(ts) }
 
 // A second run fails once the holder has shown it is alive (it renewed
