@@ -2,6 +2,7 @@ package lock
 
 import (
 	"context"
+	"errors"
 	"net"
 	"os"
 	"strconv"
@@ -34,6 +35,8 @@ type fakeLeases struct {
 	// loseAnswer makes the next update land but fail as a broken
 	// connection does
 	loseAnswer bool
+	// forbid makes every update fail with 403 Forbidden
+	forbid bool
 	// updates counts the updates that landed, by holder
 	updates map[string]int
 }
@@ -140,6 +143,8 @@ func (f *fakeLeases) Update(_ context.Context, l *coordinationv1.Lease, _ metav1
 	switch {
 	case f.down:
 		return nil, refusedErr()
+	case f.forbid:
+		return nil, apierrors.NewForbidden(gr, l.Name, errors.New("the credentials lost the right"))
 	case f.lease == nil:
 		return nil, apierrors.NewNotFound(gr, l.Name)
 	case l.ResourceVersion != f.lease.ResourceVersion || (l.UID != "" && l.UID != f.lease.UID):

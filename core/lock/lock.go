@@ -348,7 +348,10 @@ type acquisition struct {
 	// alive: the Lease changed under a holder while this run watched
 	alive bool
 	told  string
-	took  *Holder
+	// took is the holder of the last Lease this run tried to take from
+	// another run (broken: freed by force-unlock)
+	took   *Holder
+	broken bool
 }
 
 func (a *acquisition) result(err error) (*Lock, error) {
@@ -395,20 +398,20 @@ func (a *acquisition) look(ctx context.Context) (done bool, err error) {
 			a.rv, a.since = cur.ResourceVersion, now
 		}
 		switch {
-		case h.ID == "" || h.ID == l.me.ID:
-			// free (released, or broken by force-unlock), or this run's own
-			// (a take whose answer was lost)
-			if h.ID == "" && cur.Annotations[annBroken] != "" && a.took == nil {
-				b := holderOf(cur)
-				b.ID = cur.Annotations[annBroken]
-				a.took, l.broken = &b, true
-			}
-			return a.take(ctx, cur)
+		case h.ID == "" && cur.Annotations[annBroken] != "":
+			// freed by force-unlock: the run it was taken from is gone
+			b := holderOf(cur)
+			b.ID = cur.Annotations[annBroken]
+			return a.take(ctx, cur, &b, true)
+		case h.ID == "":
+			return a.take(ctx, cur, nil, false) // free
+		case h.ID == l.me.ID:
+			// this run's own: a take whose answer was lost
+			return a.take(ctx, cur, a.took, a.broken)
 		case l.clock.Since(a.since) >= LeaseDuration:
 			// unchanged for LeaseDuration while this run watched: its
 			// holder is gone
-			a.took, l.broken = &h, false
-			return a.take(ctx, cur)
+			return a.take(ctx, cur, &h, false)
 		case !a.deadline.IsZero() && !now.Before(a.deadline):
 			return false, &HeldError{Location: l.loc, Holder: h, Now: now, Waited: now.Sub(a.start)}
 		case a.deadline.IsZero() && a.alive:
@@ -462,10 +465,12 @@ func (a *acquisition) lostSight(ctx context.Context, what string, err error) err
 }
 
 // take writes cur over as this run's, conditioned on its version: two
-// takers cannot both win. done is false when the Lease changed or went
+// takers cannot both win; took is the run it is taken from, if any (broken:
+// freed by force-unlock). done is false when the Lease changed or went
 // meanwhile (look again).
-func (a *acquisition) take(ctx context.Context, cur *coordinationv1.Lease) (bool, error) {
+func (a *acquisition) take(ctx context.Context, cur *coordinationv1.Lease, took *Holder, broken bool) (bool, error) {
 	l := a.l
+	a.took, a.broken = took, broken
 	rctx, cancel := context.WithTimeout(ctx, a.opts.RequestTimeout)
 	defer cancel()
 	sent := l.clock.Now()
@@ -477,9 +482,7 @@ func (a *acquisition) take(ctx context.Context, cur *coordinationv1.Lease) (bool
 	case err != nil:
 		return false, l.requestError("take", err)
 	}
-	if holderOf(cur).ID != l.me.ID {
-		l.took = a.took
-	}
+	l.took, l.broken = took, broken
 	l.held(updated, sent)
 	return true, nil
 }
@@ -691,12 +694,14 @@ func (l *Lock) renewNow() {
 // API-server outage) is tried again every second for as long as it takes:
 // the lock is not lost, but its writes wait (Fence). One the API server
 // refuses for another reason (the credentials lost the right) loses the
-// lock once LeaseDuration has passed since the last renewal: by then
-// another run may have taken it over.
+// lock once the server has refused every renewal for LeaseDuration (a
+// server that just restarted may refuse for a moment, before its
+// authorizer has caught up): by then another run may have taken it over.
 func (l *Lock) renew() {
 	defer close(l.done)
 	t := l.clock.NewTimer(RenewPeriod)
 	defer t.Stop()
+	var refusedSince time.Time // zero: the last renewal was not refused
 	for {
 		select {
 		case <-l.stop:
@@ -705,13 +710,19 @@ func (l *Lock) renew() {
 		case <-l.kick:
 		}
 		err := l.renewOnce()
+		switch {
+		case err == nil || !refused(err):
+			refusedSince = time.Time{}
+		case refusedSince.IsZero():
+			refusedSince = l.clock.Now()
+		}
 		var lost *LostError
 		switch {
 		case errors.As(err, &lost):
 			l.lose(lost)
 			return
-		case err != nil && refused(err) && l.sinceConfirmed() >= LeaseDuration:
-			l.lose(&LostError{Location: l.loc, Reason: fmt.Sprintf("the API server refused its renewal for %s: %v", LeaseDuration, err)})
+		case !refusedSince.IsZero() && l.clock.Since(refusedSince) >= LeaseDuration:
+			l.lose(&LostError{Location: l.loc, Reason: fmt.Sprintf("the API server refused its renewals for %s: %v", LeaseDuration, err)})
 			return
 		case err != nil:
 			resetTimer(t, retryInterval)

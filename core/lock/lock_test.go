@@ -300,3 +300,48 @@ func TestBrokenLockStopsTheWritesAtOnce(t *testing.T) {
 		_ = r.lk.Release(context.Background())
 	})
 }
+
+// Renewals the API server refuses (403: the credentials lost the right)
+// hold the run's writes once the renew deadline passed; a refusal that
+// stops within the lease duration (a restarted server whose authorizer
+// caught up) loses nothing, one that lasts the lease duration in a row
+// loses the lock.
+func TestRefusedRenewals(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeLeases()
+		hc := clocktesting.NewFakeClock(base)
+		holder, err := acquire(context.Background(), f, testLoc, testHolder("aaaa"), Options{Clock: hc})
+		if err != nil {
+			t.Fatal(err)
+		}
+		forbid := func(v bool) {
+			f.mu.Lock()
+			f.forbid = v
+			f.mu.Unlock()
+		}
+		forbid(true)
+		step(RenewPeriod+LeaseDuration-2*time.Second, hc)
+		select {
+		case <-holder.Lost():
+			t.Fatalf("lost after refusals shorter than %s: %v", LeaseDuration, holder.Err())
+		default:
+		}
+		forbid(false)
+		step(2*time.Second, hc)
+		if err := holder.Fence(context.Background()); err != nil {
+			t.Fatalf("a write once the renewals are accepted again: %v", err)
+		}
+
+		forbid(true)
+		step(RenewPeriod+LeaseDuration+time.Second, hc)
+		select {
+		case <-holder.Lost():
+		default:
+			t.Fatalf("not lost after %s of refused renewals", LeaseDuration)
+		}
+		if err := holder.Fence(context.Background()); err == nil || !strings.Contains(err.Error(), "refused its renewals") {
+			t.Errorf("a write after the refusals: %v", err)
+		}
+		_ = holder.Release(context.Background())
+	})
+}

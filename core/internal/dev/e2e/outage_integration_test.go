@@ -26,11 +26,11 @@ import (
 // One cluster serves every subtest.
 
 // outageSpec is a spec with a state record in ns: a wait step "gate"
-// (ConfigMap gate's open=yes, which the test sets), a helm step "app"
-// with wait: true whose Pod nobody schedules (the test binds it), both
-// waiting from the start, and three apply steps c0..c2 that need the
+// (ConfigMap gate's open=yes, which the test sets), with helm a helm step
+// "app" with wait: true whose Pod nobody schedules (the test binds it),
+// both waiting from the start, and three apply steps c0..c2 that need the
 // gate.
-func outageSpec(t *testing.T, cs kubernetes.Interface, ns string) string {
+func outageSpec(t *testing.T, cs kubernetes.Interface, ns string, helm bool) string {
 	t.Helper()
 	if _, err := cs.CoreV1().ConfigMaps(ns).Create(context.Background(), cm("gate", map[string]string{"open": "no"}), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -44,10 +44,10 @@ steps:
   - name: gate
     timeout: 5m
     wait: {for: "jsonpath={.data.open}=yes", on: configmap/gate, namespace: %[1]s}
-  - name: app
-    timeout: 5m
-    helm: {chart: %[2]s, namespace: %[1]s, wait: true, values: {schedulerName: khook-nobody}}
-`, ns, chartrepo.ChartDir("cmdeploy"))
+`, ns)
+	if helm {
+		fmt.Fprintf(&b, "  - name: app\n    timeout: 5m\n    helm: {chart: %s, namespace: %s, wait: true, values: {schedulerName: khook-nobody}}\n", chartrepo.ChartDir("cmdeploy"), ns)
+	}
 	for i := 0; i < 3; i++ {
 		fmt.Fprintf(&b, "  - name: c%[1]d\n    needs: [gate]\n    apply:\n      namespace: %[2]s\n      manifests: [{inline: \"apiVersion: v1\\nkind: ConfigMap\\nmetadata: {name: c%[1]d}\\ndata: {v: \\\"%[1]d\\\"}\\n\"}]\n", i, ns)
 	}
@@ -167,97 +167,9 @@ func TestAPIServerOutagesAndTheRunLock(t *testing.T) {
 		t.Logf("the API server was down and ready again after %s", took.Round(100*time.Millisecond))
 	}
 
-	// A run with a state record waiting in a wait step and in a helm
-	// wait: true step when the API server goes away for 30 s keeps its
-	// lock and ends well; a run waiting for the lock through the outage
-	// (--lock-timeout) does not take it, nor does one started right after
-	// the restart; the waiting one runs once the first ends.
-	t.Run("a run rides out a 30s outage and keeps its lock", func(t *testing.T) {
-		ns := c.NewNamespace(t, "outage")
-		spec := outageSpec(t, cs, ns)
-		holder := startBackground(t, bins.Kubectl, env, "apply", "-f", spec, "-o", "json")
-		h := holding(t, cs, ns, holder)
-		pendingInstall(t, cs, ns, holder)
-		taker := startBackground(t, bins.Kubectl, env, "apply", "-f", spec, "-o", "json", "--lock-timeout", "5m")
-		taker.waitStderr(t, "waiting for the run lock of state record "+ns)
-
-		outage(t, 30*time.Second)
-		late := run(t, bins.Kubectl, env, "", "apply", "-f", spec)
-		if late.Code != 1 {
-			t.Fatalf("a run started after the restart: exit %d, want 1\n%s", late.Code, late.Stderr)
-		}
-		heldBy(t, late.Stderr, h.PID)
-		if h2, held, err := lock.Read(context.Background(), cs, lock.Location{Namespace: ns, Name: "khook-state-" + ns}); err != nil || !held || h2.ID != h.ID {
-			t.Fatalf("after the outage the lock is %+v (held %v, %v), want the first run's", h2, held, err)
-		}
-
-		openGate(t, cs, ns)
-		defer bindAll(t, cs, ns)()
-		if code := holder.exit(t, "the run through the outage"); code != 0 {
-			t.Fatalf("the run through the outage: exit %d\n%s", code, tail(holder.Stderr(), 40))
-		}
-		r := reportOf(t, holder)
-		for _, s := range []string{"gate", "app", "c0", "c1", "c2"} {
-			if status, attempts, errText, _ := r.step(t, s); status != "ok" || attempts != 1 {
-				t.Errorf("step %s: %s after %d attempts (%s), want ok at once", s, status, attempts, errText)
-			}
-		}
-		if rel := releaseSecret(t, cs, ns, "app", 1); rel == nil || rel.Labels["status"] != "deployed" {
-			t.Errorf("the release after the outage: %v", rel)
-		}
-		if code := taker.exit(t, "the run waiting through the outage"); code != 0 {
-			t.Fatalf("the waiting run: exit %d\n%s", code, tail(taker.Stderr(), 40))
-		}
-		if strings.Contains(taker.Stderr(), "took over") {
-			t.Errorf("the waiting run took the lock over:\n%s", taker.Stderr())
-		}
-		for _, s := range reportOf(t, taker).Steps {
-			if s.Status != "skipped" || s.SkipReason != state.ResumeReason {
-				t.Errorf("the waiting run: step %s %s %q, want resumed from the first run's record", s.Name, s.Status, s.SkipReason)
-			}
-		}
-		consistent(t, cs, ns, "gate", "app", "c0", "c1", "c2")
-	})
-
-	// A holder SIGKILLed while the API server is down cannot release its
-	// lock. The next run, started once the server is back, watches the
-	// Lease stay unchanged for the lease duration and takes it over.
-	t.Run("a holder killed during an outage is taken over", func(t *testing.T) {
-		ns := c.NewNamespace(t, "outage-kill")
-		spec := outageSpec(t, cs, ns)
-		holder := startBackground(t, bins.Kubectl, env, "apply", "-f", spec)
-		h := holding(t, cs, ns, holder)
-		began := time.Now()
-		if err := c.StopAPIServer(5 * time.Second); err != nil {
-			t.Fatal(err)
-		}
-		if ended := holder.kill(); ended {
-			t.Fatalf("the holder ended before it was killed:\n%s", holder.output())
-		}
-		time.Sleep(time.Until(began.Add(10 * time.Second))) // the outage's length
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		defer cancel()
-		if err := c.StartAPIServer(ctx); err != nil {
-			t.Fatal(err)
-		}
-		openGate(t, cs, ns)
-		defer bindAll(t, cs, ns)()
-		start := time.Now()
-		next := startBackground(t, bins.Kubectl, env, "apply", "-f", spec, "-o", "json")
-		if code := next.exit(t, "the next run"); code != 0 {
-			t.Fatalf("the next run: exit %d\n%s", code, tail(next.Stderr(), 40))
-		}
-		if waited := time.Since(start); waited < lock.LeaseDuration {
-			t.Errorf("the next run took the lock over after %s, less than the %s it must watch it", waited, lock.LeaseDuration)
-		}
-		for _, want := range []string{"took over the run lock of state record " + ns, fmt.Sprintf("pid %d", h.PID)} {
-			if !strings.Contains(next.Stderr(), want) {
-				t.Errorf("the next run does not say %q:\n%s", want, next.Stderr())
-			}
-		}
-		consistent(t, cs, ns, "gate", "app", "c0", "c1", "c2")
-	})
-
+	// (First, while the cluster has never restarted: the next run's
+	// recovery needs the controllers to make a Pod at once.)
+	//
 	// force-unlock breaks a live holder's lock while its helm step waits
 	// and its apply step's create of f-2 is held by an admission webhook.
 	// From then on the old holder writes nothing (watched on the server):
@@ -384,6 +296,98 @@ steps:
 		t.Logf("the broken run:\n%s\nthe next run:\n%s", tail(holder.Stderr(), 15), tail(next.Stderr(), 15))
 	})
 
+	// A run with a state record waiting in a wait step and in a helm
+	// wait: true step when the API server goes away for 30 s keeps its
+	// lock and ends well; a run waiting for the lock through the outage
+	// (--lock-timeout) does not take it, nor does one started right after
+	// the restart; the waiting one runs once the first ends.
+	t.Run("a run rides out a 30s outage and keeps its lock", func(t *testing.T) {
+		ns := c.NewNamespace(t, "outage")
+		spec := outageSpec(t, cs, ns, true)
+		holder := startBackground(t, bins.Kubectl, env, "apply", "-f", spec, "-o", "json")
+		h := holding(t, cs, ns, holder)
+		pendingInstall(t, cs, ns, holder)
+		taker := startBackground(t, bins.Kubectl, env, "apply", "-f", spec, "-o", "json", "--lock-timeout", "5m")
+		taker.waitStderr(t, "waiting for the run lock of state record "+ns)
+
+		outage(t, 30*time.Second)
+		late := run(t, bins.Kubectl, env, "", "apply", "-f", spec)
+		if late.Code != 1 {
+			t.Fatalf("a run started after the restart: exit %d, want 1\n%s", late.Code, late.Stderr)
+		}
+		heldBy(t, late.Stderr, h.PID)
+		if h2, held, err := lock.Read(context.Background(), cs, lock.Location{Namespace: ns, Name: "khook-state-" + ns}); err != nil || !held || h2.ID != h.ID {
+			t.Fatalf("after the outage the lock is %+v (held %v, %v), want the first run's", h2, held, err)
+		}
+
+		openGate(t, cs, ns)
+		defer bindAll(t, cs, ns)()
+		if code := holder.exit(t, "the run through the outage"); code != 0 {
+			t.Fatalf("the run through the outage: exit %d\n%s", code, tail(holder.Stderr(), 40))
+		}
+		r := reportOf(t, holder)
+		for _, s := range []string{"gate", "app", "c0", "c1", "c2"} {
+			if status, attempts, errText, _ := r.step(t, s); status != "ok" || attempts != 1 {
+				t.Errorf("step %s: %s after %d attempts (%s), want ok at once", s, status, attempts, errText)
+			}
+		}
+		if rel := releaseSecret(t, cs, ns, "app", 1); rel == nil || rel.Labels["status"] != "deployed" {
+			t.Errorf("the release after the outage: %v", rel)
+		}
+		if code := taker.exit(t, "the run waiting through the outage"); code != 0 {
+			t.Fatalf("the waiting run: exit %d\n%s", code, tail(taker.Stderr(), 40))
+		}
+		if strings.Contains(taker.Stderr(), "took over") {
+			t.Errorf("the waiting run took the lock over:\n%s", taker.Stderr())
+		}
+		for _, s := range reportOf(t, taker).Steps {
+			if s.Status != "skipped" || s.SkipReason != state.ResumeReason {
+				t.Errorf("the waiting run: step %s %s %q, want resumed from the first run's record", s.Name, s.Status, s.SkipReason)
+			}
+		}
+		consistent(t, cs, ns, "gate", "app", "c0", "c1", "c2")
+	})
+
+	// A holder SIGKILLed while the API server is down cannot release its
+	// lock. The next run, started once the server is back, watches the
+	// Lease stay unchanged for the lease duration and takes it over. (No
+	// helm step here: after a restart the controllers take their time to
+	// make new Pods, which a recovered release would need.)
+	t.Run("a holder killed during an outage is taken over", func(t *testing.T) {
+		ns := plainNamespace(t, cs, "outage-kill")
+		spec := outageSpec(t, cs, ns, false)
+		holder := startBackground(t, bins.Kubectl, env, "apply", "-f", spec)
+		h := holding(t, cs, ns, holder)
+		began := time.Now()
+		if err := c.StopAPIServer(5 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if ended := holder.kill(); ended {
+			t.Fatalf("the holder ended before it was killed:\n%s", holder.output())
+		}
+		time.Sleep(time.Until(began.Add(10 * time.Second))) // the outage's length
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		if err := c.StartAPIServer(ctx); err != nil {
+			t.Fatal(err)
+		}
+		openGate(t, cs, ns)
+		start := time.Now()
+		next := startBackground(t, bins.Kubectl, env, "apply", "-f", spec, "-o", "json")
+		if code := next.exit(t, "the next run"); code != 0 {
+			t.Fatalf("the next run: exit %d\n%s", code, tail(next.Stderr(), 40))
+		}
+		if waited := time.Since(start); waited < lock.LeaseDuration {
+			t.Errorf("the next run took the lock over after %s, less than the %s it must watch it", waited, lock.LeaseDuration)
+		}
+		for _, want := range []string{"took over the run lock of state record " + ns, fmt.Sprintf("pid %d", h.PID)} {
+			if !strings.Contains(next.Stderr(), want) {
+				t.Errorf("the next run does not say %q:\n%s", want, next.Stderr())
+			}
+		}
+		consistent(t, cs, ns, "gate", "c0", "c1", "c2")
+	})
+
 	// A bulk apply of named objects (no retries:) while the API server is
 	// killed or restarted under it: creates whose connection broke are sent
 	// again, and an AlreadyExists for one the server had made is checked
@@ -392,14 +396,7 @@ steps:
 		const objects = 400
 		resent := 0
 		for i := 1; i <= 6; i++ {
-			// not NewNamespace, which waits for the ServiceAccount
-			// controller: after a restart it may take long to come back,
-			// and ConfigMaps need none
-			made, err := cs.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: fmt.Sprintf("bulk%d-", i)}}, metav1.CreateOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ns := made.Name
+			ns := plainNamespace(t, cs, fmt.Sprintf("bulk%d", i))
 			var m strings.Builder
 			for j := 1; j <= objects; j++ {
 				fmt.Fprintf(&m, "        - inline: \"apiVersion: v1\\nkind: ConfigMap\\nmetadata: {name: cm-%03d}\\ndata: {i: \\\"%d\\\"}\\n\"\n", j, j)
@@ -468,6 +465,19 @@ steps:
 		}
 		t.Logf("creates whose first attempt had made the object: %d in 6 runs", resent)
 	})
+}
+
+// plainNamespace creates a namespace without waiting for its
+// ServiceAccount, as NewNamespace does: after an API-server restart the
+// controllers take their time to come back, and a namespace without Pods
+// needs none.
+func plainNamespace(t *testing.T, cs kubernetes.Interface, prefix string) string {
+	t.Helper()
+	ns, err := cs.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ns.Name
 }
 
 // metaOf is an event object's metadata.
