@@ -68,6 +68,10 @@ const (
 	// ReleaseTimeout is how long a run that ends tries to release its
 	// lock (deleting the Lease) while the API server does not answer.
 	ReleaseTimeout = 5 * time.Second
+	// watchAfter is how long a holder holds its lock before it watches
+	// its Lease: most no-op runs end first and spend nothing on the watch;
+	// until then, its renewals are what would find a broken lock.
+	watchAfter = time.Second
 )
 
 // Labels and annotations of the Lease.
@@ -821,7 +825,8 @@ func (l *Lock) renewOnce() error {
 // holder, a broken lock or a deleted Lease makes the run's writes wait
 // (Fence) and its renewal run at once, which decides. So a lock broken by
 // force-unlock stops the run's writes within the moment the event takes,
-// not at its next renewal (credentials that may not watch the Lease leave
+// not at its next renewal (credentials that may not watch the Lease, and
+// the first second of a run, which most no-op runs do not outlive, leave
 // that to the renewal).
 func (l *Lock) watch() {
 	ctx, cancel := context.WithCancel(kube.Unfenced(kube.WithoutRetries(context.Background())))
@@ -833,6 +838,12 @@ func (l *Lock) watch() {
 		}
 		cancel()
 	}()
+	first := l.clock.NewTimer(watchAfter)
+	select {
+	case <-first.C():
+	case <-ctx.Done():
+	}
+	first.Stop()
 	for ctx.Err() == nil {
 		// from the Lease as it is now: its first event is the Lease itself
 		w, err := l.leases.Watch(ctx, metav1.ListOptions{FieldSelector: l.nameSelector()})

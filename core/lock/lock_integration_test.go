@@ -175,7 +175,10 @@ func TestForceUnlockOnlyTheNamedHolder(t *testing.T) {
 	if _, err := ForceUnlock(ctx, c, loc, "aaaa"); err == nil || !strings.Contains(err.Error(), "not locked") {
 		t.Fatalf("force-unlock of no lock: %v", err)
 	}
-	a, err := Acquire(ctx, c, loc, holder("aaaa"), Options{Clock: clocktesting.NewFakeClock(time.Now())})
+	// a's clock moves only when the test moves it: past the moment it
+	// starts watching its Lease, never to its first renewal
+	ac := clocktesting.NewFakeClock(time.Now())
+	a, err := Acquire(ctx, c, loc, holder("aaaa"), Options{Clock: ac})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,6 +188,9 @@ func TestForceUnlockOnlyTheNamedHolder(t *testing.T) {
 	if _, held, _ := Read(ctx, c, loc); !held {
 		t.Fatal("a force-unlock naming another id broke the lock")
 	}
+	// the watch starts at the Lease as it is then: before or after the
+	// break, it shows the holder its lock broken
+	ac.Step(watchAfter)
 	h, err := ForceUnlock(ctx, c, loc, "aaaa")
 	if err != nil || h.ID != "aaaa" {
 		t.Fatalf("force-unlock: %+v %v", h, err)
