@@ -283,14 +283,15 @@ func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
-// attempt sends req once. The answer to a write that may be sent again
-// (policy) is read whole before it is returned: a connection that breaks
-// while the answer's body arrives (the server acted on the request, its
-// answer was lost) fails the attempt as a broken connection, which can be
-// retried, instead of failing the caller's read of the body.
+// attempt sends req once. The answer to a request that may be sent again
+// (policy), and is not a stream, is read whole before it is returned: a
+// connection that breaks while the answer's body arrives (for a write:
+// the server acted on it, its answer was lost) fails the attempt as a
+// broken connection, which can be retried, instead of failing the caller's
+// read of the body.
 func (t *retryTransport) attempt(req *http.Request, policy retryPolicy) (*http.Response, error) {
 	resp, err := t.next.RoundTrip(req)
-	if err != nil || policy == retryUnsent || !mutating(req.Method) {
+	if err != nil || policy == retryUnsent || streams(req) {
 		return resp, err
 	}
 	data, err := io.ReadAll(resp.Body)
@@ -302,12 +303,20 @@ func (t *retryTransport) attempt(req *http.Request, policy retryPolicy) (*http.R
 	return resp, nil
 }
 
-func mutating(method string) bool {
-	switch method {
-	case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
+// streams reports whether req's answer is a stream, read as it comes:
+// a watch, a followed log, a proxied or upgraded connection (exec,
+// attach, port-forward).
+func streams(req *http.Request) bool {
+	if req.Header.Get("Upgrade") != "" || req.Method == http.MethodHead || req.Method == http.MethodOptions {
 		return true
 	}
-	return false
+	q := req.URL.Query()
+	if w := q.Get("watch"); w == "true" || w == "1" || q.Get("follow") == "true" {
+		return true
+	}
+	p := req.URL.Path
+	return strings.HasSuffix(p, "/log") || strings.Contains(p, "/proxy") || strings.HasSuffix(p, "/exec") ||
+		strings.HasSuffix(p, "/attach") || strings.HasSuffix(p, "/portforward")
 }
 
 // ownCreate answers a resent create of a named object that the API server

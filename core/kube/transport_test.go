@@ -540,3 +540,50 @@ func TestWriteGate(t *testing.T) {
 		t.Errorf("refused writes were sent: %d attempts, want %d", next.attempts(), sent+1)
 	}
 }
+
+// bodyBreaking answers every request 200, the first answer's body breaking
+// half-way.
+type bodyBreaking struct {
+	mu       sync.Mutex
+	attempts int
+}
+
+func (b *bodyBreaking) RoundTrip(req *http.Request) (*http.Response, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.attempts++
+	body := io.NopCloser(strings.NewReader(`{"kind":"ConfigMap"}`))
+	if b.attempts == 1 {
+		body = &brokenBody{strings.NewReader(`{"kind":`)}
+	}
+	return &http.Response{StatusCode: 200, Body: body, Request: req}, nil
+}
+
+// An answer whose body breaks half-way is a broken connection: a read is
+// sent again; a watch, read as it comes, is left to its reader.
+func TestBrokenAnswerBody(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		url      string
+		attempts int
+		broken   bool
+	}{
+		{"a get is sent again", "https://h/api/v1/namespaces/x/configmaps/y", 2, false},
+		{"a watch is a stream", "https://h/api/v1/namespaces/x/configmaps?watch=true", 1, true},
+		{"a log is a stream", "https://h/api/v1/namespaces/x/pods/p/log", 1, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			next := &bodyBreaking{}
+			var slept []time.Duration
+			resp, err := newTestRetry(next, &slept).RoundTrip(requestTo(t, context.Background(), http.MethodGet, tc.url, "", ""))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
+			if (err != nil) != tc.broken || next.attempts != tc.attempts {
+				t.Errorf("read error %v after %d attempts, want broken %v after %d", err, next.attempts, tc.broken, tc.attempts)
+			}
+		})
+	}
+}
