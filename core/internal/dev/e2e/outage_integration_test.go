@@ -293,14 +293,14 @@ steps:
 			}
 		}
 		consistent(t, cs, ns, "app", "objects")
-		t.Logf("the broken run:\n%s\nthe next run:\n%s", tail(holder.Stderr(), 15), tail(next.Stderr(), 15))
 	})
 
 	// A run with a state record waiting in a wait step and in a helm
 	// wait: true step when the API server goes away for 30 s keeps its
 	// lock and ends well; a run waiting for the lock through the outage
-	// (--lock-timeout) does not take it, nor does one started right after
-	// the restart; the waiting one runs once the first ends.
+	// (--lock-timeout) does not take it, nor does one started during the
+	// outage (it cannot connect) or right after the restart (it sees the
+	// holder renew); the waiting one runs once the first ends.
 	t.Run("a run rides out a 30s outage and keeps its lock", func(t *testing.T) {
 		ns := c.NewNamespace(t, "outage")
 		spec := outageSpec(t, cs, ns, true)
@@ -310,7 +310,23 @@ steps:
 		taker := startBackground(t, bins.Kubectl, env, "apply", "-f", spec, "-o", "json", "--lock-timeout", "5m")
 		taker.waitStderr(t, "waiting for the run lock of state record "+ns)
 
+		// a run started while the API server is down cannot even connect
+		// (the up-front check is not retried: decision 62)
+		during, dir := make(chan Result, 1), root(t)
+		go func() {
+			if waitRefused(c.Ports.APIServer) != nil {
+				close(during)
+				return
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			res, _ := Run(ctx, dir, bins.Kubectl, env, "", "apply", "-f", spec, "--lock-timeout", "5m")
+			during <- res
+		}()
 		outage(t, 30*time.Second)
+		if res, ok := <-during; !ok || res.Code != 1 || !strings.Contains(res.Stderr, "cannot reach the cluster") {
+			t.Errorf("a run started during the outage: exit %d, want 1 as the cluster cannot be reached\n%s", res.Code, res.Stderr)
+		}
 		late := run(t, bins.Kubectl, env, "", "apply", "-f", spec)
 		if late.Code != 1 {
 			t.Fatalf("a run started after the restart: exit %d, want 1\n%s", late.Code, late.Stderr)
