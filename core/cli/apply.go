@@ -234,10 +234,16 @@ func (s *session) execute(ctx context.Context, command string, lockTimeout time.
 	if err != nil {
 		return nil, nil, err
 	}
-	defer releaseLock(lk, notes)
+	defer s.releaseLock(lk, notes)
+	if lk != nil {
+		// from here on every write of the run's clients (helm's too)
+		// waits while the lock is unconfirmed and is refused once it is
+		// lost
+		s.clients.Writes.Set(lk)
+	}
 	pctx, cancel := s.preflight(ctx)
 	defer cancel()
-	ex, err := s.prepare(pctx, command)
+	ex, err := s.prepare(pctx, command, lk)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -267,10 +273,10 @@ type execution struct {
 	lock *lock.Lock
 }
 
-// prepare reads the state record (with a state: block) and builds the
-// tasks of command.
-func (s *session) prepare(ctx context.Context, command string) (*execution, error) {
-	rs, err := s.openState(ctx)
+// prepare reads the state record (with a state: block; its writes fenced
+// by the run lock lk) and builds the tasks of command.
+func (s *session) prepare(ctx context.Context, command string, lk *lock.Lock) (*execution, error) {
+	rs, err := s.openState(ctx, lk)
 	if err != nil {
 		return nil, err
 	}

@@ -108,7 +108,7 @@ func TestRunTasks(t *testing.T) {
 				t.Fatal(err)
 			}
 			s := &session{red: redact.New(), doc: doc, registry: reg}
-			ex, err := s.prepare(context.Background(), command)
+			ex, err := s.prepare(context.Background(), command, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

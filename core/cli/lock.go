@@ -7,6 +7,7 @@ import (
 	"io"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/kubernetes"
 
@@ -33,11 +34,13 @@ func printLockNote(ctx context.Context, w io.Writer, c kubernetes.Interface, doc
 }
 
 // takeLock takes the run lock of the session's state record for command
-// (apply or destroy), before the record is read: the record's namespace
-// is created first when missing (labelled as khook's), or the run is
-// refused with the reason. A held lock fails at once, or is waited for up
-// to timeout, saying so on waiting. Without a state record there is no
-// lock (nil): the run still gets an id of its own. The session's Run
+// (apply or destroy), before the record is read. When the lock's create
+// finds no namespace, the record's namespace is created (labelled as
+// khook's), or the run is refused with the reason. A held lock fails once
+// its holder shows it is alive, or is waited for up to timeout, saying so
+// on waiting; a lock this run watched stay unchanged for the lease
+// duration is taken over, saying whose. Without a state record there is
+// no lock (nil): the run still gets an id of its own. The session's Run
 // (what steps write for other runs to recognise) is set either way.
 func (s *session) takeLock(ctx context.Context, command string, timeout time.Duration, waiting io.Writer) (*lock.Lock, error) {
 	if !s.doc.Spec.State.IsEnabled() {
@@ -45,15 +48,21 @@ func (s *session) takeLock(ctx context.Context, command string, timeout time.Dur
 		return nil, nil
 	}
 	loc := lockLocation(s)
-	if err := s.ensureStateNamespace(ctx, loc.Namespace); err != nil {
-		return nil, err
-	}
 	me := lock.NewHolder(command, version.Get().Version, s.clients.Identity.Context)
+	requestTimeout := checkTimeout
+	if t := s.clients.Config.Timeout; t > 0 {
+		requestTimeout = t
+	}
 	lk, err := lock.Acquire(ctx, s.clients.Typed, loc, me, lock.Options{
-		Timeout: timeout,
+		Timeout:        timeout,
+		RequestTimeout: requestTimeout,
 		Waiting: func(h lock.Holder) {
 			fmt.Fprintf(waiting, "waiting for the run lock of state record %s (--lock-timeout %s): held by %s, %s\n", loc, timeout, h.Describe(), h.Since(time.Now()))
 		},
+		Observing: func(h lock.Holder) {
+			fmt.Fprintf(waiting, "the run lock of state record %s is held by %s, %s by this machine's clock%s: watching it for up to %s; if it does not change, that run is gone and this run takes it over\n", loc, h.Describe(), h.Since(time.Now()), s.holderEnded(ctx, h), lock.LeaseDuration)
+		},
+		EnsureNamespace: func(ctx context.Context) error { return s.ensureStateNamespace(ctx, loc.Namespace) },
 	})
 	if apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("state record's namespace %s does not exist, and the credentials may not create it: create it first, or set state.namespace to one that exists (%w)", loc.Namespace, err)
@@ -62,7 +71,11 @@ func (s *session) takeLock(ctx context.Context, command string, timeout time.Dur
 		return nil, err
 	}
 	if took := lk.TookOver(); took != nil {
-		fmt.Fprintf(waiting, "took over the run lock of state record %s from %s, which stopped renewing it %s ago (killed?): steps it left running run again\n", loc, took.Describe(), time.Since(took.Renewed).Round(time.Second))
+		if lk.Broken() {
+			fmt.Fprintf(waiting, "took the run lock of state record %s, which force-unlock broke from %s: steps it left running run again\n", loc, took.Describe())
+		} else {
+			fmt.Fprintf(waiting, "took over the run lock of state record %s from %s, which did not renew it for the %s this run watched it (last renewal %s ago by this machine's clock; killed?): steps it left running run again\n", loc, took.Describe(), lock.LeaseDuration, time.Since(took.Renewed).Round(time.Second))
+		}
 	}
 	s.run = step.Run{ID: me.ID, Abandoned: func(id string) bool {
 		took := lk.TookOver()
@@ -71,12 +84,29 @@ func (s *session) takeLock(ctx context.Context, command string, timeout time.Dur
 	return lk, nil
 }
 
-// ensureStateNamespace creates the state record's namespace when it is
-// missing, before anything runs: a step of the spec that would create it
-// comes too late for the lock and the record's first write. Credentials
-// that may neither read nor create namespaces (a Role in the record's
-// namespace only) cannot tell: the lock's own create then answers whether
-// it exists (see takeLock).
+// holderEnded says, for the note of a run that watches a lock whose holder
+// looks gone, whether the holder's run ended by its own record: a record
+// that ended after the holder took the lock (both times the holder's
+// clock) means the holder exited without releasing it (killed, or the API
+// server did not answer its release). "" when the record does not say so
+// or cannot be read.
+func (s *session) holderEnded(ctx context.Context, h lock.Holder) string {
+	ctx, cancel := s.preflight(ctx)
+	defer cancel()
+	sp := s.doc.Spec
+	rec, found, err := state.Read(ctx, s.clients.Typed, state.Location{Namespace: sp.StateNamespace(), Name: sp.StateSecretName()})
+	if err != nil || !found || rec.RunStatus == "running" || rec.FinishedAt == nil || h.Acquired.IsZero() || rec.FinishedAt.Before(h.Acquired) {
+		return ""
+	}
+	return fmt.Sprintf(" (its record says its %s ended %s %s after it took the lock: it exited without releasing it)", rec.Command, rec.RunStatus, rec.FinishedAt.Sub(h.Acquired).Round(time.Second))
+}
+
+// ensureStateNamespace creates the state record's namespace when the
+// lock's create found it missing, before anything runs: a step of the
+// spec that would create it comes too late for the lock and the record's
+// first write. Credentials that may neither read nor create namespaces (a
+// Role in the record's namespace only) cannot tell: the lock's own create
+// has answered that it does not exist (see takeLock).
 func (s *session) ensureStateNamespace(ctx context.Context, ns string) error {
 	ctx, cancel := s.preflight(ctx)
 	defer cancel()
@@ -85,7 +115,7 @@ func (s *session) ensureStateNamespace(ctx context.Context, ns string) error {
 	var unknown *objects.NamespaceUnknownError
 	switch {
 	case errors.As(err, &unknown):
-		return nil
+		return apierrors.NewNotFound(corev1.Resource("namespaces"), ns)
 	case err != nil:
 		return fmt.Errorf("state record's namespace %s: it does not exist and cannot be created: %w", ns, err)
 	}
@@ -93,15 +123,18 @@ func (s *session) ensureStateNamespace(ctx context.Context, ns string) error {
 }
 
 // releaseLock releases lk at the end of a run (also after Ctrl-C or a
-// failure); a release that fails is a warning, not the run's error: the
-// lock expires on its own.
-func releaseLock(lk *lock.Lock, warn io.Writer) {
+// failure), then lets the session's writes through unfenced again (the
+// run writes nothing more); a release that fails is a warning, not the
+// run's error: the next run takes the lock over once it has seen it
+// unchanged for the lease duration.
+func (s *session) releaseLock(lk *lock.Lock, warn io.Writer) {
 	if lk == nil {
 		return
 	}
 	if err := lk.Release(context.Background()); err != nil {
 		fmt.Fprintf(warn, "warning: %v\n", err)
 	}
+	s.clients.Writes.Set(nil)
 }
 
 // lockNote says, for plan, diff and status (which take no lock), whether a
@@ -123,7 +156,7 @@ func lockNote(ctx context.Context, c kubernetes.Interface, doc *load.Document) s
 
 // describeLock is the note about a held lock.
 func describeLock(loc lock.Location, h lock.Holder, now time.Time) string {
-	if h.Expired(now) {
+	if h.Stale(now) {
 		return fmt.Sprintf("the run lock of state record %s is held by %s, which stopped renewing it %s ago (killed?): the next apply or destroy takes it over", loc, h.Describe(), now.Sub(h.Renewed).Round(time.Second))
 	}
 	return fmt.Sprintf("a run by %s holds the lock of state record %s (%s) and is in progress: what this shows may be out of date", h.Describe(), loc, h.Since(now))

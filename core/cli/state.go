@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"khook.io/core/event"
+	"khook.io/core/lock"
 	"khook.io/core/run"
 	"khook.io/core/state"
 	"khook.io/core/step"
@@ -31,8 +32,9 @@ type runState struct {
 }
 
 // openState loads the spec's record and hashes every step; nil when the
-// spec has no state: block (or it is disabled).
-func (s *session) openState(ctx context.Context) (*runState, error) {
+// spec has no state: block (or it is disabled). Every write of the record
+// first asks the run lock lk whether the run still holds it.
+func (s *session) openState(ctx context.Context, lk *lock.Lock) (*runState, error) {
 	sp := s.doc.Spec
 	if !sp.State.IsEnabled() {
 		return nil, nil
@@ -41,6 +43,9 @@ func (s *session) openState(ctx context.Context) (*runState, error) {
 	store, err := state.Open(ctx, s.clients.Typed, loc, sp.Metadata.Name)
 	if err != nil {
 		return nil, err
+	}
+	if lk != nil {
+		store.Fence(lk.Fence)
 	}
 	ins, err := s.stepInputs(ctx, store.Salt(), store.Previous())
 	if err != nil {

@@ -105,8 +105,8 @@ func (o *ForceUnlockOptions) Run(ctx context.Context) error {
 		return fmt.Errorf("the run lock of state record %s is held by %s, not by run %s: nothing was unlocked", loc, h.Describe(), o.ID)
 	}
 	fmt.Fprintf(o.Streams.ErrOut, "The run lock of state record %s is held by %s, %s.\n", loc, h.Describe(), h.Since(time.Now()))
-	if !h.Expired(time.Now()) {
-		fmt.Fprintf(o.Streams.ErrOut, "It was renewed within the last %s: that run may still be alive. Breaking its lock makes it stop at its next renewal.\n", lock.LeaseDuration)
+	if !h.Stale(time.Now()) {
+		fmt.Fprintf(o.Streams.ErrOut, "It was renewed within the last %s (by this machine's clock): that run may still be alive. Breaking its lock makes it stop at once, writing nothing more.\n", lock.LeaseDuration)
 	}
 	if !o.Yes {
 		if !o.Terminal {

@@ -57,6 +57,9 @@ type Clients struct {
 	// Getter is what the clients were built from (helm's action
 	// configuration takes one).
 	Getter genericclioptions.RESTClientGetter
+	// Writes holds the writes of every client built from Config to the
+	// run's lock, once the run has one (WriteGate.Set).
+	Writes *WriteGate
 
 	mapper   meta.RESTMapperWithContext
 	deferred *restmapper.DeferredDiscoveryRESTMapper
@@ -116,9 +119,13 @@ func New(getter genericclioptions.RESTClientGetter, opts Options) (*Clients, err
 
 // NewForConfig builds the clients from a REST config (getter may be nil).
 // All clients share one HTTP client: one connection pool, and the layers
-// of retryTransport and outerTransport.
+// of retryTransport and outerTransport. Config carries the write gate
+// (beneath the retries: each attempt asks it) and the retries, so the
+// clients libraries build from it (helm) have both.
 func NewForConfig(cfg *rest.Config, getter genericclioptions.RESTClientGetter) (*Clients, error) {
 	cfg = rest.CopyConfig(cfg)
+	gate := &WriteGate{}
+	cfg.Wrap(gate.wrap)
 	cfg.Wrap(newRetryTransport)
 	hc, err := rest.HTTPClientFor(cfg)
 	if err != nil {
@@ -153,6 +160,7 @@ func NewForConfig(cfg *rest.Config, getter genericclioptions.RESTClientGetter) (
 		Server:    StripCredentials(cfg.Host),
 		Identity:  Identity{Plugin: execCommand(cfg)},
 		Getter:    getter,
+		Writes:    gate,
 		mapper:    meta.ToRESTMapperWithContext(mapper),
 		deferred:  deferred,
 	}

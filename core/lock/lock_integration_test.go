@@ -13,6 +13,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"khook.io/core/internal/dev/testcluster"
 )
@@ -32,10 +34,18 @@ func holder(id string) Holder {
 	return Holder{ID: id, User: "tester", Host: "host-" + id, PID: 42, Version: "v0.0.0-test", Command: "apply"}
 }
 
-// later is a clock d ahead of this machine's.
-func later(d time.Duration) func() time.Time { return func() time.Time { return time.Now().Add(d) } }
+// aheadClock is this machine's clock, its wall time d ahead.
+type aheadClock struct {
+	clock.RealClock
+	d time.Duration
+}
 
-func TestHeldLockFailsAtOnceNamingTheHolder(t *testing.T) {
+func (c aheadClock) Now() time.Time                   { return time.Now().Add(c.d) }
+func (c aheadClock) Since(ts time.Time) time.Duration { return c.Now().Sub(ts) }
+
+// A second run fails once the holder has shown it is alive (it renewed
+// the lock while the second run watched), naming the holder.
+func TestHeldLockFailsNamingTheHolder(t *testing.T) {
 	c := client(t)
 	loc := Location{Namespace: testcluster.Get(t).NewNamespace(t, "lock"), Name: "khook-state-x"}
 	ctx := context.Background()
@@ -120,64 +130,38 @@ func TestLockTimeoutWaitsForTheRelease(t *testing.T) {
 	}
 }
 
-// A holder that stopped renewing loses the lock after LeaseDuration: the
-// next run takes it over and knows whom from, and the old holder, if it
-// lives on, finds its lock lost at its next renewal and must stop.
-func TestExpiredLockIsTakenOverAndTheOldHolderLosesIt(t *testing.T) {
+// A holder that stops renewing (killed) is taken over once the next run
+// has watched its Lease stay unchanged for LeaseDuration, however recent
+// the holder's renewTime looks (its clock ran an hour ahead); the next run
+// knows whom from, and the old holder, were it to live on, finds its lock
+// lost at its next renewal.
+func TestKilledHoldersLockIsTakenOverAfterTheObservation(t *testing.T) {
 	c := client(t)
 	loc := Location{Namespace: testcluster.Get(t).NewNamespace(t, "lock"), Name: "khook-state-e"}
 	ctx := context.Background()
-	a, err := Acquire(ctx, c, loc, holder("aaaa"), Options{})
+	a, err := Acquire(ctx, c, loc, holder("aaaa"), Options{Clock: aheadClock{d: time.Hour}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// a clock just short of the expiry: still held
-	if _, err := Acquire(ctx, c, loc, holder("bbbb"), Options{Now: later(LeaseDuration - 2*time.Second)}); !errors.As(err, new(*HeldError)) {
-		t.Fatalf("acquire before the expiry: %v, want a HeldError", err)
-	}
-	b, err := Acquire(ctx, c, loc, holder("bbbb"), Options{Now: later(LeaseDuration + 2*time.Second)})
-	if err != nil {
-		t.Fatalf("acquire after the expiry: %v", err)
-	}
-	if took := b.TookOver(); took == nil || took.ID != "aaaa" || took.Host != "host-aaaa" {
-		t.Fatalf("took over %+v, want aaaa's holder", took)
-	}
-	<-a.Lost() // at a's next renewal
-	var lost *LostError
-	if !errors.As(a.Err(), &lost) || !strings.Contains(lost.Error(), "run bbbb") {
-		t.Fatalf("a's lock: %v, want lost to run bbbb", a.Err())
-	}
-	if err := a.Release(ctx); err != nil {
-		t.Fatalf("release of a lost lock: %v", err)
-	}
-	if h, held, err := Read(ctx, c, loc); err != nil || !held || h.ID != "bbbb" {
-		t.Fatalf("after a's release the lock is %+v held=%v (%v), want bbbb's", h, held, err)
-	}
-	if err := b.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// A waiting run whose own clock is behind the holder's still takes over a
-// lock that stopped changing for LeaseDuration (observed, as client-go's
-// leader election does). Here the holder is gone for good: its Lease,
-// written with a renewTime in the future, is never renewed again.
-func TestWaitTakesOverALockThatStoppedChanging(t *testing.T) {
-	c := client(t)
-	loc := Location{Namespace: testcluster.Get(t).NewNamespace(t, "lock"), Name: "khook-state-o"}
-	ctx := context.Background()
-	a, err := Acquire(ctx, c, loc, holder("aaaa"), Options{Now: later(time.Hour)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	close(a.stop) // the holder dies: no more renewals, no release
+	close(a.stop) // killed: no more renewals, no release
 	<-a.done
-	b, err := Acquire(ctx, c, loc, holder("bbbb"), Options{Timeout: 2 * time.Minute})
+	began := time.Now()
+	b, err := Acquire(ctx, c, loc, holder("bbbb"), Options{})
 	if err != nil {
 		t.Fatalf("acquire: %v", err)
 	}
-	if took := b.TookOver(); took == nil || took.ID != "aaaa" {
-		t.Fatalf("took over %+v, want aaaa", took)
+	if waited := time.Since(began); waited < LeaseDuration {
+		t.Errorf("took over after watching for %s, less than %s", waited, LeaseDuration)
+	}
+	if took := b.TookOver(); took == nil || took.ID != "aaaa" || took.Host != "host-aaaa" || b.Broken() {
+		t.Fatalf("took over %+v, want aaaa's holder", took)
+	}
+	var lost *LostError
+	if err := a.renewOnce(); !errors.As(err, &lost) || !strings.Contains(lost.Error(), "run bbbb") {
+		t.Fatalf("a's renewal: %v, want lost to run bbbb", err)
+	}
+	if h, held, err := Read(ctx, c, loc); err != nil || !held || h.ID != "bbbb" {
+		t.Fatalf("the lock is %+v held=%v (%v), want bbbb's", h, held, err)
 	}
 	if err := b.Release(ctx); err != nil {
 		t.Fatal(err)
@@ -191,7 +175,10 @@ func TestForceUnlockOnlyTheNamedHolder(t *testing.T) {
 	if _, err := ForceUnlock(ctx, c, loc, "aaaa"); err == nil || !strings.Contains(err.Error(), "not locked") {
 		t.Fatalf("force-unlock of no lock: %v", err)
 	}
-	a, err := Acquire(ctx, c, loc, holder("aaaa"), Options{})
+	// a's clock moves only when the test moves it: past the moment it
+	// starts watching its Lease, never to its first renewal
+	ac := clocktesting.NewFakeClock(time.Now())
+	a, err := Acquire(ctx, c, loc, holder("aaaa"), Options{Clock: ac})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,15 +188,32 @@ func TestForceUnlockOnlyTheNamedHolder(t *testing.T) {
 	if _, held, _ := Read(ctx, c, loc); !held {
 		t.Fatal("a force-unlock naming another id broke the lock")
 	}
+	// the watch starts at the Lease as it is then: before or after the
+	// break, it shows the holder its lock broken
+	ac.Step(watchAfter)
 	h, err := ForceUnlock(ctx, c, loc, "aaaa")
 	if err != nil || h.ID != "aaaa" {
 		t.Fatalf("force-unlock: %+v %v", h, err)
 	}
-	<-a.Lost()
-	if !strings.Contains(a.Err().Error(), "deleted") {
-		t.Fatalf("the unlocked holder's lock: %v", a.Err())
+	// its watch tells the holder at once (its clock is stopped: no
+	// renewal falls due), and its writes are refused
+	select {
+	case <-a.Lost():
+	case <-time.After(time.Minute):
+		t.Fatalf("the broken holder never noticed")
+	}
+	if err := a.Fence(ctx); err == nil || !strings.Contains(err.Error(), "force-unlock broke it") {
+		t.Fatalf("the unlocked holder's write: %v", err)
 	}
 	_ = a.Release(ctx)
+	b, err := Acquire(ctx, c, loc, holder("bbbb"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if took := b.TookOver(); took == nil || took.ID != "aaaa" || !b.Broken() {
+		t.Errorf("the next holder took %+v (broken %v), want aaaa's broken lock", took, b.Broken())
+	}
+	_ = b.Release(ctx)
 }
 
 func TestForbiddenLockIsAClearError(t *testing.T) {

@@ -158,6 +158,11 @@ type Store struct {
 	// lost is the conflict that ended the writing; lostCh is closed then
 	lost   *ConflictError
 	lostCh chan struct{}
+	// fence is asked before every write whether the run may still write
+	// the record (the run lock: Fence); fenced is its final refusal, after
+	// which the store writes nothing
+	fence  func(context.Context) error
+	fenced error
 
 	kick chan struct{}
 	stop chan struct{}
@@ -189,6 +194,52 @@ func Open(ctx context.Context, c kubernetes.Interface, loc Location, specName st
 	}
 	s.prev = s.rec.clone()
 	return s, nil
+}
+
+// Fence makes every write of the record (Begin's, the steps', Finish's,
+// Delete's) ask f first whether the run may still write it: the run lock,
+// which says so only while the API server has lately confirmed that the
+// run holds it (the Lease version it last wrote), waits while that is
+// unknown, and refuses for good once the lock is lost. A write f refuses
+// for good is never sent, nor is any after it: the record is the lock's
+// new holder's. f returns its context's error when it only could not tell
+// in time; the write is then tried again later, as a failed one.
+func (s *Store) Fence(f func(context.Context) error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.fence = f
+}
+
+// checkFence asks the fence, if any, before a write with ctx.
+func (s *Store) checkFence(ctx context.Context) error {
+	s.mu.Lock()
+	f, fenced := s.fence, s.fenced
+	s.mu.Unlock()
+	if fenced != nil {
+		return fenced
+	}
+	if f == nil {
+		return nil
+	}
+	err := f(ctx)
+	if err != nil && ctx.Err() == nil {
+		s.mu.Lock()
+		if s.fenced == nil {
+			s.fenced = err
+		}
+		s.mu.Unlock()
+	}
+	if err != nil {
+		return fmt.Errorf("state record %s not written: %w", s.loc, err)
+	}
+	return nil
+}
+
+// Fenced reports the fence's final refusal, nil while there is none.
+func (s *Store) Fenced() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.fenced
 }
 
 // Location is where the record lives.
@@ -369,6 +420,9 @@ func (s *Store) Delete(ctx context.Context) error {
 		return nil // this run found no record and wrote none
 	}
 	for try := 0; ; try++ {
+		if err := s.checkFence(ctx); err != nil {
+			return err
+		}
 		err := s.secrets.Delete(ctx, s.loc.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv, UID: &uid}})
 		switch {
 		case err == nil || apierrors.IsNotFound(err):
@@ -404,7 +458,7 @@ func (s *Store) writer() {
 		}
 		if err := s.write(context.Background()); err != nil {
 			var ce *ConflictError
-			if errors.As(err, &ce) {
+			if errors.As(err, &ce) || s.Fenced() != nil {
 				return
 			}
 			retry = time.After(pause)
@@ -501,6 +555,9 @@ func (s *Store) write(parent context.Context) error {
 	}
 	var out *corev1.Secret
 	for try := 0; ; try++ {
+		if err := s.checkFence(ctx); err != nil {
+			return err
+		}
 		sec.ResourceVersion, sec.UID = rv, uid
 		if rv == "" {
 			out, err = s.secrets.Create(ctx, sec, metav1.CreateOptions{FieldManager: "khook"})

@@ -650,3 +650,80 @@ func TestBeginRefusesARecordThatCannotFit(t *testing.T) {
 		})
 	}
 }
+
+// TestFencedWrites: every write asks the fence (the run lock) first. While
+// it cannot tell (an outage), the write waits and is tried again; once it
+// refuses for good (the lock was lost), nothing more is written: no step's
+// outcome, no final write, no delete.
+func TestFencedWrites(t *testing.T) {
+	c, w := newFake(t, nil)
+	ctx := context.Background()
+	s, err := Open(ctx, c, testLoc, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var asked int
+	unknown := make(chan struct{}) // open: the fence answers at once
+	close(unknown)
+	var final error
+	askedCh := make(chan struct{}, 100)
+	s.Fence(func(ctx context.Context) error {
+		mu.Lock()
+		asked++
+		wait, err := unknown, final
+		mu.Unlock()
+		askedCh <- struct{}{}
+		select {
+		case <-wait:
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	if err := s.Begin(ctx, Run{Command: "apply", Steps: []string{"a", "b", "c"}}); err != nil {
+		t.Fatal(err)
+	}
+	if asked != 1 || w.count() != 1 {
+		t.Fatalf("Begin asked the fence %d times and wrote %d times, want 1 and 1", asked, w.count())
+	}
+
+	// the lock is unconfirmed: the outcome waits, then goes
+	mu.Lock()
+	unknown = make(chan struct{})
+	held := unknown
+	mu.Unlock()
+	s.Step("a", StepRecord{Type: "apply", Hash: "sha256:a", Status: StepOK})
+	<-askedCh // Begin's
+	<-askedCh // a's write
+	if w.count() != 1 {
+		t.Fatalf("a write went while the fence could not tell: %d writes", w.count())
+	}
+	mu.Lock()
+	close(held)
+	mu.Unlock()
+	w.waitFor(t, "a's success is written once the fence opens", func() bool {
+		r := w.last()
+		return r.Steps["a"] != nil && r.Steps["a"].Status == StepOK
+	})
+
+	// the lock is lost: nothing more is written
+	mu.Lock()
+	final = errors.New("run lock of state record ns/khook-state-t lost: taken over by run bbbb")
+	mu.Unlock()
+	writes := w.count()
+	s.Step("b", StepRecord{Type: "apply", Hash: "sha256:b", Status: StepOK})
+	<-askedCh // b's write, refused
+	if err := s.Finish(ctx, "ok"); err == nil || !strings.Contains(err.Error(), "taken over by run bbbb") {
+		t.Errorf("Finish after the lock was lost: %v, want it refused", err)
+	}
+	if s.Fenced() == nil {
+		t.Error("the store does not say the fence refused")
+	}
+	if err := s.Delete(ctx); err == nil {
+		t.Error("Delete after the lock was lost succeeded")
+	}
+	if w.count() != writes {
+		t.Errorf("%d writes after the lock was lost", w.count()-writes)
+	}
+}

@@ -206,3 +206,27 @@ func (c *Cluster) StartAPIServer(ctx context.Context) error {
 	}()
 	return s.waitReadyz(ctx, cs)
 }
+
+// Outage makes the kube-apiserver unreachable for about down: it stops it
+// (SIGTERM, SIGKILL after grace), keeps it stopped until down has passed
+// since the stop began, and starts it again. It returns when the API
+// server is ready again, with how long it was stopped. Clients see their
+// requests refused from the moment it stops listening, which is at once
+// for a graceful stop.
+func (c *Cluster) Outage(ctx context.Context, down, grace time.Duration) (time.Duration, error) {
+	began := time.Now()
+	if err := c.StopAPIServer(grace); err != nil {
+		return 0, err
+	}
+	t := time.NewTimer(time.Until(began.Add(down)))
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		return time.Since(began), ctx.Err()
+	}
+	if err := c.StartAPIServer(ctx); err != nil {
+		return time.Since(began), err
+	}
+	return time.Since(began), nil
+}
