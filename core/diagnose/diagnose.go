@@ -465,30 +465,41 @@ func (w *walk) pods(pods []corev1.Pod, cut bool, depth int, jobFailed bool) {
 		}
 		add(f)
 	}
-	// the Pods that say nothing specific: their events, a few of them
-	checkedRefs := false
+	// the Pods that say nothing specific: the events of a few of them
+	// (and their claims); then what they reference, checked once for
+	// every Pod of the same references (the Pods of one owner share them)
+	refs := map[string]*finding{}
 	for i, p := range quiet {
-		if i == maxEventPods {
-			break
-		}
 		name := kindName("Pod", p.Namespace, p.Name)
 		st, _ := podStatus(p, jobFailed)
 		found := false
-		if ev, ok := w.warning(p.Namespace, p.UID); ok {
-			found = true
-			add(finding{cause: Cause{Object: name, Reason: ev.Reason, Text: ReasonMessage(ev.Reason, ev.Message), Warning: true}, rank: eventRank(ev.Reason), depth: depth, pod: p.Name})
-		}
-		if st.claims || p.Status.Phase == corev1.PodPending {
-			if f, ok := w.podClaims(p, depth+1); ok {
+		if i < maxEventPods {
+			if ev, ok := w.warning(p.Namespace, p.UID); ok {
 				found = true
-				add(f)
+				add(finding{cause: Cause{Object: name, Reason: ev.Reason, Text: ReasonMessage(ev.Reason, ev.Message), Warning: true}, rank: eventRank(ev.Reason), depth: depth, pod: p.Name})
+			}
+			if st.claims || p.Status.Phase == corev1.PodPending {
+				if f, ok := w.podClaims(p, depth+1); ok {
+					found = true
+					add(f)
+				}
 			}
 		}
-		if !found && !checkedRefs {
-			checkedRefs = true
-			if f, ok := w.references(p, depth); ok {
+		if !found {
+			pr := podRefs(p)
+			key := refsKey(pr)
+			f, checked := refs[key]
+			if !checked && len(refs) < maxEventPods {
+				if rf, ok := w.references(p, pr, depth); ok {
+					f = &rf
+				}
+				refs[key] = f
+			}
+			if f != nil {
 				found = true
-				add(f)
+				rf := *f
+				rf.cause.Object, rf.pod = name, p.Name
+				add(rf)
 			}
 		}
 		if !found && !st.claims {
@@ -726,8 +737,7 @@ type ref struct {
 // references checks, by their metadata only, the ServiceAccount,
 // ConfigMaps and Secrets a Pod references (not optionally): the first that
 // does not exist.
-func (w *walk) references(p *corev1.Pod, depth int) (finding, bool) {
-	refs := podRefs(p)
+func (w *walk) references(p *corev1.Pod, refs []ref, depth int) (finding, bool) {
 	if len(refs) == 0 {
 		return finding{}, false
 	}
@@ -745,6 +755,15 @@ func (w *walk) references(p *corev1.Pod, depth int) (finding, bool) {
 		}
 	}
 	return finding{}, false
+}
+
+// refsKey identifies a Pod's references.
+func refsKey(refs []ref) string {
+	var b strings.Builder
+	for _, r := range refs {
+		b.WriteString(r.gvr.Resource + "/" + r.name + "/" + r.where + "\x00")
+	}
+	return b.String()
 }
 
 var (

@@ -5,6 +5,7 @@ package diagnose_test
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
 
 	"khook.io/core/internal/dev/steptest"
 	"khook.io/core/internal/dev/testcluster"
@@ -445,3 +447,194 @@ func servePodLogs(t *testing.T, c *kube.Clients, namespaces []string, logFile st
 		}
 	}
 }
+
+// TestStuckHooksSayWhy: a chart's hook Job that fails, or that can create
+// no Pod, and an atomic install that is rolled back: the error says why,
+// from the hook Job's Pod or the refusal, through Helm's own wording.
+func TestStuckHooksSayWhy(t *testing.T) {
+	cl := testcluster.Get(t)
+	e := &env{cl: cl, c: steptest.Clients(t, cl.RESTConfig(t)), red: redact.New(), timeout: stuckTimeout}
+	hook := func(extra string) string {
+		return "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: migrate\n  annotations: {helm.sh/hook: post-install}\nspec:\n  backoffLimit: 0\n  template:\n    spec:\n      restartPolicy: Never\n" +
+			extra + "      containers:\n      - name: migrate\n        image: registry.invalid/migrate:1\n        env: [{name: KHOOK_TEST_EXIT_CODE, value: \"3\"}]\n"
+	}
+	config := "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\ndata: {a: b}\n"
+	quotaNS := cl.NewNamespace(t, "hook-atomic")
+	quota(t, e, quotaNS)
+	rows := []struct {
+		name, ns string
+		req      *step.Request
+		want     []string
+	}{
+		{name: "hook-fails", ns: cl.NewNamespace(t, "hook-fails"), want: []string{
+			"failed post-install: Job ns/migrate failed: BackoffLimitExceeded: Job has reached the specified backoff limit; cause: Pod ns/migrate-",
+			": container migrate exited with code 3 (Error)"}},
+		{name: "hook-no-pod", ns: cl.NewNamespace(t, "hook-no-pod"), want: []string{
+			"timed out waiting for completion of the hook on Job ns/migrate: 0 active; cause: Job ns/migrate: FailedCreate: Error creating: pods \"migrate-",
+			`error looking up service account ns/no-such-account: serviceaccount "no-such-account" not found`}},
+		{name: "atomic", ns: quotaNS, want: []string{
+			"has been uninstalled due to atomic being set: timed out waiting for readiness on Deployment ns/web",
+			"; cause: ReplicaSet ns/web-", "exceeded quota: no-pods"}},
+	}
+	execs := make([]step.Executor, len(rows))
+	reqs := make([]*step.Request, len(rows))
+	for i, r := range rows {
+		var body string
+		switch r.name {
+		case "hook-fails":
+			body = "name: web\nhelm:\n  chart: " + chart(t, map[string]string{"config.yaml": config, "hook.yaml": hook("")}) + "\n  namespace: " + r.ns
+		case "hook-no-pod":
+			body = "name: web\nhelm:\n  chart: " + chart(t, map[string]string{"config.yaml": config, "hook.yaml": hook("      serviceAccountName: no-such-account\n")}) + "\n  namespace: " + r.ns
+		case "atomic":
+			body = "name: web\nhelm:\n  chart: " + chart(t, map[string]string{"deployment.yaml": cause{}.deployment()}) + "\n  namespace: " + r.ns + "\n  atomic: true"
+		}
+		execs[i], reqs[i] = helmstep.New(helmstep.Options{}), e.request(t, body)
+	}
+	outcomes := run(execs, reqs)
+	for i, r := range rows {
+		o := outcomes[i]
+		t.Run(r.name, func(t *testing.T) {
+			if o.err == nil {
+				t.Fatal("the step succeeded")
+			}
+			msg := o.err.Error()
+			t.Logf("error after %s: %s", o.took.Round(100*time.Millisecond), msg)
+			for _, want := range r.want {
+				if want = strings.ReplaceAll(want, "ns/", r.ns+"/"); !strings.Contains(msg, want) {
+					t.Errorf("the error lacks %q", want)
+				}
+			}
+		})
+	}
+}
+
+// TestSlowRolloutShowsNoCause: Pods that become ready after some seconds
+// (kwok.khook.io/ready-after), past the first diagnosis: every way of
+// waiting succeeds, its progress shows no cause, and the diagnosis did run
+// (it listed the Pods) and found nothing to say.
+func TestSlowRolloutShowsNoCause(t *testing.T) {
+	cl := testcluster.Get(t)
+	slow := cause{annotations: map[string]string{"kwok.khook.io/ready-after": "9s"}}
+	e := &env{cl: cl, red: redact.New(), timeout: time.Minute}
+	e.c = steptest.Clients(t, cl.RESTConfig(t))
+	var execs []step.Executor
+	var reqs []*step.Request
+	var seen []*requestLog
+	for _, w := range ways {
+		ns := cl.NewNamespace(t, "slow-"+w.name)
+		ex, req := w.request(t, e, ns, slow.deployment())
+		log := &requestLog{}
+		req.Kube = steptest.Clients(t, log.config(cl.RESTConfig(t)))
+		execs, reqs, seen = append(execs, ex), append(reqs, req), append(seen, log)
+	}
+	outcomes := run(execs, reqs)
+	for i, w := range ways {
+		o := outcomes[i]
+		t.Run(w.name, func(t *testing.T) {
+			if o.err != nil {
+				t.Fatalf("a slow but healthy rollout failed: %v", o.err)
+			}
+			if o.took < 8*time.Second {
+				t.Fatalf("the rollout took %s: the Pods were not slow (kwok.khook.io/ready-after)", o.took)
+			}
+			for _, l := range o.progress {
+				if strings.Contains(l, "stuck") || strings.Contains(l, "cause") {
+					t.Errorf("progress shows a cause: %q", l)
+				}
+			}
+			if !seen[i].has("/pods?", "limit=100") {
+				t.Errorf("the wait never looked for a cause (no Pod listed by the diagnosis): %q", seen[i].all())
+			}
+		})
+	}
+}
+
+// TestDiagnosisReadsWhatThePodNeeds: a Pod that stays ContainerCreating
+// without a word has its references checked (a ConfigMap volume that does
+// not exist), and a Warning event that quotes a secret is shown masked.
+func TestDiagnosisReadsWhatThePodNeeds(t *testing.T) {
+	cl := testcluster.Get(t)
+	const secret = "ev-s3cret-planted-77a"
+	e := &env{cl: cl, c: steptest.Clients(t, cl.RESTConfig(t)), red: redact.New(), timeout: 7 * time.Second}
+	e.red.Add(secret)
+	creating := map[string]string{"kwok.khook.io/pod": "container-creating"}
+	refNS := cl.NewNamespace(t, "diag-refs")
+	missing := cause{annotations: creating, pod: "volumes: [{name: cfg, configMap: {name: no-such-config}}]"}
+	evNS := cl.NewNamespace(t, "diag-event")
+	pod := steptest.Create(t, e.c, evNS, "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\n  annotations: {kwok.khook.io/pod: container-creating}\nspec:\n  containers: [{name: app, image: x}]\n")
+	// a Warning event as a kubelet would post it, quoting a secret
+	if _, err := e.c.Typed.CoreV1().Events(evNS).Create(context.Background(), &corev1.Event{
+		ObjectMeta:     metav1.ObjectMeta{GenerateName: "web."},
+		InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: evNS, Name: "web", UID: pod.GetUID(), APIVersion: "v1"},
+		Type:           corev1.EventTypeWarning, Reason: "FailedMount",
+		Message: `MountVolume.SetUp failed for volume "creds" : secret "` + secret + `" not found`,
+		Source:  corev1.EventSource{Component: "kubelet"}, LastTimestamp: metav1.Now(), Count: 1,
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	execs := []step.Executor{apply.New(apply.Options{}), wait.New()}
+	reqs := []*step.Request{
+		e.request(t, "name: web\napply:\n  namespace: "+refNS+"\n  waitFor: condition=Available\n  manifests:\n  - inline: |\n"+indent(missing.deployment(), "      ")),
+		e.request(t, "name: web\nwait:\n  for: condition=Ready\n  on: pod/web\n  namespace: "+evNS),
+	}
+	outcomes := run(execs, reqs)
+	for i, want := range []string{
+		"; cause: 2 of 2 pods (Pod " + refNS + "/web-",
+		"; cause: Pod " + evNS + `/web: FailedMount: MountVolume.SetUp failed for volume "creds" : secret "***" not found`,
+	} {
+		o := outcomes[i]
+		if o.err == nil {
+			t.Fatalf("step %d succeeded", i)
+		}
+		msg := o.err.Error()
+		t.Logf("error: %s", msg)
+		if !strings.Contains(msg, want) || strings.Contains(msg, secret) || strings.Contains(strings.Join(o.progress, "\n"), secret) {
+			t.Errorf("error %q\nwant %q, masked", msg, want)
+		}
+	}
+	if msg := outcomes[0].err.Error(); !strings.Contains(msg, `: volume cfg: configmaps "no-such-config" not found`) {
+		t.Errorf("the missing ConfigMap is not named: %s", msg)
+	}
+}
+
+// requestLog records the requests of a client.
+type requestLog struct {
+	mu   sync.Mutex
+	urls []string
+}
+
+func (l *requestLog) config(cfg *rest.Config) *rest.Config {
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripper(func(r *http.Request) (*http.Response, error) {
+			l.mu.Lock()
+			l.urls = append(l.urls, r.Method+" "+r.URL.RequestURI())
+			l.mu.Unlock()
+			return rt.RoundTrip(r)
+		})
+	})
+	return cfg
+}
+
+// has reports whether a request's URL held every part.
+func (l *requestLog) has(parts ...string) bool {
+	for _, u := range l.all() {
+		ok := true
+		for _, p := range parts {
+			ok = ok && strings.Contains(u, p)
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
+}
+
+func (l *requestLog) all() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.urls...)
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
