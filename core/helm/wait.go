@@ -191,7 +191,7 @@ func (w *readyWaiter) WaitWithJobs(resources helmkube.ResourceList, timeout time
 func (w *readyWaiter) wait(resources helmkube.ResourceList, timeout time.Duration) error {
 	targets := make([]waiter.Target, 0, len(resources))
 	for _, info := range resources {
-		if paused(info.Object) {
+		if paused(info.Object) || alwaysReady[info.Mapping.GroupVersionKind.GroupKind().String()] {
 			continue
 		}
 		targets = append(targets, waiter.Target{Mapping: info.Mapping, Namespace: info.Namespace, Name: info.Name})
@@ -221,6 +221,16 @@ func (w *readyWaiter) run(targets []waiter.Target, timeout time.Duration, what s
 		err = fmt.Errorf("%w: %w", err, ctx.Err())
 	}
 	return err
+}
+
+// alwaysReady are the kinds kstatus judges Current whenever they exist
+// (its "Resource is always ready", or no status at all): the operation
+// has just written them, so their wait would be a watch set up to see
+// that they exist. A release's ConfigMaps and Secrets are not watched.
+var alwaysReady = map[string]bool{
+	"ConfigMap": true, "Secret": true, "CronJob.batch": true, "ServiceAccount": true,
+	"Role.rbac.authorization.k8s.io": true, "RoleBinding.rbac.authorization.k8s.io": true,
+	"ClusterRole.rbac.authorization.k8s.io": true, "ClusterRoleBinding.rbac.authorization.k8s.io": true,
 }
 
 // paused reports whether obj is a Deployment whose rollout is paused.
