@@ -92,19 +92,41 @@ func (c *Cause) String() string {
 	if c == nil {
 		return ""
 	}
-	subject := c.Object
-	if c.Pods > 0 && (c.Of > 1 || c.Cut) && strings.HasPrefix(c.Object, "Pod ") {
-		of := fmt.Sprint(c.Of)
-		if c.Cut {
-			of = "the first " + of
-		}
-		more := ""
-		if c.Pods > 1 {
-			more = fmt.Sprintf(" and %d more", c.Pods-1)
-		}
-		subject = fmt.Sprintf("%d of %s pods (%s%s)", c.Pods, of, c.Object, more)
+	if count, pods := c.pods(); count != "" {
+		return count + " (" + pods + "): " + c.Text
 	}
-	return subject + ": " + c.Text
+	return c.Object + ": " + c.Text
+}
+
+// Brief is the cause on one line with what is wrong first and the object
+// last, for a line cut to a terminal's width: "container app:
+// ErrImagePull: ... (2 of 3 pods: Pod ns/web-x and 1 more)".
+func (c *Cause) Brief() string {
+	if c == nil {
+		return ""
+	}
+	if count, pods := c.pods(); count != "" {
+		return c.Text + " (" + count + ": " + pods + ")"
+	}
+	return c.Text + " (" + c.Object + ")"
+}
+
+// pods says how many Pods share a Pod's cause ("2 of 3 pods") and names
+// them ("Pod ns/web-x and 1 more"); "" when the cause is one Pod's of one,
+// or not a Pod's.
+func (c *Cause) pods() (count, pods string) {
+	if c.Pods == 0 || c.Of <= 1 && !c.Cut || !strings.HasPrefix(c.Object, "Pod ") {
+		return "", ""
+	}
+	of := fmt.Sprint(c.Of)
+	if c.Cut {
+		of = "the first " + of
+	}
+	pods = c.Object
+	if c.Pods > 1 {
+		pods += fmt.Sprintf(" and %d more", c.Pods-1)
+	}
+	return fmt.Sprintf("%d of %s pods", c.Pods, of), pods
 }
 
 // Detail is String with the log lines, which span lines.

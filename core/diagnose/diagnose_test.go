@@ -137,6 +137,19 @@ func TestCauseString(t *testing.T) {
 			t.Errorf("got %q, want %q", got, tc.want)
 		}
 	}
+	for _, tc := range []struct {
+		c    Cause
+		want string
+	}{
+		{Cause{Object: "Pod ns/a", Text: "container app: ErrImagePull: x", Pods: 1, Of: 1}, "container app: ErrImagePull: x (Pod ns/a)"},
+		{Cause{Object: "Pod ns/a", Text: "Unschedulable: y", Pods: 3, Of: 3}, "Unschedulable: y (3 of 3 pods: Pod ns/a and 2 more)"},
+		{Cause{Object: "Pod ns/a", Text: "t", Pods: 1, Of: 100, Cut: true}, "t (1 of the first 100 pods: Pod ns/a)"},
+		{Cause{Object: "ReplicaSet ns/web-1", Text: "FailedCreate: q"}, "FailedCreate: q (ReplicaSet ns/web-1)"},
+	} {
+		if got := tc.c.Brief(); got != tc.want {
+			t.Errorf("brief: got %q, want %q", got, tc.want)
+		}
+	}
 	c := &Cause{Object: "Pod ns/a", Text: "t", Logs: "; last log line:\n    boom"}
 	if c.Detail() != "Pod ns/a: t; last log line:\n    boom" || (*Cause)(nil).String() != "" {
 		t.Errorf("detail %q", c.Detail())

@@ -27,7 +27,8 @@
 //
 // A wait that makes no progress (no change of the objects it watches) for
 // StallAfter asks core/diagnose why, and again every RediagnoseEvery while
-// it stays so; progress gets one line ("stuck: <cause>") when the cause the
+// it stays so; progress gets one line ("stuck: <cause>", what is wrong
+// first, then the object it comes from) when the cause the
 // cluster reports appears or changes. A timeout, and an object that can
 // never become ready, are diagnosed once more, with a crashing container's
 // last log lines: the error ends with "; cause: <cause>". Nothing is
@@ -268,7 +269,7 @@ func Wait(ctx context.Context, c *kube.Clients, opts Options) error {
 			found = cause
 			line := ""
 			if cause != nil && cause.Warning {
-				line = cause.String()
+				line = cause.Brief()
 			}
 			if line == shown {
 				break
