@@ -2,12 +2,14 @@ package render
 
 import (
 	"bytes"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
 	"khook.io/core/diagnose"
 	"khook.io/core/event"
+	"khook.io/core/redact"
 	"khook.io/core/run"
 )
 
@@ -99,4 +101,23 @@ func TestStuckStepGolden(t *testing.T) {
 		t.Errorf("the summary table lacks the cause:\n%s", summary.String())
 	}
 	golden(t, "stuck-summary.txt", summary.Bytes())
+
+	// -o json and -o junit carry the same error, the cause and the log
+	// lines included
+	js, err := json.MarshalIndent(Report("shop", "apply", res), "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "stuck-report.json", append(js, '\n'))
+	var junit bytes.Buffer
+	if err := JUnit(&junit, "shop", "apply", []ClusterRun{{Context: "prod", Status: run.RunFailed, Result: res, Started: base, Duration: res.Duration}},
+		res.Duration, redact.New()); err != nil {
+		t.Fatal(err)
+	}
+	for _, out := range []string{string(js), junit.String()} {
+		if !strings.Contains(out, "cause: 2 of 2 pods (Pod shop/web-6c88c8976c-j7dq9 and 1 more): container app: CrashLoopBackOff") || !strings.Contains(out, "connection refused") {
+			t.Errorf("the report lacks the cause or the log lines:\n%s", out)
+		}
+	}
+	golden(t, "stuck-junit.xml", junit.Bytes())
 }

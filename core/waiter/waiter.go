@@ -251,7 +251,7 @@ func Wait(ctx context.Context, c *kube.Clients, opts Options) error {
 		select {
 		case <-changed:
 		case <-stall.C:
-			if opts.Gone || !synced || last.ready() {
+			if down, _, _ := conn.state(); down || opts.Gone || !synced || last.ready() {
 				resetTimer(stall, stallAfter)
 				break
 			}
