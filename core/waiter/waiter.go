@@ -184,8 +184,13 @@ func Wait(ctx context.Context, c *kube.Clients, opts Options) error {
 	if stallAfter <= 0 {
 		stallAfter = DefaultStallAfter
 	}
+	// the one timer of a wait: when to look for why it makes no progress
+	// (never for a wait for deletion)
 	stall := time.NewTimer(stallAfter)
 	defer stall.Stop()
+	if opts.Gone {
+		stall.Stop()
+	}
 	var (
 		diagnosis  chan *diagnose.Cause // the running diagnosis's result, nil when none runs
 		stopDiag   context.CancelFunc
@@ -245,13 +250,15 @@ func Wait(ctx context.Context, c *kube.Clients, opts Options) error {
 				changes++
 				found = nil
 				cancelDiag()
-				resetTimer(stall, stallAfter)
+				if !opts.Gone {
+					resetTimer(stall, stallAfter)
+				}
 			}
 		}
 		select {
 		case <-changed:
 		case <-stall.C:
-			if down, _, _ := conn.state(); down || opts.Gone || !synced || last.ready() {
+			if down, _, _ := conn.state(); down || !synced || last.ready() {
 				resetTimer(stall, stallAfter)
 				break
 			}
