@@ -3,6 +3,7 @@
 package diagnose_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -10,6 +11,10 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
 	"khook.io/core/internal/dev/chartrepo"
@@ -18,6 +23,7 @@ import (
 	"khook.io/core/step"
 	"khook.io/core/steps/apply"
 	helmstep "khook.io/core/steps/helm"
+	"khook.io/core/waiter"
 )
 
 // counter counts a run's requests, and those only a diagnosis makes:
@@ -106,28 +112,121 @@ func TestReadyWaitsMakeNoDiagnosisRequests(t *testing.T) {
 	}
 }
 
-// BenchmarkReadyWaits installs ten charts with wait: true and applies ten
-// Deployments with waitFor (parallel steps, a fresh namespace each time)
-// and reports the requests made and those of the diagnosis (0):
+// BenchmarkTenCharts installs ten charts (a ConfigMap and a Deployment
+// each) as parallel steps in a fresh namespace, without and with wait:
+// true (bench/charts.sh's "10 charts", in one process), and, to compare,
+// applies the same objects with waitFor on the Deployments. It reports
+// the requests made, those of the diagnosis (0: nothing ever stopped
+// progressing), and, seen by a watch of the Deployments outside khook,
+// the cluster's pace (from the last Deployment created to the last
+// Current by kstatus: the Deployments are created at once, each release
+// after its own reads and renders) and the lag (the last Current to the
+// steps' end):
 //
-//	go test -tags integration -run '^$' -bench ReadyWaits -benchtime 5x ./core/diagnose/
-func BenchmarkReadyWaits(b *testing.B) {
+//	go test -tags integration -run '^$' -bench TenCharts -benchtime 10x ./core/diagnose/
+func BenchmarkTenCharts(b *testing.B) {
 	cl := testcluster.Get(b)
-	var requests, diagnosis int
-	for b.Loop() {
-		b.StopTimer()
-		c := &counter{}
-		execs, reqs := readySteps(b, c.config(cl.RESTConfig(b)), cl.NewNamespace(b, "cost"))
-		b.StartTimer()
-		for i, o := range run(execs, reqs) {
-			if o.err != nil {
-				b.Fatalf("%s: %v", reqs[i].Step.Name, o.err)
+	for _, mode := range []string{"helm-nowait", "helm-wait", "apply-nowait", "apply-waitFor"} {
+		b.Run(mode, func(b *testing.B) {
+			var requests, diagnosis int
+			var pace, lag time.Duration
+			for b.Loop() {
+				b.StopTimer()
+				c := &counter{}
+				clients := steptest.Clients(b, c.config(cl.RESTConfig(b)))
+				ns := cl.NewNamespace(b, "charts")
+				h, a := helmstep.New(helmstep.Options{}), apply.New(apply.Options{})
+				var execs []step.Executor
+				var reqs []*step.Request
+				for i := range 10 {
+					switch mode {
+					case "apply-nowait", "apply-waitFor":
+						d := cause{}.deployment()
+						d = strings.Replace(d, "name: web", fmt.Sprintf("name: web-%d", i), 1)
+						d = strings.Replace(strings.ReplaceAll(d, "app: web", fmt.Sprintf("app: web-%d", i)), "replicas: 2", "replicas: 1", 1)
+						execs = append(execs, a, a)
+						reqs = append(reqs,
+							steptest.Request(b, clients, fmt.Sprintf("name: config-%d\napply:\n  namespace: %s\n  manifests:\n  - inline: |\n      apiVersion: v1\n      kind: ConfigMap\n      metadata: {name: web-%d-config}\n      data: {color: c%d}\n", i, ns, i, i), steptest.Options{}),
+							steptest.Request(b, clients, fmt.Sprintf("name: web-%d\napply:\n  namespace: %s\n%s  manifests:\n  - inline: |\n%s", i, ns, waitFor(mode), indent(d, "      ")), steptest.Options{}))
+					default:
+						execs = append(execs, h)
+						reqs = append(reqs, steptest.Request(b, clients, fmt.Sprintf("name: chart-%d\nhelm:\n  chart: %s\n  namespace: %s\n  wait: %v\n  values: {color: c%d}", i, chartrepo.ChartDir("cmdeploy"), ns, mode == "helm-wait", i), steptest.Options{}))
+					}
+				}
+				watch := watchCurrent(b, cl, ns, 10)
+				before, _ := c.counts()
+				b.StartTimer()
+				for i, o := range run(execs, reqs) {
+					if o.err != nil {
+						b.Fatalf("%s: %v", reqs[i].Step.Name, o.err)
+					}
+				}
+				b.StopTimer()
+				end := time.Now()
+				all, diag := c.counts()
+				requests += all - before
+				diagnosis += len(diag)
+				first, last := watch()
+				pace += last.Sub(first)
+				lag += end.Sub(last)
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(requests)/float64(b.N), "requests/op")
+			b.ReportMetric(float64(diagnosis)/float64(b.N), "diagnosis-requests/op")
+			b.ReportMetric(float64(pace.Milliseconds())/float64(b.N), "pace-ms/op")
+			b.ReportMetric(float64(lag.Milliseconds())/float64(b.N), "lag-ms/op")
+		})
+	}
+}
+
+func waitFor(mode string) string {
+	if mode == "apply-waitFor" {
+		return "  waitFor: condition=Available\n"
+	}
+	return ""
+}
+
+// watchCurrent watches the Deployments of ns from outside khook; the
+// function it returns waits until n are Current by kstatus and says when
+// the last was first seen (created) and when the last became Current.
+func watchCurrent(b *testing.B, cl *testcluster.Cluster, ns string, n int) func() (time.Time, time.Time) {
+	dyn, err := dynamic.NewForConfig(cl.RESTConfig(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	w, err := dyn.Resource(appsv1.SchemeGroupVersion.WithResource("deployments")).Namespace(ns).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var first, last time.Time
+	done := make(chan bool, 1)
+	go func() {
+		defer w.Stop()
+		current, seen := map[string]bool{}, map[string]bool{}
+		for ev := range w.ResultChan() {
+			u, ok := ev.Object.(*unstructured.Unstructured)
+			if !ok {
+				continue
+			}
+			if !seen[u.GetName()] {
+				seen[u.GetName()], first = true, time.Now()
+			}
+			if ready, _, _ := waiter.KStatus(u); ready && !current[u.GetName()] {
+				current[u.GetName()], last = true, time.Now()
+				if len(current) == n {
+					done <- true
+					return
+				}
 			}
 		}
-		all, diag := c.counts()
-		requests += all
-		diagnosis += len(diag)
+		done <- false
+	}()
+	return func() (time.Time, time.Time) {
+		defer cancel()
+		if !<-done {
+			b.Fatalf("the Deployments of %s were not all Current", ns)
+		}
+		return first, last
 	}
-	b.ReportMetric(float64(requests)/float64(b.N), "requests/op")
-	b.ReportMetric(float64(diagnosis)/float64(b.N), "diagnosis-requests/op")
 }
