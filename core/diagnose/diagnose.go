@@ -385,14 +385,26 @@ func (w *walk) replicaSet(rs *appsv1.ReplicaSet, depth int) {
 // controller: the Pods an owner made; with none (and no condition saying
 // why), its Warning events (FailedCreate).
 func (w *walk) controller(name, ns string, uid types.UID, selector *metav1.LabelSelector, explained bool, depth int) {
-	pods, cut, ok := w.ownedPods(ns, uid, selector)
-	if ok && len(pods) > 0 {
+	n := len(w.findings)
+	if pods, cut, ok := w.ownedPods(ns, uid, selector); ok && len(pods) > 0 {
 		w.pods(pods, cut, depth+1, false)
-		return
 	}
-	if !explained {
+	// no Pod, or none that says why: the owner's own events (a
+	// StatefulSet that cannot create its next Pod while the others run)
+	if !explained && !w.failureSince(n) {
 		w.events(name, ns, uid, depth)
 	}
+}
+
+// failureSince reports whether a finding added after the first n is a
+// failure the cluster reports.
+func (w *walk) failureSince(n int) bool {
+	for _, f := range w.findings[n:] {
+		if f.cause.Warning {
+			return true
+		}
+	}
+	return false
 }
 
 // ownedPods lists the Pods of selector in ns that uid owns, at most
@@ -496,9 +508,12 @@ func (w *walk) pods(pods []corev1.Pod, cut bool, depth int, jobFailed bool) {
 		st, _ := podStatus(p, jobFailed)
 		found := false
 		if i < maxEventPods {
-			if ev, ok := w.warning(p.Namespace, p.UID); ok {
-				found = true
-				add(finding{cause: Cause{Object: name, Reason: ev.Reason, Text: ReasonMessage(ev.Reason, ev.Message), Warning: true}, rank: eventRank(ev.Reason), depth: depth, pod: p.Name})
+			// the scheduler waits for claims: its events say no more
+			if !st.claims {
+				if ev, ok := w.warning(p.Namespace, p.UID); ok {
+					found = true
+					add(finding{cause: Cause{Object: name, Reason: ev.Reason, Text: ReasonMessage(ev.Reason, ev.Message), Warning: true}, rank: eventRank(ev.Reason), depth: depth, pod: p.Name})
+				}
 			}
 			if st.claims || p.Status.Phase == corev1.PodPending {
 				if f, ok := w.podClaims(p, depth+1); ok {

@@ -40,7 +40,7 @@ const (
 
 // stuckTimeout is every stuck step's timeout: past the first diagnosis
 // (waiter.DefaultStallAfter, 5 s), short for the test.
-const stuckTimeout = 10 * time.Second
+const stuckTimeout = 12 * time.Second
 
 // cause is one way a Deployment never becomes ready, as the cluster
 // reports it.
