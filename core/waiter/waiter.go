@@ -264,9 +264,8 @@ func Wait(ctx context.Context, c *kube.Clients, opts Options) error {
 			}
 			dctx, stop := context.WithTimeout(ctx, RediagnoseEvery)
 			stopDiag, diagnosis, diagnosed = stop, make(chan *diagnose.Cause, 1), changes
-			go func(out chan<- *diagnose.Cause, objs []*unstructured.Unstructured) {
-				out <- d.Diagnose(dctx, objs, diagnose.Options{})
-			}(diagnosis, last.objects())
+			out, objs := diagnosis, last.objects()
+			running.Go(func() { out <- d.Diagnose(dctx, objs, diagnose.Options{}) }) // nor a diagnosis
 		case cause := <-diagnosis:
 			cancelDiag()
 			resetTimer(stall, RediagnoseEvery)
