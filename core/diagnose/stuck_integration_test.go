@@ -638,3 +638,58 @@ func (l *requestLog) all() []string {
 type roundTripper func(*http.Request) (*http.Response, error)
 
 func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestStuckWorkloadKinds: a StatefulSet and a DaemonSet whose Pods fail,
+// and a StatefulSet that can create no Pod, waited for by rollout status:
+// the cause comes from their Pods, or from the StatefulSet's own events.
+func TestStuckWorkloadKinds(t *testing.T) {
+	cl := testcluster.Get(t)
+	e := &env{cl: cl, c: steptest.Clients(t, cl.RESTConfig(t)), red: redact.New(), timeout: 10 * time.Second}
+	workload := func(kind, annotation, spec string) string {
+		y := "apiVersion: apps/v1\nkind: " + kind + "\nmetadata: {name: web}\nspec:\n  selector: {matchLabels: {app: web}}\n"
+		if kind == "StatefulSet" {
+			y += "  serviceName: web\n  replicas: 1\n"
+		}
+		y += "  template:\n    metadata:\n      labels: {app: web}\n"
+		if annotation != "" {
+			y += "      annotations: {kwok.khook.io/pod: " + annotation + "}\n"
+		}
+		return y + "    spec:\n" + spec + "      containers: [{name: app, image: registry.invalid/nope:1}]\n"
+	}
+	quotaNS := cl.NewNamespace(t, "sts-quota")
+	quota(t, e, quotaNS)
+	rows := []struct {
+		name, ns, yaml, target string
+		want                   []string
+	}{
+		{"statefulset-image-pull", cl.NewNamespace(t, "sts-pull"), workload("StatefulSet", "image-pull-fails", ""), "statefulset/web",
+			[]string{"; cause: Pod ns/web-0: container app: ", "registry.invalid/nope:1", "not found"}},
+		{"daemonset-readiness", cl.NewNamespace(t, "ds-ready"), workload("DaemonSet", "never-ready", ""), "daemonset/web",
+			[]string{"; cause: Pod ns/web-", ": Unhealthy: Readiness probe failed: HTTP probe failed with statuscode: 503"}},
+		{"statefulset-quota", quotaNS, workload("StatefulSet", "", ""), "statefulset/web",
+			[]string{"; cause: StatefulSet ns/web: FailedCreate: Create Pod web-0 in StatefulSet web failed error: pods \"web-0\" is forbidden: exceeded quota: no-pods"}},
+	}
+	var execs []step.Executor
+	var reqs []*step.Request
+	for _, r := range rows {
+		steptest.Create(t, e.c, r.ns, r.yaml)
+		execs = append(execs, rollout.New())
+		reqs = append(reqs, e.request(t, "name: web\nrollout:\n  status: "+r.target+"\n  namespace: "+r.ns))
+	}
+	outcomes := run(execs, reqs)
+	for i, r := range rows {
+		o := outcomes[i]
+		t.Run(r.name, func(t *testing.T) {
+			if o.err == nil {
+				t.Fatal("the rollout succeeded")
+			}
+			msg := o.err.Error()
+			t.Logf("error: %s", msg)
+			for _, want := range r.want {
+				if want = strings.ReplaceAll(want, "ns/", r.ns+"/"); !strings.Contains(msg, want) {
+					t.Errorf("the error lacks %q", want)
+				}
+			}
+		})
+	}
+}
