@@ -160,10 +160,10 @@ for round in $(seq "$runs"); do
 		timed "$impl-wait" "$bin" apply -f "$wait"
 		pace_and_lag "$impl"
 		timed "$impl-noop" "$bin" apply -f "$wait"
-		timed "$impl-destroy" "$bin" destroy -f "$wait"
-		"$bin" destroy -f "$nowait" >/dev/null 2>&1
+		timed "$impl-destroy" "$bin" destroy --yes -f "$wait"
+		"$bin" destroy --yes -f "$nowait" >/dev/null 2>&1
 		timed "$impl-real-wait" "$bin" apply -f "$real"
-		timed "$impl-real-destroy" "$bin" destroy -f "$real"
+		timed "$impl-real-destroy" "$bin" destroy --yes -f "$real"
 	done
 done
 

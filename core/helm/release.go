@@ -724,9 +724,9 @@ func operationError(ctx context.Context, op string, cfg *configuration, timeout 
 		if nr := cfg.log.lastNotReady(); nr != "" && !namesNotReady(err.Error()) {
 			detail += "; last seen: " + nr
 		}
-		return fmt.Errorf("%s failed: %w (%s)", op, err, detail)
+		return logLines(fmt.Errorf("%s failed: %w (%s)", op, err, detail))
 	}
-	return fmt.Errorf("%s failed: %w", op, err)
+	return logLines(fmt.Errorf("%s failed: %w", op, err))
 }
 
 // namesNotReady reports whether a wait's error message already names what

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,8 +24,9 @@ import (
 // the same kstatus verdicts through its own informers, REST mapper and
 // status readers, built anew for every wait). Both follow watch events;
 // bench/charts.sh measures them side by side (it sets this with
-// -ldflags -X) and decision 101 records the figures. Hooks are always
-// waited for by Helm's status watcher.
+// -ldflags -X) and decision 101 records the figures. Hooks are waited for
+// by khook's waiter with the "khook" choice too (hookCheck), so a hook Job
+// that fails or times out is diagnosed like every other wait.
 var readinessWaiter = "khook"
 
 // waitStrategy is how Helm waits in an operation: with wait, for every
@@ -80,8 +82,8 @@ func (k *kubeClient) GetWaiterWithOptions(ws helmkube.WaitStrategy, opts ...helm
 }
 
 // readyWaiter waits for a release's resources with core/waiter and
-// kstatus; hooks (WatchUntilReady) and deletions are left to Helm's
-// status watcher.
+// kstatus, and for its hooks (WatchUntilReady) with core/waiter and
+// hookCheck; deletions are left to Helm's status watcher.
 type readyWaiter struct {
 	helm func() (helmkube.Waiter, error)
 	// hooksOnly: Wait and WaitWithJobs wait for nothing (the hook-only
@@ -92,12 +94,72 @@ type readyWaiter struct {
 	log       func(format string, args ...any)
 }
 
+// WatchUntilReady waits for a hook's resources as Helm 4's status watcher
+// does (hookCheck: its Jobs complete, its Pods succeed, anything else at
+// once), through core/waiter, whose diagnosis then says why a hook Job
+// failed or hangs. timeout 0 is Helm's default.
 func (w *readyWaiter) WatchUntilReady(resources helmkube.ResourceList, timeout time.Duration) error {
-	hw, err := w.helm()
-	if err != nil {
-		return err
+	var targets []waiter.Target
+	for _, info := range resources {
+		if hookKinds[info.Mapping.GroupVersionKind.GroupKind().String()] {
+			targets = append(targets, waiter.Target{Mapping: info.Mapping, Namespace: info.Namespace, Name: info.Name})
+		}
 	}
-	return hw.WatchUntilReady(resources, timeout)
+	if timeout <= 0 {
+		timeout = helmkube.DefaultStatusWatcherTimeout
+	}
+	return w.run(targets, timeout, "completion of the hook", hookCheck)
+}
+
+// finalDiagnosis bounds the diagnosis of a wait that timed out. It is
+// taken from the wait's own timeout, so that the margin Helm's timeout
+// leaves before the step's deadline (budget) stays the operation's, to
+// record the failure (and, with atomic, to roll back).
+const finalDiagnosis = 500 * time.Millisecond
+
+// hookKinds are the kinds a hook's wait waits for; Helm 4 takes every
+// other kind as ready at once.
+var hookKinds = map[string]bool{"Job.batch": true, "Pod": true}
+
+// hookCheck judges a hook's Job or Pod as Helm 4's hook status readers
+// do: a Job is done when Complete and fails the wait when Failed; a Pod
+// when Succeeded, and fails it when Failed.
+func hookCheck(u *unstructured.Unstructured) (bool, string, error) {
+	name := u.GetKind() + " " + u.GetNamespace() + "/" + u.GetName()
+	if u.GetKind() == "Pod" {
+		phase, _, _ := unstructured.NestedString(u.Object, "status", "phase")
+		switch phase {
+		case "Succeeded":
+			return true, "Succeeded", nil
+		case "Failed":
+			reason, _, _ := unstructured.NestedString(u.Object, "status", "reason")
+			msg, _, _ := unstructured.NestedString(u.Object, "status", "message")
+			if rm := waiter.ReasonMessage(reason, msg); rm != "" {
+				return false, "", fmt.Errorf("%s failed: %s", name, rm)
+			}
+			return false, "", fmt.Errorf("%s failed", name)
+		case "":
+			return false, "no phase yet", nil
+		}
+		return false, phase, nil
+	}
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, raw := range conds {
+		c, _ := raw.(map[string]any)
+		if c["status"] != "True" {
+			continue
+		}
+		switch c["type"] {
+		case "Complete":
+			return true, "Complete", nil
+		case "Failed":
+			reason, _ := c["reason"].(string)
+			msg, _ := c["message"].(string)
+			return false, "", fmt.Errorf("%s failed: %s", name, waiter.ReasonMessage(reason, msg))
+		}
+	}
+	active, _, _ := unstructured.NestedInt64(u.Object, "status", "active")
+	return false, fmt.Sprintf("%d active", active), nil
 }
 
 func (w *readyWaiter) WaitForDelete(resources helmkube.ResourceList, timeout time.Duration) error {
@@ -129,23 +191,46 @@ func (w *readyWaiter) WaitWithJobs(resources helmkube.ResourceList, timeout time
 func (w *readyWaiter) wait(resources helmkube.ResourceList, timeout time.Duration) error {
 	targets := make([]waiter.Target, 0, len(resources))
 	for _, info := range resources {
-		if paused(info.Object) {
+		if paused(info.Object) || alwaysReady[info.Mapping.GroupVersionKind.GroupKind().String()] {
 			continue
 		}
 		targets = append(targets, waiter.Target{Mapping: info.Mapping, Namespace: info.Namespace, Name: info.Name})
 	}
+	return w.run(targets, timeout, "readiness", waiter.KStatus)
+}
+
+// run waits for targets by check, bounded by timeout and ctx; progress
+// goes to the operation's log (a stuck wait's cause included) and a
+// timeout's error says what was not ready and why.
+func (w *readyWaiter) run(targets []waiter.Target, timeout time.Duration, what string, check waiter.CheckFunc) error {
+	if len(targets) == 0 {
+		return nil
+	}
 	ctx := w.ctx
 	if timeout > 0 {
+		if timeout > 4*finalDiagnosis {
+			timeout -= finalDiagnosis // the diagnosis of a timeout fits in Helm's timeout
+		}
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
 	progress := func(line string) { w.log("%s", line) }
-	err := waiter.Wait(ctx, w.clients, waiter.Options{Targets: targets, Check: waiter.KStatus, What: "readiness", Progress: progress})
+	err := waiter.Wait(ctx, w.clients, waiter.Options{Targets: targets, Check: check, What: what, Progress: progress, FinalDiagnosis: finalDiagnosis})
 	if err != nil && ctx.Err() != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
 		err = fmt.Errorf("%w: %w", err, ctx.Err())
 	}
 	return err
+}
+
+// alwaysReady are the kinds kstatus judges Current whenever they exist
+// (its "Resource is always ready", or no status at all): the operation
+// has just written them, so their wait would be a watch set up to see
+// that they exist. A release's ConfigMaps and Secrets are not watched.
+var alwaysReady = map[string]bool{
+	"ConfigMap": true, "Secret": true, "CronJob.batch": true, "ServiceAccount": true,
+	"Role.rbac.authorization.k8s.io": true, "RoleBinding.rbac.authorization.k8s.io": true,
+	"ClusterRole.rbac.authorization.k8s.io": true, "ClusterRoleBinding.rbac.authorization.k8s.io": true,
 }
 
 // paused reports whether obj is a Deployment whose rollout is paused.
@@ -159,3 +244,28 @@ func paused(obj runtime.Object) bool {
 	}
 	return false
 }
+
+// logLines keeps the log excerpt of the cause a wait's error carries (a
+// crashing container's last lines, see core/diagnose) as lines: oneLine
+// folds the message into one line, so the excerpt is moved, unfolded, to
+// the end of err's message.
+func logLines(err error) error {
+	c := waiter.CauseOf(err)
+	if c == nil || c.Logs == "" {
+		return err
+	}
+	msg, folded := err.Error(), flatten(c.Logs)
+	if !strings.Contains(msg, folded) {
+		return err
+	}
+	return &messageError{msg: strings.Replace(msg, folded, "", 1) + c.Logs, err: err}
+}
+
+// messageError is err with another message.
+type messageError struct {
+	msg string
+	err error
+}
+
+func (e *messageError) Error() string { return e.msg }
+func (e *messageError) Unwrap() error { return e.err }

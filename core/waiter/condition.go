@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/util/jsonpath"
 
+	"khook.io/core/diagnose"
 	"khook.io/core/spec"
 )
 
@@ -207,12 +208,4 @@ func quoteValue(x any) string {
 
 // ReasonMessage is a condition's or container state's reason and message
 // as one phrase, "Reason: message", either part left out when empty.
-func ReasonMessage(reason, msg string) string {
-	switch {
-	case reason == "":
-		return msg
-	case msg == "":
-		return reason
-	}
-	return reason + ": " + msg
-}
+func ReasonMessage(reason, msg string) string { return diagnose.ReasonMessage(reason, msg) }

@@ -24,12 +24,22 @@
 // watches retry about once a second (retry) rather than client-go's
 // default of up to a minute, and progress says the server is unreachable,
 // so a wait resumes within about a second of the server's return.
+//
+// A wait that makes no progress (no change of the objects it watches) for
+// StallAfter asks core/diagnose why, and again every RediagnoseEvery while
+// it stays so; progress gets one line ("stuck: <cause>", what is wrong
+// first, then the object it comes from) when the cause the
+// cluster reports appears or changes. A timeout, and an object that can
+// never become ready, are diagnosed once more, with a crashing container's
+// last log lines: the error ends with "; cause: <cause>". Nothing is
+// diagnosed while the objects change, nor for a wait for deletion.
 package waiter
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"sort"
 	"strings"
 	"sync"
@@ -45,8 +55,24 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/klog/v2"
 
+	"khook.io/core/diagnose"
 	"khook.io/core/kube"
 	"khook.io/core/spec"
+)
+
+// When a wait looks for why it makes no progress (see the package
+// documentation).
+const (
+	// DefaultStallAfter: no change of the watched objects for this long
+	// starts the first diagnosis.
+	DefaultStallAfter = 5 * time.Second
+	// RediagnoseEvery: while the objects still do not change, the
+	// diagnosis is repeated this often, so a cause that changes is shown.
+	RediagnoseEvery = 10 * time.Second
+	// DefaultFinalDiagnosis bounds the diagnosis of a wait that ended
+	// (timed out, or an object that failed): the step's deadline has
+	// passed or is near.
+	DefaultFinalDiagnosis = 3 * time.Second
 )
 
 // Target is what to wait on: one object (Name set) or every object of a
@@ -96,8 +122,16 @@ type Options struct {
 	// "rollout", "completion".
 	What string
 	// Progress receives a line when the set of not-ready objects, or the
-	// current value of one, changes.
+	// current value of one, changes, and when the cause a diagnosis finds
+	// appears or changes.
 	Progress func(string)
+	// StallAfter is how long the watched objects may go without a change
+	// before the wait is diagnosed; zero is DefaultStallAfter.
+	StallAfter time.Duration
+	// FinalDiagnosis bounds the diagnosis of a wait that timed out, past
+	// its deadline (zero: DefaultFinalDiagnosis); when it finds nothing in
+	// time, the last diagnosis since the objects last changed is used.
+	FinalDiagnosis time.Duration
 }
 
 // Wait blocks until every target is ready by opts, ctx ends, an API error
@@ -145,8 +179,36 @@ func Wait(ctx context.Context, c *kube.Clients, opts Options) error {
 		running.Go(func() { sw.run(quiet) })
 	}
 
+	d := diagnose.New(c)
+	stallAfter := opts.StallAfter
+	if stallAfter <= 0 {
+		stallAfter = DefaultStallAfter
+	}
+	// the one timer of a wait: when to look for why it makes no progress
+	// (never for a wait for deletion)
+	stall := time.NewTimer(stallAfter)
+	defer stall.Stop()
+	if opts.Gone {
+		stall.Stop()
+	}
+	var (
+		diagnosis  chan *diagnose.Cause // the running diagnosis's result, nil when none runs
+		stopDiag   context.CancelFunc
+		shown      string          // the cause progress shows, "" when none
+		found      *diagnose.Cause // the last diagnosis since the objects last changed
+		changes    int             // progress seen: changes of the not-ready objects' state
+		diagnosed  int             // changes when the running diagnosis began
+		cancelDiag = func() {
+			if stopDiag != nil {
+				stopDiag()
+				stopDiag, diagnosis = nil, nil
+			}
+		}
+	)
+	defer cancelDiag()
+
 	var last evaluation
-	lastKey := ""
+	lastKey, lastProgress := "", ""
 	wasDown := false
 	for {
 		if down, since, why := conn.state(); down != wasDown {
@@ -168,7 +230,7 @@ func Wait(ctx context.Context, c *kube.Clients, opts Options) error {
 		if synced {
 			ev, err := evaluate(snapshot(watches), opts)
 			if err != nil {
-				return err
+				return failed(ctx, d, err)
 			}
 			if ev.ready() {
 				return nil
@@ -176,19 +238,132 @@ func Wait(ctx context.Context, c *kube.Clients, opts Options) error {
 			last = ev
 			if key := ev.key(); key != lastKey {
 				lastKey = key
+				shown = ""
 				if opts.Progress != nil {
 					opts.Progress(ev.progressLine(opts.What))
+				}
+			}
+			if pk := ev.progressKey(); pk != lastProgress {
+				// progress: what a diagnosis found may be past; look
+				// again only once the objects stop changing
+				lastProgress = pk
+				changes++
+				found = nil
+				cancelDiag()
+				if !opts.Gone {
+					resetTimer(stall, stallAfter)
 				}
 			}
 		}
 		select {
 		case <-changed:
+		case <-stall.C:
+			if down, _, _ := conn.state(); down || !synced || last.ready() {
+				resetTimer(stall, stallAfter)
+				break
+			}
+			dctx, stop := context.WithTimeout(ctx, RediagnoseEvery)
+			stopDiag, diagnosis, diagnosed = stop, make(chan *diagnose.Cause, 1), changes
+			out, objs := diagnosis, last.objects()
+			running.Go(func() { out <- d.Diagnose(dctx, objs, diagnose.Options{}) }) // nor a diagnosis
+		case cause := <-diagnosis:
+			cancelDiag()
+			resetTimer(stall, RediagnoseEvery)
+			if changes != diagnosed {
+				break
+			}
+			found = cause
+			line := ""
+			if cause != nil && cause.Warning {
+				line = cause.Brief()
+			}
+			if line == shown {
+				break
+			}
+			shown = line
+			if opts.Progress != nil {
+				if line != "" {
+					opts.Progress("stuck: " + line)
+				} else {
+					opts.Progress(last.progressLine(opts.What)) // the cause is gone
+				}
+			}
 		case err := <-fatal:
 			return err
 		case <-ctx.Done():
-			return expired(ctx, scopes, last, synced, conn, opts)
+			cancelDiag()
+			return expired(ctx, d, scopes, last, synced, conn, opts, found)
 		}
 	}
+}
+
+// resetTimer makes t fire after dur from now.
+func resetTimer(t *time.Timer, dur time.Duration) {
+	t.Stop()
+	t.Reset(dur) // Go 1.23+: no stale value is received after Reset
+}
+
+// failed is the error of an object that can never become ready (its check
+// failed), with the diagnosis of that object.
+func failed(ctx context.Context, d *diagnose.Diagnoser, err error) error {
+	var cf *checkFailure
+	if !errors.As(err, &cf) {
+		return err
+	}
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), DefaultFinalDiagnosis) // the deadline may be near or past
+	defer cancel()
+	cause := d.Diagnose(dctx, []*unstructured.Unstructured{cf.obj}, diagnose.Options{Logs: true})
+	if cause == nil {
+		return cf.err
+	}
+	return &diagnosedError{err: cf.err, cause: cause}
+}
+
+// checkFailure is a check's error on obj, until the wait diagnoses obj.
+type checkFailure struct {
+	err error
+	obj *unstructured.Unstructured
+}
+
+func (e *checkFailure) Error() string { return e.err.Error() }
+func (e *checkFailure) Unwrap() error { return e.err }
+
+// diagnosedError is an error with the cause a diagnosis found: its
+// message ends with "; cause: " and the cause (log lines included).
+type diagnosedError struct {
+	err   error
+	cause *diagnose.Cause
+}
+
+func (e *diagnosedError) Error() string { return e.err.Error() + "; cause: " + e.cause.Detail() }
+func (e *diagnosedError) Unwrap() error { return e.err }
+
+// CauseOf returns the cause a wait's error carries (a timeout's, or an
+// object's that can never become ready), nil when it carries none.
+func CauseOf(err error) *diagnose.Cause {
+	var de *diagnosedError
+	if errors.As(err, &de) {
+		return de.cause
+	}
+	var we *waitError
+	if errors.As(err, &we) {
+		return we.diagnosis
+	}
+	return nil
+}
+
+// Unexplained returns err's message without the cause it carries (for
+// a caller that words the cause itself).
+func Unexplained(err error) string {
+	var de *diagnosedError
+	if errors.As(err, &de) {
+		return de.err.Error()
+	}
+	var we *waitError
+	if errors.As(err, &we) {
+		return we.msg
+	}
+	return err.Error()
 }
 
 // Ready looks once, without watching: it reports whether every target
@@ -234,6 +409,10 @@ func ReadyNow(ctx context.Context, c *kube.Clients, opts Options) (bool, string,
 	}
 	ev, err := evaluate(found, opts)
 	if err != nil {
+		var cf *checkFailure
+		if errors.As(err, &cf) {
+			err = cf.err
+		}
 		return false, "", err
 	}
 	if ev.ready() {
@@ -419,6 +598,8 @@ func objectName(kind string, u *unstructured.Unstructured) string {
 type notReady struct {
 	name    string // "Pod ns/a", or a target's subject when nothing matches
 	current string
+	obj     *unstructured.Unstructured // nil when absent
+	state   uint64                     // the object's status, times left out (see stateOf)
 }
 
 // evaluation is the state of every target after one look at the stores.
@@ -430,6 +611,17 @@ type evaluation struct {
 
 func (e evaluation) ready() bool { return len(e.pending) == 0 }
 
+// objects are the pending objects that exist, for a diagnosis.
+func (e evaluation) objects() []*unstructured.Unstructured {
+	var out []*unstructured.Unstructured
+	for _, p := range e.pending {
+		if p.obj != nil {
+			out = append(out, p.obj)
+		}
+	}
+	return out
+}
+
 func (e evaluation) key() string {
 	var b strings.Builder
 	for _, p := range e.pending {
@@ -439,6 +631,54 @@ func (e evaluation) key() string {
 		b.WriteByte(0)
 	}
 	return b.String()
+}
+
+// progressKey changes when the wait progresses: a not-ready object
+// appears, goes or becomes ready, or its status changes other than in
+// its timestamps (a controller refreshing a condition's lastUpdateTime is
+// no progress).
+func (e evaluation) progressKey() string {
+	var b strings.Builder
+	for _, p := range e.pending {
+		fmt.Fprintf(&b, "%s\x00%x\x00", p.name, p.state)
+	}
+	return b.String()
+}
+
+// stateOf fingerprints an object's status, leaving out every field named
+// like a time (lastTransitionTime, lastUpdateTime, startedAt, ...).
+func stateOf(u *unstructured.Unstructured) uint64 {
+	h := fnv.New64a()
+	var walk func(v any)
+	walk = func(v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			keys := make([]string, 0, len(x))
+			for k := range x {
+				if !strings.HasSuffix(k, "Time") && !strings.HasSuffix(k, "Timestamp") && !strings.HasSuffix(k, "At") {
+					keys = append(keys, k)
+				}
+			}
+			sort.Strings(keys)
+			for _, k := range keys {
+				_, _ = h.Write([]byte{'{'})
+				_, _ = h.Write([]byte(k))
+				walk(x[k])
+			}
+			_, _ = h.Write([]byte{'}'})
+		case []any:
+			for _, e := range x {
+				_, _ = h.Write([]byte{'['})
+				walk(e)
+			}
+			_, _ = h.Write([]byte{']'})
+		default:
+			fmt.Fprintf(h, "=%v;", x)
+		}
+	}
+	walk(u.Object["status"])
+	fmt.Fprintf(h, "g%d", u.GetGeneration())
+	return h.Sum64()
 }
 
 func (e evaluation) progressLine(what string) string {
@@ -511,10 +751,10 @@ func evaluate(targets []targetObjects, opts Options) (evaluation, error) {
 			}
 			ok, cur, err := opts.Check(u)
 			if err != nil {
-				return ev, err
+				return ev, &checkFailure{err: err, obj: u}
 			}
 			if !ok {
-				ev.pending = append(ev.pending, notReady{name: objectName(kind, u), current: cur})
+				ev.pending = append(ev.pending, notReady{name: objectName(kind, u), current: cur, obj: u, state: stateOf(u)})
 			}
 		}
 		if matched == 0 && !opts.Gone {
@@ -557,8 +797,9 @@ func stillExists(u *unstructured.Unstructured) string {
 // maxListed bounds the objects a timeout error lists.
 const maxListed = 5
 
-// expired builds the error for a wait whose ctx ended.
-func expired(ctx context.Context, scopes []*scopeWatch, last evaluation, synced bool, conn *connection, opts Options) error {
+// expired builds the error for a wait whose ctx ended: what was not ready
+// and, for a timeout, why (a diagnosis, briefly, past the deadline).
+func expired(ctx context.Context, d *diagnose.Diagnoser, scopes []*scopeWatch, last evaluation, synced bool, conn *connection, opts Options, found *diagnose.Cause) error {
 	verb := "timed out"
 	if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		verb = "cancelled"
@@ -592,10 +833,23 @@ func expired(ctx context.Context, scopes []*scopeWatch, last evaluation, synced 
 			fmt.Fprintf(&b, "%s: %s", p.name, p.current)
 		}
 	}
-	if down, since, why := conn.state(); down {
+	down, since, why := conn.state()
+	if down {
 		fmt.Fprintf(&b, " (the API server has been unreachable for the last %s: %s)", time.Since(since).Round(time.Second), kube.Reason(why))
 	}
-	return &waitError{msg: b.String(), cause: ctx.Err()}
+	e := &waitError{msg: b.String(), cause: ctx.Err()}
+	if objs := last.objects(); verb == "timed out" && synced && !down && len(objs) > 0 {
+		bound := opts.FinalDiagnosis
+		if bound <= 0 {
+			bound = DefaultFinalDiagnosis
+		}
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
+		defer cancel()
+		if e.diagnosis = d.Diagnose(dctx, objs, diagnose.Options{Logs: true}); e.diagnosis == nil {
+			e.diagnosis = found
+		}
+	}
+	return e
 }
 
 // connectionLine is the progress line when the watches lose the API
@@ -612,13 +866,20 @@ func connectionLine(c *kube.Clients, what string, down bool, since time.Time, wh
 }
 
 // waitError is a wait ended by its context: the message says what was not
-// ready; errors.Is finds context.DeadlineExceeded or context.Canceled.
+// ready, and why when a diagnosis found it; errors.Is finds
+// context.DeadlineExceeded or context.Canceled.
 type waitError struct {
-	msg   string
-	cause error
+	msg       string
+	cause     error
+	diagnosis *diagnose.Cause
 }
 
-func (e *waitError) Error() string { return e.msg }
+func (e *waitError) Error() string {
+	if e.diagnosis == nil {
+		return e.msg
+	}
+	return e.msg + "; cause: " + e.diagnosis.Detail()
+}
 func (e *waitError) Unwrap() error { return e.cause }
 
 // errorBox holds the last transient error of a target's watch.

@@ -208,9 +208,10 @@ func TestTypeTargetSelectors(t *testing.T) {
 	tg = mapping(t, c, "pods")
 	tg.Namespace = ns
 	err := waiter.Until(short, c, []waiter.Target{tg}, waitFor(t, "condition=Ready"), nil)
-	want := "timed out waiting for condition Ready on 1 of 3 pods: Pod " + ns + "/stuck: no Ready condition yet"
-	if err == nil || err.Error() != want {
-		t.Fatalf("err = %v, want %q", err, want)
+	// and says why, in the scheduler's words
+	want := "timed out waiting for condition Ready on 1 of 3 pods: Pod " + ns + "/stuck: no Ready condition yet; cause: Pod " + ns + "/stuck: Unschedulable: 0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector."
+	if err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Fatalf("err = %v\nwant %s...", err, want)
 	}
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("the timeout error does not wrap context.DeadlineExceeded")
@@ -326,9 +327,11 @@ func TestTimeoutNamesTheObjectAndItsValue(t *testing.T) {
 	defer cancel()
 	began := time.Now()
 	err := waiter.Until(ctx, c, []waiter.Target{named(t, c, "deploy", ns, "web")}, waitFor(t, "condition=Available"), nil)
-	want := "timed out waiting for condition Available on Deployment " + ns + "/web: status False (MinimumReplicasUnavailable)"
-	if err == nil || err.Error() != want {
-		t.Fatalf("err = %v, want %q", err, want)
+	// and why: the Deployment's current ReplicaSet's Pod, in the
+	// scheduler's words
+	want := "timed out waiting for condition Available on Deployment " + ns + "/web: status False (MinimumReplicasUnavailable); cause: Pod " + ns + "/web-"
+	if err == nil || !strings.HasPrefix(err.Error(), want) || !strings.Contains(err.Error(), ": Unschedulable: 0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector.") {
+		t.Fatalf("err = %v\nwant %s...: Unschedulable: ...", err, want)
 	}
 	if d := time.Since(began); d > 4*time.Second {
 		t.Errorf("the wait took %s with a 3s deadline", d)

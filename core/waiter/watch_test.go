@@ -43,7 +43,7 @@ func TestUnreachableInProgressAndTimeout(t *testing.T) {
 	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
 	defer cancel()
 	last := evaluation{pending: []notReady{{name: "Pod ns/a", current: "status False"}}, total: 1}
-	err := expired(ctx, nil, last, true, conn, Options{What: "condition Ready"})
+	err := expired(ctx, nil, nil, last, true, conn, Options{What: "condition Ready"}, nil)
 	if want := "timed out waiting for condition Ready on Pod ns/a: status False (the API server has been unreachable for the last 0s: dial tcp 127.0.0.1:6443: connect: connection refused)"; err.Error() != want {
 		t.Errorf("timeout: %q\nwant %q", err, want)
 	}

@@ -254,7 +254,10 @@ func TestWaitTimeout(t *testing.T) {
 		steptest.Options{Timeout: 10 * time.Second})
 	err := f.applyErr(r)
 	// what was last seen not ready, and why (kstatus's verdict and message)
-	if !strings.Contains(err.Error(), "install failed: timed out waiting for readiness on Deployment "+ns+"/slow: InProgress: Available: 0/1 (waited 9s for the resources to be ready)") {
+	// and why, in the scheduler's words
+	if !strings.Contains(err.Error(), "install failed: timed out waiting for readiness on Deployment "+ns+"/slow: InProgress: Available: 0/1; cause: Pod "+ns+"/slow-") ||
+		!strings.Contains(err.Error(), ": Unschedulable: 0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector.") ||
+		!strings.HasSuffix(err.Error(), " (waited 9s for the resources to be ready)") {
 		t.Errorf("wait timeout: %v", err)
 	}
 	if got := f.revisions(ns, "slow"); !reflect.DeepEqual(got, []string{"1:failed"}) {

@@ -1,18 +1,17 @@
 // Package job is the job: step: run a container to completion as a
 // batch/v1 Job named after the step, labelled as khook's, replaced on every
 // run, with backoffLimit 0, restartPolicy Never and the step timeout as its
-// activeDeadlineSeconds. A failed Job's error carries the reason and the
-// pod's last log lines.
+// activeDeadlineSeconds. A failed Job's error carries the reason and, as
+// every wait's, the cause core/diagnose finds (its pod's exit code and last
+// log lines, or why no pod was created).
 package job
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"math"
 	"sort"
-	"strings"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -21,7 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -40,13 +38,6 @@ const (
 	LabelSpec      = "khook.io/spec" // the spec's metadata.name, when it is a valid label value
 	LabelStep      = "khook.io/step"
 	AnnotationSpec = "khook.io/spec" // the spec's name, always
-)
-
-// Bounds of the log excerpt a failure carries.
-const (
-	LogTailLines = 20
-	LogMaxBytes  = 4 << 10
-	logLineMax   = 400
 )
 
 // Executor runs job: steps. It implements step.Executor, step.Planner
@@ -240,22 +231,20 @@ func (e *Executor) wait(ctx context.Context, req *step.Request, m *objects.Manag
 	var f *failure
 	switch {
 	case errors.As(err, &f):
-		// the step's deadline may be close or past: read the pod briefly
-		hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
+		// the waiter diagnosed the failed Job: how its pod's container
+		// ended and its last log lines, or why no pod was created
 		msg := r.subject + " failed"
 		if f.reason != "" {
 			msg += " (" + waiter.ReasonMessage(f.reason, f.message) + ")"
 		}
-		return errors.New(msg + describePods(hctx, req.Kube, r, created.UID, true))
-	case err != nil && errors.Is(err, context.DeadlineExceeded):
-		hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		extra := describePods(hctx, req.Kube, r, created.UID, false)
-		if d := created.Spec.ActiveDeadlineSeconds; d != nil {
-			extra += fmt.Sprintf("; its activeDeadlineSeconds (%d) stops it in-cluster", *d)
+		if cause := waiter.CauseOf(err); cause != nil {
+			msg += "; cause: " + cause.Detail()
 		}
-		return step.WithCause(err.Error()+extra, err)
+		return errors.New(msg)
+	case err != nil && errors.Is(err, context.DeadlineExceeded):
+		if d := created.Spec.ActiveDeadlineSeconds; d != nil {
+			return step.WithCause(err.Error()+fmt.Sprintf("; its activeDeadlineSeconds (%d) stops it in-cluster", *d), err)
+		}
 	}
 	return err
 }
@@ -295,164 +284,6 @@ func check(uid types.UID) waiter.CheckFunc {
 		}
 		return false, fmt.Sprintf("%d active, %d succeeded, %d failed", active, j.Status.Succeeded, j.Status.Failed), nil
 	}
-}
-
-// describePods tells about the Job's pod: for a failure, how its container
-// ended and its last log lines; for a timeout, why it is not done. With no
-// pod at all, the Job's last FailedCreate event says why.
-func describePods(ctx context.Context, c *kube.Clients, r ref, uid types.UID, failed bool) string {
-	pods, err := c.Typed.CoreV1().Pods(r.ns).List(ctx, metav1.ListOptions{LabelSelector: batchv1.ControllerUidLabel + "=" + string(uid)})
-	if err != nil {
-		return "; its pods could not be listed: " + kube.Reason(err)
-	}
-	if len(pods.Items) == 0 {
-		if ev := lastFailedCreate(ctx, c, r.ns, uid); ev != "" {
-			return "; no pod was created: " + ev
-		}
-		return "; no pod was created"
-	}
-	// the pod that failed, else the newest
-	sort.Slice(pods.Items, func(i, j int) bool {
-		pi, pj := &pods.Items[i], &pods.Items[j]
-		if (pi.Status.Phase == corev1.PodFailed) != (pj.Status.Phase == corev1.PodFailed) {
-			return pi.Status.Phase == corev1.PodFailed
-		}
-		return pj.CreationTimestamp.Before(&pi.CreationTimestamp)
-	})
-	pod := &pods.Items[0]
-	var b strings.Builder
-	b.WriteString("; pod " + pod.Name)
-	if s := containerState(pod, r.name); s != "" {
-		b.WriteString(": " + s)
-	} else if !failed {
-		b.WriteString(": " + strings.ToLower(string(pod.Status.Phase)))
-	}
-	if !failed {
-		return b.String()
-	}
-	b.WriteString(PodLogs(ctx, c, pod.Namespace, pod.Name, r.name))
-	return b.String()
-}
-
-// containerState describes how the step's container is or ended.
-func containerState(p *corev1.Pod, container string) string {
-	for _, cs := range p.Status.ContainerStatuses {
-		if cs.Name != container {
-			continue
-		}
-		switch {
-		case cs.State.Terminated != nil:
-			t := cs.State.Terminated
-			s := fmt.Sprintf("container %s exited with code %d", cs.Name, t.ExitCode)
-			if r := waiter.ReasonMessage(t.Reason, strings.TrimSpace(t.Message)); r != "" {
-				s += " (" + r + ")"
-			}
-			return s
-		case cs.State.Waiting != nil && cs.State.Waiting.Reason != "":
-			return "container " + cs.Name + " waiting: " + waiter.ReasonMessage(cs.State.Waiting.Reason, cs.State.Waiting.Message)
-		}
-	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
-			return "not scheduled: " + waiter.ReasonMessage(c.Reason, c.Message)
-		}
-	}
-	return ""
-}
-
-// PodLogs returns the container's last log lines as a message suffix
-// ("; last 3 log lines:\n    ..."), bounded to LogTailLines lines and
-// LogMaxBytes, or a note saying why there are none.
-func PodLogs(ctx context.Context, c *kube.Clients, ns, pod, container string) string {
-	tail, limit := int64(LogTailLines), int64(LogMaxBytes)
-	raw, err := c.Typed.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{
-		Container: container, TailLines: &tail, LimitBytes: &limit,
-	}).Do(ctx).Raw()
-	if err != nil {
-		return "; its logs are unavailable: " + logsError(err)
-	}
-	return FormatLogs(raw)
-}
-
-// logsError explains a failed log request: the node's own answer when the
-// API server relays one, else the API error.
-func logsError(err error) string {
-	var status apierrors.APIStatus
-	if errors.As(err, &status) {
-		if d := status.Status().Details; d != nil {
-			for _, c := range d.Causes {
-				if m := strings.TrimSpace(c.Message); m != "" {
-					return m
-				}
-			}
-		}
-	}
-	return kube.Reason(err)
-}
-
-// FormatLogs turns raw log output into a message suffix: the last
-// LogTailLines lines, each cut to a bounded length, at most LogMaxBytes.
-func FormatLogs(raw []byte) string {
-	raw = bytes.TrimRight(raw, "\n")
-	if len(bytes.TrimSpace(raw)) == 0 {
-		return "; it logged nothing"
-	}
-	lines := strings.Split(string(raw), "\n")
-	if len(lines) > LogTailLines {
-		lines = lines[len(lines)-LogTailLines:]
-	}
-	for i, l := range lines {
-		l = strings.TrimRight(l, "\r")
-		if len(l) > logLineMax {
-			l = l[:logLineMax] + "..."
-		}
-		lines[i] = l
-	}
-	for total(lines) > LogMaxBytes && len(lines) > 1 {
-		lines = lines[1:]
-	}
-	what := "log line"
-	if len(lines) > 1 {
-		what = fmt.Sprintf("%d log lines", len(lines))
-	}
-	return "; last " + what + ":\n    " + strings.Join(lines, "\n    ")
-}
-
-func total(lines []string) int {
-	n := 0
-	for _, l := range lines {
-		n += len(l) + 5
-	}
-	return n
-}
-
-func lastFailedCreate(ctx context.Context, c *kube.Clients, ns string, uid types.UID) string {
-	evs, err := c.Typed.CoreV1().Events(ns).List(ctx, metav1.ListOptions{
-		FieldSelector: fields.AndSelectors(
-			fields.OneTermEqualSelector("involvedObject.uid", string(uid)),
-			fields.OneTermEqualSelector("reason", "FailedCreate"),
-		).String(),
-	})
-	if err != nil || len(evs.Items) == 0 {
-		return ""
-	}
-	last := evs.Items[0]
-	for _, e := range evs.Items[1:] {
-		if eventTime(e).After(eventTime(last)) {
-			last = e
-		}
-	}
-	return last.Message
-}
-
-func eventTime(e corev1.Event) time.Time {
-	switch {
-	case !e.LastTimestamp.IsZero():
-		return e.LastTimestamp.Time
-	case !e.EventTime.IsZero():
-		return e.EventTime.Time
-	}
-	return e.CreationTimestamp.Time
 }
 
 // interruptTimeout bounds the cleanup of an interrupted attempt, which

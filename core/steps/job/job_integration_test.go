@@ -291,7 +291,7 @@ func TestFailedJob(t *testing.T) {
 	}
 	msg := err.Error()
 	t.Logf("error: %s", msg)
-	want := "Job " + ns + "/breaks failed (BackoffLimitExceeded: Job has reached the specified backoff limit); pod breaks-"
+	want := "Job " + ns + "/breaks failed (BackoffLimitExceeded: Job has reached the specified backoff limit); cause: Pod " + ns + "/breaks-"
 	if !strings.HasPrefix(msg, want) {
 		t.Errorf("err = %s\nwant a prefix %s", msg, want)
 	}
@@ -329,7 +329,7 @@ func TestJobDeadlineExceeded(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	_, err := job.New().Run(ctx, req)
-	want := "Job " + ns + "/stuck failed (DeadlineExceeded: Job was active longer than specified deadline); no pod was created: Error creating: pods \"stuck-"
+	want := "Job " + ns + "/stuck failed (DeadlineExceeded: Job was active longer than specified deadline); cause: Job " + ns + "/stuck: FailedCreate: Error creating: pods \"stuck-"
 	if err == nil || !strings.HasPrefix(err.Error(), want) || !strings.Contains(err.Error(), `serviceaccount "nobody" not found`) {
 		t.Fatalf("err = %v\nwant %s... serviceaccount \"nobody\" not found", err, want)
 	}
@@ -496,7 +496,7 @@ func TestJobFailedByKwok(t *testing.T) {
 	}
 	msg := err.Error()
 	t.Logf("error: %s", msg)
-	want := "Job " + ns + "/exits failed (BackoffLimitExceeded: Job has reached the specified backoff limit); pod exits-"
+	want := "Job " + ns + "/exits failed (BackoffLimitExceeded: Job has reached the specified backoff limit); cause: Pod " + ns + "/exits-"
 	if !strings.HasPrefix(msg, want) || !strings.Contains(msg, ": container exits exited with code 3 (Error)") {
 		t.Errorf("err = %s\nwant %s...: container exits exited with code 3 (Error)", msg, want)
 	}

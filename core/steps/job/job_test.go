@@ -47,27 +47,6 @@ func TestBuild(t *testing.T) {
 	}
 }
 
-func TestFormatLogs(t *testing.T) {
-	var lines []string
-	for i := 0; i < 30; i++ {
-		lines = append(lines, strings.Repeat("x", 10)+string(rune('a'+i%26)))
-	}
-	got := FormatLogs([]byte(strings.Join(lines, "\n") + "\n"))
-	if !strings.HasPrefix(got, "; last 20 log lines:\n    ") || strings.Count(got, "\n") != 20 {
-		t.Errorf("FormatLogs = %q", got)
-	}
-	if got := FormatLogs([]byte("only\n")); got != "; last log line:\n    only" {
-		t.Errorf("one line: %q", got)
-	}
-	if got := FormatLogs([]byte("\n \n")); got != "; it logged nothing" {
-		t.Errorf("empty: %q", got)
-	}
-	huge := strings.Repeat(strings.Repeat("y", 1000)+"\n", 20)
-	if got := FormatLogs([]byte(huge)); len(got) > LogMaxBytes+100 {
-		t.Errorf("%d bytes of logs, want at most about %d", len(got), LogMaxBytes)
-	}
-}
-
 func jobObject(t *testing.T, uid string, conds ...batchv1.JobCondition) *unstructured.Unstructured {
 	t.Helper()
 	j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "j", UID: "u1"}, Status: batchv1.JobStatus{Conditions: conds, Active: 1}}

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,7 +24,6 @@ import (
 	"k8s.io/kubectl/pkg/polymorphichelpers"
 	"k8s.io/kubectl/pkg/scheme"
 
-	"khook.io/core/kube"
 	"khook.io/core/objects"
 	"khook.io/core/plan"
 	"khook.io/core/spec"
@@ -176,21 +174,15 @@ func (w *workload) status(ctx context.Context, req *step.Request) (step.Outcome,
 		return step.Outcome{}, err
 	}
 	began := time.Now()
+	// the waiter says why the rollout is stuck (the Pods' causes) when it
+	// times out or the Deployment passes its progress deadline
 	err = waiter.Wait(ctx, req.Kube, waiter.Options{
 		Targets:  []waiter.Target{{Mapping: w.mapping, Namespace: w.ns, Name: w.name}},
 		What:     "rollout",
-		Check:    w.check(ctx, req.Kube, viewer),
+		Check:    w.check(viewer),
 		Progress: req.Progress,
 	})
 	if err != nil {
-		if errors.Is(err, context.DeadlineExceeded) {
-			// the step's deadline has passed: look once more, briefly
-			hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-			defer cancel()
-			if hint := w.podHint(hctx, req.Kube); hint != "" {
-				return step.Outcome{}, step.WithCause(err.Error()+"; "+hint, err)
-			}
-		}
 		return step.Outcome{}, err
 	}
 	return step.Outcome{Message: fmt.Sprintf("%s rolled out (waited %s)", w.subject, time.Since(began).Round(time.Millisecond))}, nil
@@ -198,16 +190,11 @@ func (w *workload) status(ctx context.Context, req *step.Request) (step.Outcome,
 
 // check is a waiter check around kubectl's status viewer; a Deployment
 // past its progress deadline fails the wait at once.
-func (w *workload) check(ctx context.Context, c *kube.Clients, viewer polymorphichelpers.StatusViewer) waiter.CheckFunc {
+func (w *workload) check(viewer polymorphichelpers.StatusViewer) waiter.CheckFunc {
 	return func(u *unstructured.Unstructured) (bool, string, error) {
 		msg, done, err := viewer.Status(u, 0)
 		if err != nil {
 			if d := deadlineExceeded(u); d != "" {
-				hctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-				defer cancel()
-				if hint := w.podHint(hctx, c); hint != "" {
-					d += "; " + hint
-				}
 				return false, "", errors.New(w.subject + " " + d)
 			}
 			return false, "", fmt.Errorf("%s: %w", w.subject, err)
@@ -238,75 +225,6 @@ func deadlineExceeded(u *unstructured.Unstructured) string {
 		return s
 	}
 	return ""
-}
-
-// podHint says why one of the workload's pods is not ready ("pod web-x:
-// Unschedulable: 0/1 nodes are available: ..."), or returns "".
-func (w *workload) podHint(ctx context.Context, c *kube.Clients) string {
-	u, err := w.ri.Get(ctx, w.name, metav1.GetOptions{})
-	if err != nil {
-		return ""
-	}
-	raw, found, _ := unstructured.NestedMap(u.Object, "spec", "selector")
-	if !found {
-		return ""
-	}
-	var ls metav1.LabelSelector
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(raw, &ls); err != nil {
-		return ""
-	}
-	sel, err := metav1.LabelSelectorAsSelector(&ls)
-	if err != nil || sel.Empty() {
-		return ""
-	}
-	pods, err := c.Typed.CoreV1().Pods(w.ns).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
-	if err != nil {
-		return ""
-	}
-	for i := range pods.Items {
-		if why := PodNotReadyReason(&pods.Items[i]); why != "" {
-			return "pod " + pods.Items[i].Name + ": " + why
-		}
-	}
-	return ""
-}
-
-// PodNotReadyReason says why a pod is not ready: unscheduled, a container
-// waiting (ImagePullBackOff, CrashLoopBackOff) or terminated, or not Ready;
-// "" for a ready pod.
-func PodNotReadyReason(p *corev1.Pod) string {
-	if p.DeletionTimestamp != nil {
-		return ""
-	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
-			return waiter.ReasonMessage(string(c.Reason), c.Message)
-		}
-	}
-	for _, cs := range append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
-		switch {
-		case cs.State.Waiting != nil && cs.State.Waiting.Reason != "" && cs.State.Waiting.Reason != "ContainerCreating" && cs.State.Waiting.Reason != "PodInitializing":
-			return "container " + cs.Name + ": " + waiter.ReasonMessage(cs.State.Waiting.Reason, cs.State.Waiting.Message)
-		case cs.State.Terminated != nil && cs.State.Terminated.ExitCode != 0:
-			return fmt.Sprintf("container %s exited with code %d", cs.Name, cs.State.Terminated.ExitCode) + optional(waiter.ReasonMessage(cs.State.Terminated.Reason, cs.State.Terminated.Message))
-		}
-	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady && c.Status != corev1.ConditionTrue {
-			return "not ready" + optional(waiter.ReasonMessage(c.Reason, c.Message))
-		}
-	}
-	if p.Status.Phase == corev1.PodPending {
-		return "pending"
-	}
-	return ""
-}
-
-func optional(s string) string {
-	if s == "" {
-		return ""
-	}
-	return " (" + s + ")"
 }
 
 // Plan predicts restart, or for status no-op (rolled out) or wait;

@@ -130,7 +130,7 @@ func TestProgressDeadlineFailsAtOnce(t *testing.T) {
 		t.Fatalf("the step waited %s (err %v) instead of failing at the progress deadline", took, err)
 	}
 	want := "Deployment " + ns + "/stuck exceeded its progress deadline (progressDeadlineSeconds: 1): ReplicaSet "
-	if !strings.HasPrefix(err.Error(), want) || !strings.Contains(err.Error(), "has timed out progressing.; pod stuck-") ||
+	if !strings.HasPrefix(err.Error(), want) || !strings.Contains(err.Error(), "has timed out progressing.; cause: Pod "+ns+"/stuck-") ||
 		!strings.Contains(err.Error(), "Unschedulable: 0/1 nodes are available") {
 		t.Errorf("err = %v\nwant it to start with %q and name the unschedulable pod", err, want)
 	}
@@ -157,7 +157,7 @@ func TestStatusTimeout(t *testing.T) {
 	steptest.Create(t, c, ns, workload("Deployment", "slow", "", `nodeSelector: {khook.io/none: "true"}`))
 	req := request(t, c, "name: s\nrollout:\n  status: deployment/slow\n  namespace: "+ns, 2*time.Second)
 	_, err := run(t, req)
-	want := `timed out waiting for rollout on Deployment ` + ns + `/slow: Waiting for deployment "slow" rollout to finish: 0 of 1 updated replicas are available...; pod slow-`
+	want := `timed out waiting for rollout on Deployment ` + ns + `/slow: Waiting for deployment "slow" rollout to finish: 0 of 1 updated replicas are available...; cause: Pod ` + ns + `/slow-`
 	if err == nil || !strings.HasPrefix(err.Error(), want) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v\nwant %s...", err, want)
 	}

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
@@ -96,30 +95,6 @@ status:
 	ok := object(t, "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nstatus:\n  conditions:\n  - {type: Progressing, status: \"True\", reason: NewReplicaSetAvailable}\n")
 	if got := deadlineExceeded(ok); got != "" {
 		t.Errorf("deadlineExceeded of a progressing deployment = %q", got)
-	}
-}
-
-func TestPodNotReadyReason(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		pod  corev1.Pod
-		want string
-	}{
-		{"unschedulable", corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{
-			{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable", Message: "0/1 nodes are available"}}}},
-			"Unschedulable: 0/1 nodes are available"},
-		{"image pull", corev1.Pod{Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{
-			{Name: "main", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: "pull failed"}}}}}},
-			"container main: ImagePullBackOff: pull failed"},
-		{"crashed", corev1.Pod{Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{
-			{Name: "main", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 2, Reason: "Error"}}}}}},
-			"container main exited with code 2 (Error)"},
-		{"ready", corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{
-			{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}}, ""},
-	} {
-		if got := PodNotReadyReason(&tc.pod); got != tc.want {
-			t.Errorf("%s: got %q, want %q", tc.name, got, tc.want)
-		}
 	}
 }
 

@@ -121,7 +121,8 @@ func TestKwokConfig(t *testing.T) {
 	if strings.Contains(string(renderKwokConfig(10250)), "@KWOK_PORT@") {
 		t.Error("a placeholder survived rendering")
 	}
-	want := []string{"node-initialize", "node-heartbeat-with-lease", "pod-ready", "pod-complete", "pod-delete", "pod-fail"}
+	want := []string{"node-initialize", "node-heartbeat-with-lease", "pod-ready", "pod-complete", "pod-delete", "pod-fail",
+		"pod-fails-image-pull", "pod-fails-image-pull-backoff", "pod-fails-crash-loop", "pod-fails-readiness", "pod-fails-config", "pod-stays-creating"}
 	if !slices.Equal(stages, want) {
 		t.Errorf("stages %v, want %v", stages, want)
 	}
