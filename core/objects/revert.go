@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -152,7 +153,7 @@ func (m *Manager) planRevert(ctx context.Context, ri dynamic.ResourceInterface, 
 		if plan.patch == nil {
 			break
 		}
-		out, err := ri.Patch(ctx, live.GetName(), plan.patchType, plan.patch, metav1.PatchOptions{FieldManager: m.fieldManager, DryRun: []string{metav1.DryRunAll}})
+		out, err := m.sendRevert(ctx, ri, live, plan.patchType, plan.patch, true)
 		if err == nil {
 			for i := range fates {
 				if fates[i].outcome == FieldRemove {
@@ -689,7 +690,7 @@ func (m *Manager) revert(ctx context.Context, mapping *meta.RESTMapping, live *u
 		}
 		obj := live
 		if plan.patch != nil {
-			out, err := ri.Patch(ctx, live.GetName(), plan.patchType, plan.patch, metav1.PatchOptions{FieldManager: m.fieldManager})
+			out, err := m.sendRevert(ctx, ri, live, plan.patchType, plan.patch, false)
 			if apierrors.IsConflict(err) && attempt < maxPatchAttempts {
 				if live, err = ri.Get(ctx, live.GetName(), metav1.GetOptions{}); err != nil {
 					return err
@@ -706,6 +707,62 @@ func (m *Manager) revert(ctx context.Context, mapping *meta.RESTMapping, live *u
 		}
 		return m.dropEntries(ctx, ri, obj)
 	}
+}
+
+// sendRevert sends a revert's patch planned from live (whose
+// resourceVersion it carries; a server dry run when dryRun). When the
+// object changed meanwhile only where its status subresource writes (a
+// controller reporting a rollout: status, the resourceVersion and that
+// writer's managedFields entry), the plan still holds: the patch is sent
+// again with the new resourceVersion, at once, up to maxPatchAttempts
+// times (planning again each time took longer than a rollout's status
+// updates leave between them). Any other change is the conflict, for
+// the caller to plan again.
+func (m *Manager) sendRevert(ctx context.Context, ri dynamic.ResourceInterface, live *unstructured.Unstructured, patchType types.PatchType, patch []byte, dryRun bool) (*unstructured.Unstructured, error) {
+	opts := metav1.PatchOptions{FieldManager: m.fieldManager}
+	if dryRun {
+		opts.DryRun = []string{metav1.DryRunAll}
+	}
+	for attempt := 1; ; attempt++ {
+		out, err := ri.Patch(ctx, live.GetName(), patchType, patch, opts)
+		if !apierrors.IsConflict(err) || attempt == maxPatchAttempts {
+			return out, err
+		}
+		fresh, gerr := ri.Get(ctx, live.GetName(), metav1.GetOptions{})
+		if gerr != nil {
+			return nil, gerr
+		}
+		if !sameButStatus(live, fresh) {
+			return nil, err
+		}
+		var pm map[string]any
+		if gerr := json.Unmarshal(patch, &pm); gerr != nil {
+			return nil, gerr
+		}
+		md, _ := pm["metadata"].(map[string]any)
+		if md == nil {
+			return nil, err // a patch without its precondition: not ours
+		}
+		md["resourceVersion"] = fresh.GetResourceVersion()
+		if patch, gerr = json.Marshal(pm); gerr != nil {
+			return nil, gerr
+		}
+		live = fresh
+	}
+}
+
+// sameButStatus reports whether a and b, two reads of one object, differ
+// only in what a write to its status subresource changes: status, the
+// resourceVersion and the status writers' managedFields entries.
+func sameButStatus(a, b *unstructured.Unstructured) bool {
+	strip := func(u *unstructured.Unstructured) map[string]any {
+		c := u.DeepCopy()
+		delete(c.Object, "status")
+		unstructured.RemoveNestedField(c.Object, "metadata", "resourceVersion")
+		c.SetManagedFields(slices.DeleteFunc(c.GetManagedFields(), func(e metav1.ManagedFieldsEntry) bool { return e.Subresource == "status" }))
+		return c.Object
+	}
+	return reflect.DeepEqual(strip(a), strip(b))
 }
 
 // dropEntries removes khook's field manager's entries (and its record

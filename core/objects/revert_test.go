@@ -298,3 +298,26 @@ func TestKeepRefused(t *testing.T) {
 }
 
 func strPtr(s string) *string { return &s }
+
+// managed builds a managedFields entry owning fieldsV1.
+func managed(manager string, op metav1.ManagedFieldsOperationType, subresource, fieldsV1 string) metav1.ManagedFieldsEntry {
+	return metav1.ManagedFieldsEntry{Manager: manager, Operation: op, Subresource: subresource, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(fieldsV1)}}
+}
+
+// A revert is sent again at once when only the object's status changed
+// under it.
+func TestSameButStatus(t *testing.T) {
+	a := yamlObj(t, "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d, resourceVersion: \"1\"}\nspec: {replicas: 2}\nstatus: {replicas: 1}\n")
+	a.SetManagedFields([]metav1.ManagedFieldsEntry{managed("khook", metav1.ManagedFieldsOperationApply, "", `{"f:spec":{"f:replicas":{}}}`)})
+	b := a.DeepCopy()
+	b.SetResourceVersion("2")
+	b.Object["status"] = map[string]any{"replicas": int64(2)}
+	b.SetManagedFields(append(b.GetManagedFields(), managed("kube-controller-manager", metav1.ManagedFieldsOperationUpdate, "status", `{"f:status":{"f:replicas":{}}}`)))
+	if !sameButStatus(a, b) {
+		t.Error("a status update: not the same but for the status")
+	}
+	b.Object["spec"] = map[string]any{"replicas": int64(5)}
+	if sameButStatus(a, b) {
+		t.Error("a scale: the same but for the status")
+	}
+}
