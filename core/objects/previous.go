@@ -130,7 +130,9 @@ func (p *previous) encode() (string, error) {
 // record does not cover yet and that khook's field manager does not own
 // already (a field khook owns holds khook's own value: what it held
 // before, an earlier khook never kept). The last-applied annotation is
-// such a field too, and so, when another writer's client-side apply
+// such a field too unless it holds khook's configuration (khook's
+// client-side apply wrote it, or khook's server-side apply keeps it:
+// lastAppliedKhooks), and so, when another writer's client-side apply
 // holds it, are the fields it names that o does not set: khook's write
 // removes them. The record is written
 // before the apply, by its own small merge patch (as field manager
@@ -163,7 +165,11 @@ func (m *Manager) recordPrevious(ctx context.Context, ri dynamic.ResourceInterfa
 			add = append(add, entry{f.Path, f.Live, f.Intent, f.InLive})
 		}
 	}
-	if !m.OwnedBy(live).ClientSide {
+	conf, err := lastApplied(o)
+	if err != nil {
+		return err
+	}
+	if !m.OwnedBy(live).ClientSide && !m.lastAppliedKhooks(live, conf) {
 		if !rec.covers(lastAppliedField) {
 			v, ok := lookupPath(live.Object, lastAppliedField)
 			add = append(add, entry{lastAppliedField, v, nil, ok})

@@ -304,6 +304,53 @@ func managed(manager string, op metav1.ManagedFieldsOperationType, subresource, 
 	return metav1.ManagedFieldsEntry{Manager: manager, Operation: op, Subresource: subresource, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(fieldsV1)}}
 }
 
+// lastAppliedKhooks: the annotation holds khook's configuration when
+// only server-side appliers of it own it (kubectl-last-applied, or
+// khook's manager) and it holds the manifest's configuration, or nothing
+// but khook's apply can have written it (no apply of the manager kubectl,
+// for which the API server rewrites it, keeping its owner).
+func TestLastAppliedKhooks(t *testing.T) {
+	const (
+		conf      = `{"apiVersion":"v1","data":{"k":"khook"},"kind":"ConfigMap","metadata":{"name":"x","namespace":"ns"}}`
+		reordered = "{\"kind\":\"ConfigMap\",\"apiVersion\":\"v1\",\"metadata\":{\"namespace\":\"ns\",\"name\":\"x\"},\"data\":{\"k\":\"khook\"}}\n"
+		theirs    = `{"apiVersion":"v1","data":{"k":"theirs"},"kind":"ConfigMap","metadata":{"name":"x","namespace":"ns"}}`
+		annField  = `{"f:metadata":{"f:annotations":{"f:kubectl.kubernetes.io/last-applied-configuration":{}}}}`
+		dataField = `{"f:data":{"f:k":{}}}`
+	)
+	apply, update := metav1.ManagedFieldsOperationApply, metav1.ManagedFieldsOperationUpdate
+	keeper := managed(LastAppliedManager, apply, "", annField)
+	khookSSA := managed("khook", apply, "", dataField)
+	for _, c := range []struct {
+		name, manager, ann string
+		entries            []metav1.ManagedFieldsEntry
+		want               bool
+	}{
+		{"khook's configuration, kept", "khook", reordered, []metav1.ManagedFieldsEntry{keeper, khookSSA}, true},
+		{"an earlier manifest of khook's, nobody else's apply", "khook", theirs, []metav1.ManagedFieldsEntry{keeper, khookSSA}, true},
+		{"kubectl's server-side apply since", "khook", theirs, []metav1.ManagedFieldsEntry{keeper, khookSSA, managed("kubectl", apply, "", dataField)}, false},
+		{"khook's configuration despite kubectl's apply", "khook", conf, []metav1.ManagedFieldsEntry{keeper, khookSSA, managed("kubectl", apply, "", dataField)}, true},
+		{"a client-side apply's", "khook", conf, []metav1.ManagedFieldsEntry{managed("kubectl-client-side-apply", update, "", annField), khookSSA}, false},
+		{"another server-side applier shares it", "khook", conf, []metav1.ManagedFieldsEntry{keeper, managed("tool", apply, "", annField), khookSSA}, false},
+		{"khook as kubectl: only the content tells", "kubectl", theirs, []metav1.ManagedFieldsEntry{keeper, managed("kubectl", apply, "", dataField)}, false},
+		{"khook as kubectl, its configuration", "kubectl", conf, []metav1.ManagedFieldsEntry{keeper, managed("kubectl", apply, "", dataField)}, true},
+		{"khook applies nothing server-side", "khook", theirs, []metav1.ManagedFieldsEntry{keeper}, false},
+		{"nobody owns it", "khook", conf, []metav1.ManagedFieldsEntry{khookSSA}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			live := yamlObj(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x, namespace: ns}\n")
+			live.SetAnnotations(map[string]string{"kubectl.kubernetes.io/last-applied-configuration": c.ann})
+			live.SetManagedFields(c.entries)
+			m := &Manager{fieldManager: c.manager}
+			if got := m.lastAppliedKhooks(live, conf); got != c.want {
+				t.Errorf("lastAppliedKhooks = %v, want %v", got, c.want)
+			}
+		})
+	}
+	if (&Manager{fieldManager: "khook"}).lastAppliedKhooks(yamlObj(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n"), conf) {
+		t.Error("an object without the annotation")
+	}
+}
+
 // A revert is sent again at once when only the object's status changed
 // under it.
 func TestSameButStatus(t *testing.T) {

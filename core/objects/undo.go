@@ -158,7 +158,11 @@ func (m *Manager) planOne(ctx context.Context, o *unstructured.Unstructured, opt
 			it.Action, it.Reason = UndoLeave, "not created by this spec, and khook owns none of its fields"
 			return it, nil
 		case recorded || !onlyWriter(live, m.fieldManager):
-			return m.planRevertItem(ctx, it, owned)
+			conf, err := lastApplied(r.Object) // what khook's apply writes in the last-applied annotation
+			if err != nil {
+				return it, fmt.Errorf("%s: %w", it.Ref, err)
+			}
+			return m.planRevertItem(ctx, it, owned, conf)
 		}
 		// no mark, but nobody else ever wrote it: made by a khook that
 		// did not mark what it created yet
@@ -184,8 +188,9 @@ func (m *Manager) planOne(ctx context.Context, o *unstructured.Unstructured, opt
 // planRevertItem plans giving back khook's fields of it.live, an object
 // khook configured but did not create (planRevert): UndoRevert with the
 // fields' fates, or UndoRejected when the server's dry run refuses it.
-func (m *Manager) planRevertItem(ctx context.Context, it UndoItem, owned Owned) (UndoItem, error) {
-	plan, live, err := m.planRevertFresh(ctx, m.Client(it.mapping, it.live.GetNamespace()), it.live)
+// conf is the configuration khook's apply of the manifest writes.
+func (m *Manager) planRevertItem(ctx context.Context, it UndoItem, owned Owned, conf string) (UndoItem, error) {
+	plan, live, err := m.planRevertFresh(ctx, m.Client(it.mapping, it.live.GetNamespace()), it.live, conf)
 	if apierrors.IsNotFound(err) {
 		it.Action, it.Reason = UndoAbsent, "already gone"
 		return it, nil
