@@ -209,3 +209,91 @@ func TestRevertKeptLastAppliedItAdded(t *testing.T) {
 		t.Errorf("after destroy: annotations %v, labels %v; want none and the team's", live.Annotations, live.Labels)
 	}
 }
+
+// A write the API server refuses changed nothing, and khook's record
+// (written before it) is taken back with it: none is left when there was
+// none, the one before is left as it was, client-side (an invalid
+// object) and server-side (a conflict) alike. The next write that
+// succeeds records what the fields hold then.
+func TestRefusedWriteTakesBackTheRecord(t *testing.T) {
+	c, ns := setup(t, "objects-refused")
+	khook := objects.New(c, objects.Options{CreatedBy: "boot"})
+	cms := c.Resource(cmMapping, ns)
+	for _, serverSide := range []bool{false, true} {
+		t.Run(fmt.Sprintf("serverSide=%v", serverSide), func(t *testing.T) {
+			name := fmt.Sprintf("refused-%v", serverSide)
+			if _, err := cms.Create(ctx(t), obj(t, fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: %s, namespace: %s}\ndata: {a: theirs}\n", name, ns)), metav1.CreateOptions{FieldManager: "team-a"}); err != nil {
+				t.Fatal(err)
+			}
+			// refused: server-side, a conflict with team-a over a;
+			// client-side, a field the schema does not have (strict)
+			bad := fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: %s}\ndata: {a: mine, b: khook}\n", name)
+			if !serverSide {
+				bad = fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: %s}\ndata: {b: khook}\ndta: {c: typo}\n", name)
+			}
+			state := func() (string, []string) {
+				t.Helper()
+				live, err := cms.Get(ctx(t), name, metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var owners []string
+				for _, e := range live.GetManagedFields() {
+					owners = append(owners, e.Manager+"/"+string(e.Operation))
+				}
+				return live.GetAnnotations()[objects.AnnotationPrevious], owners
+			}
+			if _, err := khook.Apply(ctx(t), obj(t, bad), ns, objects.ApplyOptions{ServerSide: serverSide}); err == nil {
+				t.Fatal("the bad apply succeeded")
+			}
+			if rec, owners := state(); rec != "" || !reflect.DeepEqual(owners, []string{"team-a/Update"}) {
+				t.Errorf("after a refused first write: record %q, owners %v; want nothing of khook's", rec, owners)
+			}
+			// a write that succeeds records, then a refused one leaves the record as it was
+			if _, err := khook.Apply(ctx(t), obj(t, fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: %s}\ndata: {b: khook}\n", name)), ns, objects.ApplyOptions{ServerSide: serverSide}); err != nil {
+				t.Fatal(err)
+			}
+			good, _ := state()
+			if !strings.Contains(good, `"f:b"`) || strings.Contains(good, `"f:a"`) {
+				t.Fatalf("record %s, want b recorded (absent) and a not", good)
+			}
+			if _, err := khook.Apply(ctx(t), obj(t, bad), ns, objects.ApplyOptions{ServerSide: serverSide}); err == nil {
+				t.Fatal("the bad apply succeeded")
+			}
+			if rec, _ := state(); rec != good {
+				t.Errorf("after a refused write the record is\n%s\nwant it as before\n%s", rec, good)
+			}
+			// team-a changes a; khook's next write of it records team-a's value then
+			if _, err := cms.Patch(ctx(t), name, "application/merge-patch+json", []byte(`{"data":{"a":"theirs-later"}}`), metav1.PatchOptions{FieldManager: "team-a"}); err != nil {
+				t.Fatal(err)
+			}
+			force := obj(t, fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: %s}\ndata: {a: mine, b: khook}\n", name))
+			if serverSide {
+				// khook never forces a conflict with team-a: team-a releases a
+				if _, err := cms.Patch(ctx(t), name, "application/json-patch+json", []byte(`[{"op":"remove","path":"/data/a"}]`), metav1.PatchOptions{FieldManager: "team-a"}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := khook.Apply(ctx(t), force, ns, objects.ApplyOptions{ServerSide: serverSide}); err != nil {
+				t.Fatal(err)
+			}
+			rec, _ := state()
+			var got struct {
+				Values map[string]map[string]any `json:"values"`
+				Absent map[string]map[string]any `json:"absent"`
+				Known  map[string]map[string]any `json:"known"`
+			}
+			if err := json.Unmarshal([]byte(rec), &got); err != nil {
+				t.Fatal(err)
+			}
+			_, absent := got.Absent["f:data"]["f:a"]
+			_, known := got.Known["f:data"]["f:a"]
+			switch {
+			case !serverSide && (!known || got.Values["data"]["a"] != "theirs-later"):
+				t.Errorf("record %s: want a known as theirs-later, its value at khook's first write of it", rec)
+			case serverSide && (!absent || known):
+				t.Errorf("record %s: want a absent (team-a removed it before khook's first write of it)", rec)
+			}
+		})
+	}
+}

@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -134,22 +136,28 @@ func (p *previous) encode() (string, error) {
 // client-side apply wrote it, or khook's server-side apply keeps it:
 // lastAppliedKhooks), and so, when another writer's client-side apply
 // holds it, are the fields it names that o does not set: khook's write
-// removes them. The record is written
-// before the apply, by its own small merge patch (as field manager
-// "<manager>-previous", a server-side apply of the annotation alone, so
-// that no client-side writer's entry holds it), only when it gains
-// something; a dry run records nothing.
-func (m *Manager) recordPrevious(ctx context.Context, ri dynamic.ResourceInterface, o, live *unstructured.Unstructured, opts ApplyOptions) error {
+// removes them. The record is written before the apply, by a server-side
+// apply of the annotation alone (as field manager "<manager>-previous",
+// so that no client-side writer's entry holds it), only
+// when it gains something; a dry run records nothing.
+//
+// It returns how to take the record back to what it was, for Apply to
+// call when the write it was made for is refused (nil when it wrote
+// nothing): the record says what fields held before khook's first write,
+// and a refused write is none; kept, it would freeze values other writers
+// may change before khook's first write that succeeds, which destroy
+// would then give back instead of theirs.
+func (m *Manager) recordPrevious(ctx context.Context, ri dynamic.ResourceInterface, o, live *unstructured.Unstructured, opts ApplyOptions) (func(context.Context) error, error) {
 	if opts.DryRun || live == nil || m.createdBy == "" || m.CreatedByThis(live) {
-		return nil
+		return nil, nil
 	}
 	rec, err := readPrevious(live)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	fields, err := Fields(o, live)
 	if err != nil {
-		return fmt.Errorf("read the fields khook writes: %w", err)
+		return nil, fmt.Errorf("read the fields khook writes: %w", err)
 	}
 	type entry struct {
 		path          fieldpath.Path
@@ -167,7 +175,7 @@ func (m *Manager) recordPrevious(ctx context.Context, ri dynamic.ResourceInterfa
 	}
 	conf, err := lastApplied(o)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if !m.OwnedBy(live).ClientSide && !m.lastAppliedKhooks(live, conf) {
 		if !rec.covers(lastAppliedField) {
@@ -180,11 +188,11 @@ func (m *Manager) recordPrevious(ctx context.Context, ri dynamic.ResourceInterfa
 		// them; server-side apply, having taken them over, drops them).
 		foreign, err := LastApplied(live)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		theirs, err := Fields(foreign, live)
 		if err != nil {
-			return fmt.Errorf("read the fields of the last-applied configuration: %w", err)
+			return nil, fmt.Errorf("read the fields of the last-applied configuration: %w", err)
 		}
 		for _, f := range theirs {
 			if f.InLive && !rec.covers(f.Path) && !f.OwnedBy(m.fieldManager) && !slices.ContainsFunc(fields, func(g Field) bool { return g.Path.Equals(f.Path) }) {
@@ -193,7 +201,7 @@ func (m *Manager) recordPrevious(ctx context.Context, ri dynamic.ResourceInterfa
 		}
 	}
 	if len(add) == 0 {
-		return nil
+		return nil, nil
 	}
 	secretKind := isSecretKind(live)
 	size := len(live.GetAnnotations()[AnnotationPrevious])
@@ -217,7 +225,7 @@ func (m *Manager) recordPrevious(ctx context.Context, ri dynamic.ResourceInterfa
 	}
 	s, err := rec.encode()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	md := map[string]any{"name": live.GetName(), "annotations": map[string]any{AnnotationPrevious: s}}
 	if ns := live.GetNamespace(); ns != "" {
@@ -225,11 +233,43 @@ func (m *Manager) recordPrevious(ctx context.Context, ri dynamic.ResourceInterfa
 	}
 	patch, err := json.Marshal(map[string]any{"apiVersion": live.GetAPIVersion(), "kind": live.GetKind(), "metadata": md})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	force := true // the record is khook's: taken back should anyone have written it
-	if _, err := ri.Patch(ctx, live.GetName(), types.ApplyPatchType, patch, metav1.PatchOptions{FieldManager: m.fieldManager + previousManagerSuffix, Force: &force}); err != nil {
-		return fmt.Errorf("record the values khook overwrites (%s): %w", AnnotationPrevious, err)
+	written, err := ri.Patch(ctx, live.GetName(), types.ApplyPatchType, patch, metav1.PatchOptions{FieldManager: m.fieldManager + previousManagerSuffix, Force: &force})
+	if err != nil {
+		return nil, fmt.Errorf("record the values khook overwrites (%s): %w", AnnotationPrevious, err)
+	}
+	before, existed := live.GetAnnotations()[AnnotationPrevious]
+	return func(ctx context.Context) error {
+		return m.takeBackRecord(ctx, ri, written, s, before, existed)
+	}, nil
+}
+
+// takeBackRecord makes the record of obj (which holds wrote, as
+// recordPrevious wrote it) what it was before (before; none when not
+// existed), by a JSON patch that first tests obj's uid and that the
+// record still holds wrote: it never creates the object again (a
+// server-side apply would, had it been deleted since), nor undoes a
+// record written since. An object that is gone took its record along.
+func (m *Manager) takeBackRecord(ctx context.Context, ri dynamic.ResourceInterface, obj *unstructured.Unstructured, wrote, before string, existed bool) error {
+	ptr := "/metadata/annotations/" + strings.NewReplacer("~", "~0", "/", "~1").Replace(AnnotationPrevious)
+	ops := []map[string]any{
+		{"op": "test", "path": "/metadata/uid", "value": string(obj.GetUID())},
+		{"op": "test", "path": ptr, "value": wrote},
+	}
+	if existed {
+		ops = append(ops, map[string]any{"op": "replace", "path": ptr, "value": before})
+	} else {
+		ops = append(ops, map[string]any{"op": "remove", "path": ptr})
+	}
+	patch, err := json.Marshal(ops)
+	if err != nil {
+		return err
+	}
+	_, err = ri.Patch(ctx, obj.GetName(), types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: m.fieldManager + previousManagerSuffix})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("take back khook's record of previous values (%s), written before the refused write (destroy removes it): %w", AnnotationPrevious, err)
 	}
 	return nil
 }

@@ -351,6 +351,29 @@ func TestLastAppliedKhooks(t *testing.T) {
 	}
 }
 
+// Only the API server's client errors, but a timeout, are refused
+// writes.
+func TestRefused(t *testing.T) {
+	gr := schema.GroupResource{Resource: "configmaps"}
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{apierrors.NewConflict(gr, "x", errors.New("conflict")), true},
+		{&ConflictError{Conflicts: []Conflict{{Field: ".data.a", Manager: "kubectl"}}, Err: apierrors.NewConflict(gr, "x", errors.New("conflict"))}, true},
+		{apierrors.NewInvalid(schema.GroupKind{Kind: "ConfigMap"}, "x", nil), true},
+		{apierrors.NewBadRequest("strict decoding error"), true},
+		{apierrors.NewForbidden(gr, "x", errors.New("no")), true},
+		{apierrors.NewTimeoutError("slow", 1), false},
+		{apierrors.NewInternalError(errors.New("etcd")), false},
+		{errors.New("connection reset"), false},
+	} {
+		if got := refused(c.err); got != c.want {
+			t.Errorf("refused(%v) = %v, want %v", c.err, got, c.want)
+		}
+	}
+}
+
 // A revert is sent again at once when only the object's status changed
 // under it.
 func TestSameButStatus(t *testing.T) {
