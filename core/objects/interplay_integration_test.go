@@ -297,3 +297,91 @@ func TestRefusedWriteTakesBackTheRecord(t *testing.T) {
 		})
 	}
 }
+
+// A field manager of the API server's longest (128 characters) writes
+// the record as a name cut to fit (its last 9 characters -previous), and
+// destroy takes both off.
+func TestLongFieldManagerRecords(t *testing.T) {
+	c, ns := setup(t, "objects-longfm")
+	manager := strings.Repeat("m", 128)
+	khook := objects.New(c, objects.Options{CreatedBy: "boot", FieldManager: manager})
+	cms := c.Resource(cmMapping, ns)
+	if _, err := cms.Create(ctx(t), obj(t, fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: long, namespace: %s}\ndata: {a: theirs}\n", ns)), metav1.CreateOptions{FieldManager: "team-a"}); err != nil {
+		t.Fatal(err)
+	}
+	mine := obj(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: long}\ndata: {b: khook}\n")
+	for _, serverSide := range []bool{false, true} {
+		if _, err := khook.Apply(ctx(t), mine, ns, objects.ApplyOptions{ServerSide: serverSide}); err != nil {
+			t.Fatalf("serverSide=%v: %v", serverSide, err)
+		}
+	}
+	live, err := cms.Get(ctx(t), "long", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recordManager := strings.Repeat("m", 119) + "-previous"
+	var managers []string
+	for _, e := range live.GetManagedFields() {
+		managers = append(managers, e.Manager)
+	}
+	if !strings.Contains(live.GetAnnotations()[objects.AnnotationPrevious], `"f:b"`) || !strings.Contains(strings.Join(managers, " "), recordManager) {
+		t.Fatalf("record %q written by %v, want b recorded by %s", live.GetAnnotations()[objects.AnnotationPrevious], managers, recordManager)
+	}
+	if _, err := khook.Undo(ctx(t), []*unstructured.Unstructured{mine}, objects.UndoOptions{Namespace: ns}); err != nil {
+		t.Fatal(err)
+	}
+	live, err = cms.Get(ctx(t), "long", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _, _ := unstructured.NestedStringMap(live.Object, "data")
+	if !reflect.DeepEqual(data, map[string]string{"a": "theirs"}) || len(live.GetAnnotations()) != 0 {
+		t.Errorf("after destroy: data %v, annotations %v", data, live.GetAnnotations())
+	}
+	for _, e := range live.GetManagedFields() {
+		if e.Manager == manager || e.Manager == recordManager {
+			t.Errorf("after destroy %s still owns fields", e.Manager)
+		}
+	}
+}
+
+// With --field-manager kubectl, an object kubectl itself applied and
+// khook never configured (no mark, no record: the step never reached it,
+// or its apply was refused) is kubectl's: destroy leaves it, where it
+// would delete it as unmarked when "khook" were the only writer, or
+// remove every field of it khook's manager owns.
+func TestUndoLeavesAnotherToolsObjectUnderItsManager(t *testing.T) {
+	c, ns := setup(t, "objects-fm-leave")
+	cms := c.Resource(cmMapping, ns)
+	alone, shared := "kubectls-alone", "kubectls-shared"
+	for _, name := range []string{alone, shared} {
+		kubectlIn(t, ns, fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: %s}\ndata: {a: \"1\"}\n", name), "apply", "--server-side", "-f", "-")
+	}
+	kubectlIn(t, ns, "", "label", "configmap", shared, "team=a") // another writer: kubectl-label
+	asKubectl := objects.New(c, objects.Options{CreatedBy: "boot", FieldManager: "kubectl"})
+	mine := []*unstructured.Unstructured{
+		obj(t, fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: %s}\ndata: {a: \"2\"}\n", alone)),
+		obj(t, fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: %s}\ndata: {a: \"2\"}\n", shared)),
+	}
+	items, err := asKubectl.PlanUndo(ctx(t), mine, objects.UndoOptions{Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range items {
+		if it.Action != objects.UndoLeave || !strings.Contains(it.Reason, "khook never configured it as field manager kubectl") {
+			t.Errorf("%s: %s (%s), want leave", it.Ref, it.Action, it.Reason)
+		}
+	}
+	if _, err := asKubectl.Undo(ctx(t), mine, objects.UndoOptions{Namespace: ns}); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{alone, shared} {
+		live, err := cms.Get(ctx(t), name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("%s after destroy: %v, want it kept", name, err)
+		}
+		if data, _, _ := unstructured.NestedStringMap(live.Object, "data"); !reflect.DeepEqual(data, map[string]string{"a": "1"}) {
+			t.Errorf("%s data after destroy %v, want kubectl's", name, data)
+		}
+	}
+}

@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
@@ -131,14 +133,16 @@ func (p *previous) encode() (string, error) {
 // each field o sets held before khook first wrote it: the fields the
 // record does not cover yet and that khook's field manager does not own
 // already (a field khook owns holds khook's own value: what it held
-// before, an earlier khook never kept). The last-applied annotation is
+// before, an earlier khook never kept; for DefaultFieldManager only, and
+// for another manager the fields its server-side apply holds and o does
+// not are recorded too: see below). The last-applied annotation is
 // such a field too unless it holds khook's configuration (khook's
 // client-side apply wrote it, or khook's server-side apply keeps it:
 // lastAppliedKhooks), and so, when another writer's client-side apply
 // holds it, are the fields it names that o does not set: khook's write
 // removes them. The record is written before the apply, by a server-side
-// apply of the annotation alone (as field manager "<manager>-previous",
-// so that no client-side writer's entry holds it), only
+// apply of the annotation alone as the record's own field manager
+// (recordManager: so that no client-side writer's entry holds it), only
 // when it gains something; a dry run records nothing.
 //
 // It returns how to take the record back to what it was, for Apply to
@@ -164,12 +168,25 @@ func (m *Manager) recordPrevious(ctx context.Context, ri dynamic.ResourceInterfa
 		value, intent any
 		inLive        bool
 	}
+	// A field khook's field manager owns holds khook's own value (what it
+	// held before, an earlier khook never kept) when the manager is
+	// khook's own, DefaultFieldManager, as earlier khooks wrote. A name
+	// given with --field-manager may be another tool's (kubectl's: it is
+	// how objects are taken along from it), whose values khook's first
+	// write overwrites as anyone's; khook never wrote as such a name
+	// without recording first, so its ownership proves nothing.
+	legacy := m.fieldManager == DefaultFieldManager
+	khooks := func(f Field) bool { return legacy && f.OwnedBy(m.fieldManager) }
 	var add []entry
+	adding := func(p fieldpath.Path) bool {
+		return slices.ContainsFunc(fields, func(g Field) bool { return g.Path.Equals(p) }) ||
+			slices.ContainsFunc(add, func(e entry) bool { return e.path.Equals(p) })
+	}
 	for _, f := range fields {
 		if im, ok := f.Intent.(map[string]any); ok && len(im) == 0 {
 			continue // sets no field
 		}
-		if !rec.covers(f.Path) && !f.OwnedBy(m.fieldManager) {
+		if !rec.covers(f.Path) && !khooks(f) {
 			add = append(add, entry{f.Path, f.Live, f.Intent, f.InLive})
 		}
 	}
@@ -177,7 +194,8 @@ func (m *Manager) recordPrevious(ctx context.Context, ri dynamic.ResourceInterfa
 	if err != nil {
 		return nil, err
 	}
-	if !m.OwnedBy(live).ClientSide && !m.lastAppliedKhooks(live, conf) {
+	clientSide := m.OwnedBy(live).ClientSide && (legacy || rec.covers(lastAppliedField))
+	if !clientSide && !m.lastAppliedKhooks(live, conf) {
 		if !rec.covers(lastAppliedField) {
 			v, ok := lookupPath(live.Object, lastAppliedField)
 			add = append(add, entry{lastAppliedField, v, nil, ok})
@@ -195,8 +213,26 @@ func (m *Manager) recordPrevious(ctx context.Context, ri dynamic.ResourceInterfa
 			return nil, fmt.Errorf("read the fields of the last-applied configuration: %w", err)
 		}
 		for _, f := range theirs {
-			if f.InLive && !rec.covers(f.Path) && !f.OwnedBy(m.fieldManager) && !slices.ContainsFunc(fields, func(g Field) bool { return g.Path.Equals(f.Path) }) {
+			if f.InLive && !rec.covers(f.Path) && !khooks(f) && !adding(f.Path) {
 				add = append(add, entry{f.Path, f.Live, nil, true})
+			}
+		}
+	}
+	if !legacy && opts.ServerSide {
+		// Another tool's server-side apply as the same field manager:
+		// the fields it applied that o does not set go with khook's
+		// apply, which replaces the manager's fields with o's.
+		set, err := ManagedSet(live, m.fieldManager, metav1.ManagedFieldsOperationApply)
+		if err != nil {
+			return nil, err
+		}
+		for p := range set.Leaves().All() {
+			p = p.Copy() // the iteration reuses its path
+			if !intentField(p) || rec.covers(p) || adding(p) {
+				continue
+			}
+			if v, ok := lookupPath(live.Object, p); ok {
+				add = append(add, entry{p, v, nil, true})
 			}
 		}
 	}
@@ -236,7 +272,7 @@ func (m *Manager) recordPrevious(ctx context.Context, ri dynamic.ResourceInterfa
 		return nil, err
 	}
 	force := true // the record is khook's: taken back should anyone have written it
-	written, err := ri.Patch(ctx, live.GetName(), types.ApplyPatchType, patch, metav1.PatchOptions{FieldManager: m.fieldManager + previousManagerSuffix, Force: &force})
+	written, err := ri.Patch(ctx, live.GetName(), types.ApplyPatchType, patch, metav1.PatchOptions{FieldManager: m.recordManager(), Force: &force})
 	if err != nil {
 		return nil, fmt.Errorf("record the values khook overwrites (%s): %w", AnnotationPrevious, err)
 	}
@@ -267,11 +303,25 @@ func (m *Manager) takeBackRecord(ctx context.Context, ri dynamic.ResourceInterfa
 	if err != nil {
 		return err
 	}
-	_, err = ri.Patch(ctx, obj.GetName(), types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: m.fieldManager + previousManagerSuffix})
+	_, err = ri.Patch(ctx, obj.GetName(), types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: m.recordManager()})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("take back khook's record of previous values (%s), written before the refused write (destroy removes it): %w", AnnotationPrevious, err)
 	}
 	return nil
+}
+
+// recordManager is the field manager that writes the record: the step's
+// field manager plus previousManagerSuffix, the name cut (at a character)
+// so that the whole stays within the API server's limit.
+func (m *Manager) recordManager() string {
+	name := m.fieldManager
+	if over := len(name) + len(previousManagerSuffix) - metav1validation.FieldManagerMaxLength; over > 0 {
+		name = name[:max(len(name)-over, 0)]
+		for !utf8.ValidString(name) {
+			name = name[:len(name)-1]
+		}
+	}
+	return name + previousManagerSuffix
 }
 
 // holdsSecret reports whether v, as JSON, holds a secret the manager's

@@ -258,7 +258,7 @@ func (m *Manager) fates(live *unstructured.Unstructured, rec *previous, conf str
 		case ok && !(known && jsonEqual(prev, true, cur)):
 			var others []Owner
 			for _, ms := range owners {
-				if holds(ms.set, p) && ms.owner.Manager != m.fieldManager && ms.owner.Manager != m.fieldManager+previousManagerSuffix {
+				if holds(ms.set, p) && ms.owner.Manager != m.fieldManager && ms.owner.Manager != m.recordManager() {
 					others = append(others, ms.owner)
 				}
 			}
@@ -402,7 +402,7 @@ func (m *Manager) decide(f Field, rec *previous, secretKind bool) fate {
 	fa := fate{path: f.Path, key: f.KeyField()}
 	var others []Owner
 	for _, o := range f.OtherOwners(m.fieldManager) {
-		if o.Manager != m.fieldManager+previousManagerSuffix {
+		if o.Manager != m.recordManager() {
 			others = append(others, o)
 		}
 	}
@@ -855,7 +855,7 @@ func (m *Manager) dropEntries(ctx context.Context, ri dynamic.ResourceInterface,
 	for attempt := 1; ; attempt++ {
 		entries := obj.GetManagedFields()
 		kept := slices.DeleteFunc(slices.Clone(entries), func(e metav1.ManagedFieldsEntry) bool {
-			return e.Manager == m.fieldManager || e.Manager == m.fieldManager+previousManagerSuffix
+			return e.Manager == m.fieldManager || e.Manager == m.recordManager()
 		})
 		if len(kept) == len(entries) {
 			return nil

@@ -351,6 +351,21 @@ func TestLastAppliedKhooks(t *testing.T) {
 	}
 }
 
+// The record's field manager stays within the API server's 128 bytes,
+// cut at a character.
+func TestRecordManager(t *testing.T) {
+	for _, c := range []struct{ manager, want string }{
+		{"khook", "khook-previous"},
+		{strings.Repeat("m", 119), strings.Repeat("m", 119) + "-previous"},
+		{strings.Repeat("m", 128), strings.Repeat("m", 119) + "-previous"},
+		{strings.Repeat("m", 118) + "é", strings.Repeat("m", 118) + "-previous"}, // é is 2 bytes: not cut in half
+	} {
+		if got := (&Manager{fieldManager: c.manager}).recordManager(); got != c.want || len(got) > 128 {
+			t.Errorf("recordManager(%q) = %q, want %q", c.manager, got, c.want)
+		}
+	}
+}
+
 // Only the API server's client errors, but a timeout, are refused
 // writes.
 func TestRefused(t *testing.T) {

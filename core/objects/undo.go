@@ -157,6 +157,14 @@ func (m *Manager) planOne(ctx context.Context, o *unstructured.Unstructured, opt
 		case !owned.Any() && !recorded:
 			it.Action, it.Reason = UndoLeave, "not created by this spec, and khook owns none of its fields"
 			return it, nil
+		case !recorded && m.fieldManager != DefaultFieldManager:
+			// A name given with --field-manager may be another tool's
+			// (kubectl's: that is how objects are taken along), and
+			// every khook that takes it marks what it creates and
+			// records what it configures: the fields that name owns
+			// here are that tool's, not khook's.
+			it.Action, it.Reason = UndoLeave, fmt.Sprintf("not created by this spec, and khook never configured it as field manager %s (no record of khook's on it): the fields %[1]s owns are another writer's", m.fieldManager)
+			return it, nil
 		case recorded || !onlyWriter(live, m.fieldManager):
 			conf, err := lastApplied(r.Object) // what khook's apply writes in the last-applied annotation
 			if err != nil {

@@ -240,7 +240,9 @@ func TestApplyAsKubectl(t *testing.T) {
 		// Khook configured an object its spec did not create, so it keeps
 		// a record of what it overwrote, which kubectl does not: the
 		// record's manager (the field manager plus -previous) owns the
-		// record alone. Apart from it, the object is kubectl's.
+		// record alone, and it holds kubectl's values before khook, a
+		// taken over field (a) and a dropped one (b) alike. Apart from
+		// it, the object is kubectl's.
 		const recordOwner = "kubectl-previous/Apply"
 		if owners := fieldOwners(b); !slices.Contains(owners, recordOwner) || !reflect.DeepEqual(fieldOwners(a), slices.DeleteFunc(owners, func(o string) bool { return o == recordOwner })) {
 			t.Errorf("owners: kubectl %v, khook %v; want kubectl's and the record's %s", fieldOwners(a), fieldOwners(b), recordOwner)
@@ -250,10 +252,32 @@ func TestApplyAsKubectl(t *testing.T) {
 				t.Errorf("%s owns %s, want the record alone", recordOwner, e.FieldsV1.Raw)
 			}
 		}
+		var rec struct {
+			Values map[string]any `json:"values"`
+		}
+		if err := json.Unmarshal([]byte(b.GetAnnotations()[objects.AnnotationPrevious]), &rec); err != nil || !reflect.DeepEqual(rec.Values["data"], map[string]any{"a": "1", "b": "2"}) {
+			t.Errorf("khook's record %s (%v), want kubectl's a and b", b.GetAnnotations()[objects.AnnotationPrevious], err)
+		}
 		withoutRecord := maps.Clone(b.GetAnnotations())
 		delete(withoutRecord, objects.AnnotationPrevious)
 		if !maps.Equal(a.GetAnnotations(), withoutRecord) {
 			t.Errorf("annotations: kubectl %v, khook %v", a.GetAnnotations(), b.GetAnnotations())
+		}
+		// destroy, as the same manager, gives back kubectl's object as
+		// khook found it, and leaves nothing of khook's
+		destroy := k.request(ssa)
+		destroy.FieldManager = "kubectl"
+		if _, err := apply.New(apply.Options{}).Destroy(t.Context(), destroy); err != nil {
+			t.Fatalf("destroy: %v", err)
+		}
+		back := k.get(cmGVR, k.ns, "taken")
+		if !reflect.DeepEqual(back.Object["data"], map[string]any{"a": "1", "b": "2"}) || back.GetAnnotations()[objects.AnnotationPrevious] != "" {
+			t.Errorf("after destroy: data %v, annotations %v; want kubectl's a and b back, no record", back.Object["data"], back.GetAnnotations())
+		}
+		for _, o := range fieldOwners(back) {
+			if strings.HasPrefix(o, "kubectl/") || strings.HasPrefix(o, "kubectl-previous/") {
+				t.Errorf("after destroy %s owns fields still: %v", o, fieldOwners(back))
+			}
 		}
 	})
 }
