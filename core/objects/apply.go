@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"regexp"
 	"strings"
 
@@ -90,11 +91,24 @@ func (m *Manager) Apply(ctx context.Context, obj *unstructured.Unstructured, nam
 	default:
 		return res, readErr
 	}
-	if err := m.recordPrevious(ctx, a.ri, o, res.Live, opts); err != nil {
+	takeBack, err := m.recordPrevious(ctx, a.ri, o, res.Live, opts)
+	if err != nil {
 		return res, err // what the object held before khook: see previous.go
 	}
+	res, err = a.write(ctx, o, res, readErr)
+	if err != nil && takeBack != nil && refused(err) {
+		// the write changed nothing: neither does the record
+		if terr := takeBack(ctx); terr != nil {
+			err = errors.Join(err, terr)
+		}
+	}
+	return res, err
+}
 
-	if opts.ServerSide {
+// write is Apply's write of o: server-side apply, or client-side apply's
+// create or three-way patch.
+func (a *applier) write(ctx context.Context, o *unstructured.Unstructured, res Change, readErr error) (Change, error) {
+	if a.opts.ServerSide {
 		return a.serverSide(ctx, o, res, readErr)
 	}
 	if res.Live == nil {
@@ -105,6 +119,19 @@ func (m *Manager) Apply(ctx context.Context, obj *unstructured.Unstructured, nam
 		return res, err
 	}
 	return a.patch(ctx, o, res)
+}
+
+// refused reports whether err is the API server refusing a write: a
+// client error (4xx: invalid, forbidden, a field manager conflict, a
+// changed object) other than a request timeout, after which the write
+// may still happen. A refused write changed nothing.
+func refused(err error) bool {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return false
+	}
+	code := int(status.Status().Code)
+	return code >= 400 && code < 500 && code != http.StatusRequestTimeout
 }
 
 func (a *applier) dryRun() []string {

@@ -6,10 +6,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
@@ -129,41 +133,69 @@ func (p *previous) encode() (string, error) {
 // each field o sets held before khook first wrote it: the fields the
 // record does not cover yet and that khook's field manager does not own
 // already (a field khook owns holds khook's own value: what it held
-// before, an earlier khook never kept). The last-applied annotation is
-// such a field too, and so, when another writer's client-side apply
+// before, an earlier khook never kept; for DefaultFieldManager only, and
+// for another manager the fields its server-side apply holds and o does
+// not are recorded too: see below). The last-applied annotation is
+// such a field too unless it holds khook's configuration (khook's
+// client-side apply wrote it, or khook's server-side apply keeps it:
+// lastAppliedKhooks), and so, when another writer's client-side apply
 // holds it, are the fields it names that o does not set: khook's write
-// removes them. The record is written
-// before the apply, by its own small merge patch (as field manager
-// "<manager>-previous", a server-side apply of the annotation alone, so
-// that no client-side writer's entry holds it), only when it gains
-// something; a dry run records nothing.
-func (m *Manager) recordPrevious(ctx context.Context, ri dynamic.ResourceInterface, o, live *unstructured.Unstructured, opts ApplyOptions) error {
+// removes them. The record is written before the apply, by a server-side
+// apply of the annotation alone as the record's own field manager
+// (recordManager: so that no client-side writer's entry holds it), only
+// when it gains something; a dry run records nothing.
+//
+// It returns how to take the record back to what it was, for Apply to
+// call when the write it was made for is refused (nil when it wrote
+// nothing): the record says what fields held before khook's first write,
+// and a refused write is none; kept, it would freeze values other writers
+// may change before khook's first write that succeeds, which destroy
+// would then give back instead of theirs.
+func (m *Manager) recordPrevious(ctx context.Context, ri dynamic.ResourceInterface, o, live *unstructured.Unstructured, opts ApplyOptions) (func(context.Context) error, error) {
 	if opts.DryRun || live == nil || m.createdBy == "" || m.CreatedByThis(live) {
-		return nil
+		return nil, nil
 	}
 	rec, err := readPrevious(live)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	fields, err := Fields(o, live)
 	if err != nil {
-		return fmt.Errorf("read the fields khook writes: %w", err)
+		return nil, fmt.Errorf("read the fields khook writes: %w", err)
 	}
 	type entry struct {
 		path          fieldpath.Path
 		value, intent any
 		inLive        bool
 	}
+	// A field khook's field manager owns holds khook's own value (what it
+	// held before, an earlier khook never kept) when the manager is
+	// khook's own, DefaultFieldManager, as earlier khooks wrote. A name
+	// given with --field-manager may be another tool's (kubectl's: it is
+	// how objects are taken along from it), whose values khook's first
+	// write overwrites as anyone's; khook never wrote as such a name
+	// without recording first, so its ownership proves nothing.
+	legacy := m.fieldManager == DefaultFieldManager
+	khooks := func(f Field) bool { return legacy && f.OwnedBy(m.fieldManager) }
 	var add []entry
+	adding := func(p fieldpath.Path) bool {
+		return slices.ContainsFunc(fields, func(g Field) bool { return g.Path.Equals(p) }) ||
+			slices.ContainsFunc(add, func(e entry) bool { return e.path.Equals(p) })
+	}
 	for _, f := range fields {
 		if im, ok := f.Intent.(map[string]any); ok && len(im) == 0 {
 			continue // sets no field
 		}
-		if !rec.covers(f.Path) && !f.OwnedBy(m.fieldManager) {
+		if !rec.covers(f.Path) && !khooks(f) {
 			add = append(add, entry{f.Path, f.Live, f.Intent, f.InLive})
 		}
 	}
-	if !m.OwnedBy(live).ClientSide {
+	conf, err := lastApplied(o)
+	if err != nil {
+		return nil, err
+	}
+	clientSide := m.OwnedBy(live).ClientSide && (legacy || rec.covers(lastAppliedField))
+	if !clientSide && !m.lastAppliedKhooks(live, conf) {
 		if !rec.covers(lastAppliedField) {
 			v, ok := lookupPath(live.Object, lastAppliedField)
 			add = append(add, entry{lastAppliedField, v, nil, ok})
@@ -174,20 +206,38 @@ func (m *Manager) recordPrevious(ctx context.Context, ri dynamic.ResourceInterfa
 		// them; server-side apply, having taken them over, drops them).
 		foreign, err := LastApplied(live)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		theirs, err := Fields(foreign, live)
 		if err != nil {
-			return fmt.Errorf("read the fields of the last-applied configuration: %w", err)
+			return nil, fmt.Errorf("read the fields of the last-applied configuration: %w", err)
 		}
 		for _, f := range theirs {
-			if f.InLive && !rec.covers(f.Path) && !f.OwnedBy(m.fieldManager) && !slices.ContainsFunc(fields, func(g Field) bool { return g.Path.Equals(f.Path) }) {
+			if f.InLive && !rec.covers(f.Path) && !khooks(f) && !adding(f.Path) {
 				add = append(add, entry{f.Path, f.Live, nil, true})
 			}
 		}
 	}
+	if !legacy && opts.ServerSide {
+		// Another tool's server-side apply as the same field manager:
+		// the fields it applied that o does not set go with khook's
+		// apply, which replaces the manager's fields with o's.
+		set, err := ManagedSet(live, m.fieldManager, metav1.ManagedFieldsOperationApply)
+		if err != nil {
+			return nil, err
+		}
+		for p := range set.Leaves().All() {
+			p = p.Copy() // the iteration reuses its path
+			if !intentField(p) || rec.covers(p) || adding(p) {
+				continue
+			}
+			if v, ok := lookupPath(live.Object, p); ok {
+				add = append(add, entry{p, v, nil, true})
+			}
+		}
+	}
 	if len(add) == 0 {
-		return nil
+		return nil, nil
 	}
 	secretKind := isSecretKind(live)
 	size := len(live.GetAnnotations()[AnnotationPrevious])
@@ -211,7 +261,7 @@ func (m *Manager) recordPrevious(ctx context.Context, ri dynamic.ResourceInterfa
 	}
 	s, err := rec.encode()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	md := map[string]any{"name": live.GetName(), "annotations": map[string]any{AnnotationPrevious: s}}
 	if ns := live.GetNamespace(); ns != "" {
@@ -219,13 +269,59 @@ func (m *Manager) recordPrevious(ctx context.Context, ri dynamic.ResourceInterfa
 	}
 	patch, err := json.Marshal(map[string]any{"apiVersion": live.GetAPIVersion(), "kind": live.GetKind(), "metadata": md})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	force := true // the record is khook's: taken back should anyone have written it
-	if _, err := ri.Patch(ctx, live.GetName(), types.ApplyPatchType, patch, metav1.PatchOptions{FieldManager: m.fieldManager + previousManagerSuffix, Force: &force}); err != nil {
-		return fmt.Errorf("record the values khook overwrites (%s): %w", AnnotationPrevious, err)
+	written, err := ri.Patch(ctx, live.GetName(), types.ApplyPatchType, patch, metav1.PatchOptions{FieldManager: m.recordManager(), Force: &force})
+	if err != nil {
+		return nil, fmt.Errorf("record the values khook overwrites (%s): %w", AnnotationPrevious, err)
+	}
+	before, existed := live.GetAnnotations()[AnnotationPrevious]
+	return func(ctx context.Context) error {
+		return m.takeBackRecord(ctx, ri, written, s, before, existed)
+	}, nil
+}
+
+// takeBackRecord makes the record of obj (which holds wrote, as
+// recordPrevious wrote it) what it was before (before; none when not
+// existed), by a JSON patch that first tests obj's uid and that the
+// record still holds wrote: it never creates the object again (a
+// server-side apply would, had it been deleted since), nor undoes a
+// record written since. An object that is gone took its record along.
+func (m *Manager) takeBackRecord(ctx context.Context, ri dynamic.ResourceInterface, obj *unstructured.Unstructured, wrote, before string, existed bool) error {
+	ptr := "/metadata/annotations/" + strings.NewReplacer("~", "~0", "/", "~1").Replace(AnnotationPrevious)
+	ops := []map[string]any{
+		{"op": "test", "path": "/metadata/uid", "value": string(obj.GetUID())},
+		{"op": "test", "path": ptr, "value": wrote},
+	}
+	if existed {
+		ops = append(ops, map[string]any{"op": "replace", "path": ptr, "value": before})
+	} else {
+		ops = append(ops, map[string]any{"op": "remove", "path": ptr})
+	}
+	patch, err := json.Marshal(ops)
+	if err != nil {
+		return err
+	}
+	_, err = ri.Patch(ctx, obj.GetName(), types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: m.recordManager()})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("take back khook's record of previous values (%s), written before the refused write (destroy removes it): %w", AnnotationPrevious, err)
 	}
 	return nil
+}
+
+// recordManager is the field manager that writes the record: the step's
+// field manager plus previousManagerSuffix, the name cut (at a character)
+// so that the whole stays within the API server's limit.
+func (m *Manager) recordManager() string {
+	name := m.fieldManager
+	if over := len(name) + len(previousManagerSuffix) - metav1validation.FieldManagerMaxLength; over > 0 {
+		name = name[:max(len(name)-over, 0)]
+		for !utf8.ValidString(name) {
+			name = name[:len(name)-1]
+		}
+	}
+	return name + previousManagerSuffix
 }
 
 // holdsSecret reports whether v, as JSON, holds a secret the manager's

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -97,7 +98,8 @@ type revertPlan struct {
 	patchType types.PatchType
 	patch     []byte
 	rejected  error
-	recorded  bool // the object carries khook's record: it existed before khook
+	recorded  bool   // the object carries khook's record: it existed before khook
+	conf      string // the configuration khook's apply of the manifest writes (lastApplied)
 }
 
 // fate is what becomes of one field.
@@ -130,16 +132,16 @@ const maxRevertRounds = 5
 // rejected; when it names fields whose earlier values khook never knew
 // (objects configured before the record), those fields stay and it is
 // tried again.
-func (m *Manager) planRevert(ctx context.Context, ri dynamic.ResourceInterface, live *unstructured.Unstructured) (*revertPlan, error) {
+func (m *Manager) planRevert(ctx context.Context, ri dynamic.ResourceInterface, live *unstructured.Unstructured, conf string) (*revertPlan, error) {
 	rec, err := readPrevious(live)
 	if err != nil {
 		return nil, err
 	}
-	fates, err := m.fates(live, rec)
+	fates, err := m.fates(live, rec, conf)
 	if err != nil {
 		return nil, err
 	}
-	plan := &revertPlan{recorded: rec.exists}
+	plan := &revertPlan{recorded: rec.exists, conf: conf}
 	for round := 1; ; round++ {
 		desired, err := applyFates(live, fates)
 		if err != nil {
@@ -152,7 +154,7 @@ func (m *Manager) planRevert(ctx context.Context, ri dynamic.ResourceInterface, 
 		if plan.patch == nil {
 			break
 		}
-		out, err := ri.Patch(ctx, live.GetName(), plan.patchType, plan.patch, metav1.PatchOptions{FieldManager: m.fieldManager, DryRun: []string{metav1.DryRunAll}})
+		out, err := m.sendRevert(ctx, ri, live, plan.patchType, plan.patch, true)
 		if err == nil {
 			for i := range fates {
 				if fates[i].outcome == FieldRemove {
@@ -176,19 +178,21 @@ func (m *Manager) planRevert(ctx context.Context, ri dynamic.ResourceInterface, 
 // planRevertFresh is planRevert, read again and planned again while the
 // object changes under it (a controller writing its status): the dry
 // run's patch carries the resourceVersion it was planned from. It
-// returns the object it planned for.
-func (m *Manager) planRevertFresh(ctx context.Context, ri dynamic.ResourceInterface, live *unstructured.Unstructured) (*revertPlan, *unstructured.Unstructured, error) {
-	plan, err := m.planRevert(ctx, ri, live)
+// returns the object it planned for. conf is the configuration khook's
+// apply of the object's manifest writes (lastApplied).
+func (m *Manager) planRevertFresh(ctx context.Context, ri dynamic.ResourceInterface, live *unstructured.Unstructured, conf string) (*revertPlan, *unstructured.Unstructured, error) {
+	plan, err := m.planRevert(ctx, ri, live, conf)
 	for attempt := 1; apierrors.IsConflict(err) && attempt < maxPatchAttempts; attempt++ {
 		if live, err = ri.Get(ctx, live.GetName(), metav1.GetOptions{}); err == nil {
-			plan, err = m.planRevert(ctx, ri, live)
+			plan, err = m.planRevert(ctx, ri, live, conf)
 		}
 	}
 	return plan, live, err
 }
 
-// fates decides each field khook wrote on live (see planRevert).
-func (m *Manager) fates(live *unstructured.Unstructured, rec *previous) ([]fate, error) {
+// fates decides each field khook wrote on live (see planRevert); conf is
+// the configuration khook's apply of the manifest writes (lastApplied).
+func (m *Manager) fates(live *unstructured.Unstructured, rec *previous, conf string) ([]fate, error) {
 	owned := m.OwnedBy(live)
 	var fields []Field
 	if owned.ClientSide {
@@ -232,7 +236,7 @@ func (m *Manager) fates(live *unstructured.Unstructured, rec *previous) ([]fate,
 		}
 		out = append(out, m.decide(f, rec, secretKind))
 	}
-	if fa, ok := m.lastAppliedFate(live, rec, owned); ok {
+	if fa, ok := m.lastAppliedFate(live, rec, owned, conf); ok {
 		out = append(out, fa)
 	}
 	// fields the record holds that khook's fields no longer name: gone
@@ -254,7 +258,7 @@ func (m *Manager) fates(live *unstructured.Unstructured, rec *previous) ([]fate,
 		case ok && !(known && jsonEqual(prev, true, cur)):
 			var others []Owner
 			for _, ms := range owners {
-				if holds(ms.set, p) && ms.owner.Manager != m.fieldManager && ms.owner.Manager != m.fieldManager+previousManagerSuffix {
+				if holds(ms.set, p) && ms.owner.Manager != m.fieldManager && ms.owner.Manager != m.recordManager() {
 					others = append(others, ms.owner)
 				}
 			}
@@ -269,27 +273,105 @@ func (m *Manager) fates(live *unstructured.Unstructured, rec *previous) ([]fate,
 }
 
 // lastAppliedFate is the fate of the last-applied annotation: back to
-// what it held before khook (another writer's client-side apply) when
-// khook wrote it since or removed it, removed when khook's client-side
-// apply wrote it and it held nothing before.
-func (m *Manager) lastAppliedFate(live *unstructured.Unstructured, rec *previous, owned Owned) (fate, bool) {
+// what it held before khook (another writer's client-side apply) when it
+// holds khook's configuration now (lastAppliedKhooks) or khook removed
+// it, removed when it holds khook's configuration and held none before
+// khook (or what it held is not recorded), and left when another writer
+// wrote it since.
+func (m *Manager) lastAppliedFate(live *unstructured.Unstructured, rec *previous, owned Owned, conf string) (fate, bool) {
 	cur, inLive := lookupPath(live.Object, lastAppliedField)
+	khooks := owned.ClientSide || m.lastAppliedKhooks(live, conf)
 	fa := fate{path: lastAppliedField}
 	if prev, ok := lookupPath(rec.values, lastAppliedField); ok && rec.known.Has(lastAppliedField) {
 		switch {
 		case inLive && jsonEqual(prev, true, cur):
 			return fa, false
-		case !inLive || owned.ClientSide:
+		case !inLive || khooks:
 			fa.outcome, fa.value, fa.reason = FieldRestore, prev, "another writer's client-side apply held it before khook"
 			return fa, true
 		}
-		return fa, false // written since by another client-side apply
-	}
-	if owned.ClientSide {
-		fa.outcome, fa.reason = FieldRemove, "khook's client-side apply wrote it"
+		fa.outcome, fa.reason = FieldStay, "written since khook"+by(lastAppliedOwners(live))
+		if !owned.ServerSide || !slices.ContainsFunc(lastAppliedOwners(live), func(o Owner) bool { return o.Manager == LastAppliedManager }) {
+			return fa, true
+		}
+		// kept by kubectl's server-side apply (the API server writes it
+		// for the field manager kubectl) or by khook's for an earlier
+		// manifest: which, the object does not tell
+		fa.reason = "it is not the configuration of khook's manifest, and kubectl's server-side apply rewrote it since khook (or khook's apply of an earlier manifest did)"
 		return fa, true
 	}
-	return fa, false
+	if !inLive || !khooks {
+		return fa, false
+	}
+	fa.outcome, fa.reason = FieldRemove, "khook's client-side apply wrote it"
+	if !owned.ClientSide {
+		fa.reason = "khook's server-side apply keeps it current, as kubectl's does"
+		switch {
+		case rec.absent.Has(lastAppliedField):
+			fa.reason += ", and it held none before khook"
+		case !rec.covers(lastAppliedField):
+			fa.reason += ", and what it held before khook is unknown (no record of it)"
+		}
+	}
+	switch {
+	case rec.secret.Has(lastAppliedField):
+		fa.reason += "; what it held before khook was a Secret's, which khook never records"
+	case rec.large.Has(lastAppliedField):
+		fa.reason += "; what it held before khook was too large to record"
+	}
+	return fa, true
+}
+
+// lastAppliedKhooks reports whether live's last-applied annotation holds
+// the configuration khook's server-side apply keeps in it (decision 224):
+// owned by no client-side writer (an Update: kubectl apply, edit,
+// annotate take it so) and only by server-side appliers of it, kubectl's
+// kubectl-last-applied (as khook writes it) or khook's field manager (a
+// manifest carrying the annotation); and either holding conf, the
+// configuration of khook's manifest, or written by no one else since:
+// the API server rewrites it for kubectl's own server-side apply (field
+// manager kubectl) without changing its owner, so when the object has
+// such an apply that is not khook's, only the content can tell.
+// Client-side, khook's field manager owns the annotation (Owned).
+func (m *Manager) lastAppliedKhooks(live *unstructured.Unstructured, conf string) bool {
+	cur, ok := live.GetAnnotations()[corev1.LastAppliedConfigAnnotation]
+	owners := lastAppliedOwners(live)
+	if !ok || len(owners) == 0 {
+		return false
+	}
+	for _, o := range owners {
+		if o.Operation != metav1.ManagedFieldsOperationApply || (o.Manager != LastAppliedManager && o.Manager != m.fieldManager) {
+			return false
+		}
+	}
+	if conf != "" && sameConfiguration(cur, conf) {
+		return true
+	}
+	if m.fieldManager == kubectlManager || !m.OwnedBy(live).ServerSide {
+		return false
+	}
+	return !slices.ContainsFunc(live.GetManagedFields(), func(e metav1.ManagedFieldsEntry) bool {
+		return e.Manager == kubectlManager && e.Operation == metav1.ManagedFieldsOperationApply && e.Subresource == ""
+	})
+}
+
+// lastAppliedOwners are the managedFields entries owning live's
+// last-applied annotation.
+func lastAppliedOwners(live *unstructured.Unstructured) []Owner {
+	var out []Owner
+	for _, ms := range managedSets(live) {
+		if ms.owner.Subresource == "" && ms.set.Has(lastAppliedField) {
+			out = append(out, ms.owner)
+		}
+	}
+	return out
+}
+
+// sameConfiguration reports whether two last-applied configurations are
+// the same JSON (keys in any order, spacing aside).
+func sameConfiguration(a, b string) bool {
+	var x, y any
+	return json.Unmarshal([]byte(a), &x) == nil && json.Unmarshal([]byte(b), &y) == nil && reflect.DeepEqual(x, y)
 }
 
 // restorable reports whether the field p can be given back to obj: every
@@ -320,7 +402,7 @@ func (m *Manager) decide(f Field, rec *previous, secretKind bool) fate {
 	fa := fate{path: f.Path, key: f.KeyField()}
 	var others []Owner
 	for _, o := range f.OtherOwners(m.fieldManager) {
-		if o.Manager != m.fieldManager+previousManagerSuffix {
+		if o.Manager != m.recordManager() {
 			others = append(others, o)
 		}
 	}
@@ -689,12 +771,12 @@ func (m *Manager) revert(ctx context.Context, mapping *meta.RESTMapping, live *u
 		}
 		obj := live
 		if plan.patch != nil {
-			out, err := ri.Patch(ctx, live.GetName(), plan.patchType, plan.patch, metav1.PatchOptions{FieldManager: m.fieldManager})
+			out, err := m.sendRevert(ctx, ri, live, plan.patchType, plan.patch, false)
 			if apierrors.IsConflict(err) && attempt < maxPatchAttempts {
 				if live, err = ri.Get(ctx, live.GetName(), metav1.GetOptions{}); err != nil {
 					return err
 				}
-				if plan, live, err = m.planRevertFresh(ctx, ri, live); err != nil {
+				if plan, live, err = m.planRevertFresh(ctx, ri, live, plan.conf); err != nil {
 					return err
 				}
 				continue
@@ -708,6 +790,62 @@ func (m *Manager) revert(ctx context.Context, mapping *meta.RESTMapping, live *u
 	}
 }
 
+// sendRevert sends a revert's patch planned from live (whose
+// resourceVersion it carries; a server dry run when dryRun). When the
+// object changed meanwhile only where its status subresource writes (a
+// controller reporting a rollout: status, the resourceVersion and that
+// writer's managedFields entry), the plan still holds: the patch is sent
+// again with the new resourceVersion, at once, up to maxPatchAttempts
+// times (planning again each time took longer than a rollout's status
+// updates leave between them). Any other change is the conflict, for
+// the caller to plan again.
+func (m *Manager) sendRevert(ctx context.Context, ri dynamic.ResourceInterface, live *unstructured.Unstructured, patchType types.PatchType, patch []byte, dryRun bool) (*unstructured.Unstructured, error) {
+	opts := metav1.PatchOptions{FieldManager: m.fieldManager}
+	if dryRun {
+		opts.DryRun = []string{metav1.DryRunAll}
+	}
+	for attempt := 1; ; attempt++ {
+		out, err := ri.Patch(ctx, live.GetName(), patchType, patch, opts)
+		if !apierrors.IsConflict(err) || attempt == maxPatchAttempts {
+			return out, err
+		}
+		fresh, gerr := ri.Get(ctx, live.GetName(), metav1.GetOptions{})
+		if gerr != nil {
+			return nil, gerr
+		}
+		if !sameButStatus(live, fresh) {
+			return nil, err
+		}
+		var pm map[string]any
+		if gerr := json.Unmarshal(patch, &pm); gerr != nil {
+			return nil, gerr
+		}
+		md, _ := pm["metadata"].(map[string]any)
+		if md == nil {
+			return nil, err // a patch without its precondition: not ours
+		}
+		md["resourceVersion"] = fresh.GetResourceVersion()
+		if patch, gerr = json.Marshal(pm); gerr != nil {
+			return nil, gerr
+		}
+		live = fresh
+	}
+}
+
+// sameButStatus reports whether a and b, two reads of one object, differ
+// only in what a write to its status subresource changes: status, the
+// resourceVersion and the status writers' managedFields entries.
+func sameButStatus(a, b *unstructured.Unstructured) bool {
+	strip := func(u *unstructured.Unstructured) map[string]any {
+		c := u.DeepCopy()
+		delete(c.Object, "status")
+		unstructured.RemoveNestedField(c.Object, "metadata", "resourceVersion")
+		c.SetManagedFields(slices.DeleteFunc(c.GetManagedFields(), func(e metav1.ManagedFieldsEntry) bool { return e.Subresource == "status" }))
+		return c.Object
+	}
+	return reflect.DeepEqual(strip(a), strip(b))
+}
+
 // dropEntries removes khook's field manager's entries (and its record
 // writer's) from obj's managedFields, as csaupgrade rewrites them (a JSON
 // patch that replaces the list and the resourceVersion, so a changed
@@ -717,7 +855,7 @@ func (m *Manager) dropEntries(ctx context.Context, ri dynamic.ResourceInterface,
 	for attempt := 1; ; attempt++ {
 		entries := obj.GetManagedFields()
 		kept := slices.DeleteFunc(slices.Clone(entries), func(e metav1.ManagedFieldsEntry) bool {
-			return e.Manager == m.fieldManager || e.Manager == m.fieldManager+previousManagerSuffix
+			return e.Manager == m.fieldManager || e.Manager == m.recordManager()
 		})
 		if len(kept) == len(entries) {
 			return nil

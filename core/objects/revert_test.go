@@ -298,3 +298,111 @@ func TestKeepRefused(t *testing.T) {
 }
 
 func strPtr(s string) *string { return &s }
+
+// managed builds a managedFields entry owning fieldsV1.
+func managed(manager string, op metav1.ManagedFieldsOperationType, subresource, fieldsV1 string) metav1.ManagedFieldsEntry {
+	return metav1.ManagedFieldsEntry{Manager: manager, Operation: op, Subresource: subresource, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(fieldsV1)}}
+}
+
+// lastAppliedKhooks: the annotation holds khook's configuration when
+// only server-side appliers of it own it (kubectl-last-applied, or
+// khook's manager) and it holds the manifest's configuration, or nothing
+// but khook's apply can have written it (no apply of the manager kubectl,
+// for which the API server rewrites it, keeping its owner).
+func TestLastAppliedKhooks(t *testing.T) {
+	const (
+		conf      = `{"apiVersion":"v1","data":{"k":"khook"},"kind":"ConfigMap","metadata":{"name":"x","namespace":"ns"}}`
+		reordered = "{\"kind\":\"ConfigMap\",\"apiVersion\":\"v1\",\"metadata\":{\"namespace\":\"ns\",\"name\":\"x\"},\"data\":{\"k\":\"khook\"}}\n"
+		theirs    = `{"apiVersion":"v1","data":{"k":"theirs"},"kind":"ConfigMap","metadata":{"name":"x","namespace":"ns"}}`
+		annField  = `{"f:metadata":{"f:annotations":{"f:kubectl.kubernetes.io/last-applied-configuration":{}}}}`
+		dataField = `{"f:data":{"f:k":{}}}`
+	)
+	apply, update := metav1.ManagedFieldsOperationApply, metav1.ManagedFieldsOperationUpdate
+	keeper := managed(LastAppliedManager, apply, "", annField)
+	khookSSA := managed("khook", apply, "", dataField)
+	for _, c := range []struct {
+		name, manager, ann string
+		entries            []metav1.ManagedFieldsEntry
+		want               bool
+	}{
+		{"khook's configuration, kept", "khook", reordered, []metav1.ManagedFieldsEntry{keeper, khookSSA}, true},
+		{"an earlier manifest of khook's, nobody else's apply", "khook", theirs, []metav1.ManagedFieldsEntry{keeper, khookSSA}, true},
+		{"kubectl's server-side apply since", "khook", theirs, []metav1.ManagedFieldsEntry{keeper, khookSSA, managed("kubectl", apply, "", dataField)}, false},
+		{"khook's configuration despite kubectl's apply", "khook", conf, []metav1.ManagedFieldsEntry{keeper, khookSSA, managed("kubectl", apply, "", dataField)}, true},
+		{"a client-side apply's", "khook", conf, []metav1.ManagedFieldsEntry{managed("kubectl-client-side-apply", update, "", annField), khookSSA}, false},
+		{"another server-side applier shares it", "khook", conf, []metav1.ManagedFieldsEntry{keeper, managed("tool", apply, "", annField), khookSSA}, false},
+		{"khook as kubectl: only the content tells", "kubectl", theirs, []metav1.ManagedFieldsEntry{keeper, managed("kubectl", apply, "", dataField)}, false},
+		{"khook as kubectl, its configuration", "kubectl", conf, []metav1.ManagedFieldsEntry{keeper, managed("kubectl", apply, "", dataField)}, true},
+		{"khook applies nothing server-side", "khook", theirs, []metav1.ManagedFieldsEntry{keeper}, false},
+		{"nobody owns it", "khook", conf, []metav1.ManagedFieldsEntry{khookSSA}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			live := yamlObj(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x, namespace: ns}\n")
+			live.SetAnnotations(map[string]string{"kubectl.kubernetes.io/last-applied-configuration": c.ann})
+			live.SetManagedFields(c.entries)
+			m := &Manager{fieldManager: c.manager}
+			if got := m.lastAppliedKhooks(live, conf); got != c.want {
+				t.Errorf("lastAppliedKhooks = %v, want %v", got, c.want)
+			}
+		})
+	}
+	if (&Manager{fieldManager: "khook"}).lastAppliedKhooks(yamlObj(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n"), conf) {
+		t.Error("an object without the annotation")
+	}
+}
+
+// The record's field manager stays within the API server's 128 bytes,
+// cut at a character.
+func TestRecordManager(t *testing.T) {
+	for _, c := range []struct{ manager, want string }{
+		{"khook", "khook-previous"},
+		{strings.Repeat("m", 119), strings.Repeat("m", 119) + "-previous"},
+		{strings.Repeat("m", 128), strings.Repeat("m", 119) + "-previous"},
+		{strings.Repeat("m", 118) + "é", strings.Repeat("m", 118) + "-previous"}, // é is 2 bytes: not cut in half
+	} {
+		if got := (&Manager{fieldManager: c.manager}).recordManager(); got != c.want || len(got) > 128 {
+			t.Errorf("recordManager(%q) = %q, want %q", c.manager, got, c.want)
+		}
+	}
+}
+
+// Only the API server's client errors, but a timeout, are refused
+// writes.
+func TestRefused(t *testing.T) {
+	gr := schema.GroupResource{Resource: "configmaps"}
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{apierrors.NewConflict(gr, "x", errors.New("conflict")), true},
+		{&ConflictError{Conflicts: []Conflict{{Field: ".data.a", Manager: "kubectl"}}, Err: apierrors.NewConflict(gr, "x", errors.New("conflict"))}, true},
+		{apierrors.NewInvalid(schema.GroupKind{Kind: "ConfigMap"}, "x", nil), true},
+		{apierrors.NewBadRequest("strict decoding error"), true},
+		{apierrors.NewForbidden(gr, "x", errors.New("no")), true},
+		{apierrors.NewTimeoutError("slow", 1), false},
+		{apierrors.NewInternalError(errors.New("etcd")), false},
+		{errors.New("connection reset"), false},
+	} {
+		if got := refused(c.err); got != c.want {
+			t.Errorf("refused(%v) = %v, want %v", c.err, got, c.want)
+		}
+	}
+}
+
+// A revert is sent again at once when only the object's status changed
+// under it.
+func TestSameButStatus(t *testing.T) {
+	a := yamlObj(t, "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d, resourceVersion: \"1\"}\nspec: {replicas: 2}\nstatus: {replicas: 1}\n")
+	a.SetManagedFields([]metav1.ManagedFieldsEntry{managed("khook", metav1.ManagedFieldsOperationApply, "", `{"f:spec":{"f:replicas":{}}}`)})
+	b := a.DeepCopy()
+	b.SetResourceVersion("2")
+	b.Object["status"] = map[string]any{"replicas": int64(2)}
+	b.SetManagedFields(append(b.GetManagedFields(), managed("kube-controller-manager", metav1.ManagedFieldsOperationUpdate, "status", `{"f:status":{"f:replicas":{}}}`)))
+	if !sameButStatus(a, b) {
+		t.Error("a status update: not the same but for the status")
+	}
+	b.Object["spec"] = map[string]any{"replicas": int64(5)}
+	if sameButStatus(a, b) {
+		t.Error("a scale: the same but for the status")
+	}
+}

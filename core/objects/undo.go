@@ -157,8 +157,20 @@ func (m *Manager) planOne(ctx context.Context, o *unstructured.Unstructured, opt
 		case !owned.Any() && !recorded:
 			it.Action, it.Reason = UndoLeave, "not created by this spec, and khook owns none of its fields"
 			return it, nil
+		case !recorded && m.fieldManager != DefaultFieldManager:
+			// A name given with --field-manager may be another tool's
+			// (kubectl's: that is how objects are taken along), and
+			// every khook that takes it marks what it creates and
+			// records what it configures: the fields that name owns
+			// here are that tool's, not khook's.
+			it.Action, it.Reason = UndoLeave, fmt.Sprintf("not created by this spec, and khook never configured it as field manager %s (no record of khook's on it): the fields %[1]s owns are another writer's", m.fieldManager)
+			return it, nil
 		case recorded || !onlyWriter(live, m.fieldManager):
-			return m.planRevertItem(ctx, it, owned)
+			conf, err := lastApplied(r.Object) // what khook's apply writes in the last-applied annotation
+			if err != nil {
+				return it, fmt.Errorf("%s: %w", it.Ref, err)
+			}
+			return m.planRevertItem(ctx, it, owned, conf)
 		}
 		// no mark, but nobody else ever wrote it: made by a khook that
 		// did not mark what it created yet
@@ -184,8 +196,9 @@ func (m *Manager) planOne(ctx context.Context, o *unstructured.Unstructured, opt
 // planRevertItem plans giving back khook's fields of it.live, an object
 // khook configured but did not create (planRevert): UndoRevert with the
 // fields' fates, or UndoRejected when the server's dry run refuses it.
-func (m *Manager) planRevertItem(ctx context.Context, it UndoItem, owned Owned) (UndoItem, error) {
-	plan, live, err := m.planRevertFresh(ctx, m.Client(it.mapping, it.live.GetNamespace()), it.live)
+// conf is the configuration khook's apply of the manifest writes.
+func (m *Manager) planRevertItem(ctx context.Context, it UndoItem, owned Owned, conf string) (UndoItem, error) {
+	plan, live, err := m.planRevertFresh(ctx, m.Client(it.mapping, it.live.GetNamespace()), it.live, conf)
 	if apierrors.IsNotFound(err) {
 		it.Action, it.Reason = UndoAbsent, "already gone"
 		return it, nil

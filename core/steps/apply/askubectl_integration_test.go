@@ -6,9 +6,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"maps"
 	"os"
 	"os/exec"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -223,6 +225,11 @@ func TestApplyAsKubectl(t *testing.T) {
 		if !strings.Contains(err.Error(), `.data.a is owned by field manager "kubectl"`) {
 			t.Errorf("without --field-manager: %v", err)
 		}
+		// the refused apply changed nothing: the record khook wrote
+		// before it (decision 210) is taken back with it
+		if refused := k.get(cmGVR, k.ns, "taken"); refused.GetAnnotations()[objects.AnnotationPrevious] != "" || len(fieldOwners(refused)) != 1 {
+			t.Errorf("after the refused apply: annotations %v, owners %v; want nothing of khook's", refused.GetAnnotations(), fieldOwners(refused))
+		}
 		req := k.request(ssa)
 		req.FieldManager = "kubectl"
 		run(t, req)
@@ -230,8 +237,47 @@ func TestApplyAsKubectl(t *testing.T) {
 		if !reflect.DeepEqual(a.Object["data"], b.Object["data"]) || !reflect.DeepEqual(b.Object["data"], map[string]any{"a": "3"}) {
 			t.Errorf("kubectl %v, khook as kubectl %v", a.Object["data"], b.Object["data"])
 		}
-		if !reflect.DeepEqual(fieldOwners(a), fieldOwners(b)) {
-			t.Errorf("owners: kubectl %v, khook %v", fieldOwners(a), fieldOwners(b))
+		// Khook configured an object its spec did not create, so it keeps
+		// a record of what it overwrote, which kubectl does not: the
+		// record's manager (the field manager plus -previous) owns the
+		// record alone, and it holds kubectl's values before khook, a
+		// taken over field (a) and a dropped one (b) alike. Apart from
+		// it, the object is kubectl's.
+		const recordOwner = "kubectl-previous/Apply"
+		if owners := fieldOwners(b); !slices.Contains(owners, recordOwner) || !reflect.DeepEqual(fieldOwners(a), slices.DeleteFunc(owners, func(o string) bool { return o == recordOwner })) {
+			t.Errorf("owners: kubectl %v, khook %v; want kubectl's and the record's %s", fieldOwners(a), fieldOwners(b), recordOwner)
+		}
+		for _, e := range b.GetManagedFields() {
+			if e.Manager+"/"+string(e.Operation) == recordOwner && string(e.FieldsV1.Raw) != `{"f:metadata":{"f:annotations":{"f:`+objects.AnnotationPrevious+`":{}}}}` {
+				t.Errorf("%s owns %s, want the record alone", recordOwner, e.FieldsV1.Raw)
+			}
+		}
+		var rec struct {
+			Values map[string]any `json:"values"`
+		}
+		if err := json.Unmarshal([]byte(b.GetAnnotations()[objects.AnnotationPrevious]), &rec); err != nil || !reflect.DeepEqual(rec.Values["data"], map[string]any{"a": "1", "b": "2"}) {
+			t.Errorf("khook's record %s (%v), want kubectl's a and b", b.GetAnnotations()[objects.AnnotationPrevious], err)
+		}
+		withoutRecord := maps.Clone(b.GetAnnotations())
+		delete(withoutRecord, objects.AnnotationPrevious)
+		if !maps.Equal(a.GetAnnotations(), withoutRecord) {
+			t.Errorf("annotations: kubectl %v, khook %v", a.GetAnnotations(), b.GetAnnotations())
+		}
+		// destroy, as the same manager, gives back kubectl's object as
+		// khook found it, and leaves nothing of khook's
+		destroy := k.request(ssa)
+		destroy.FieldManager = "kubectl"
+		if _, err := apply.New(apply.Options{}).Destroy(t.Context(), destroy); err != nil {
+			t.Fatalf("destroy: %v", err)
+		}
+		back := k.get(cmGVR, k.ns, "taken")
+		if !reflect.DeepEqual(back.Object["data"], map[string]any{"a": "1", "b": "2"}) || back.GetAnnotations()[objects.AnnotationPrevious] != "" {
+			t.Errorf("after destroy: data %v, annotations %v; want kubectl's a and b back, no record", back.Object["data"], back.GetAnnotations())
+		}
+		for _, o := range fieldOwners(back) {
+			if strings.HasPrefix(o, "kubectl/") || strings.HasPrefix(o, "kubectl-previous/") {
+				t.Errorf("after destroy %s owns fields still: %v", o, fieldOwners(back))
+			}
 		}
 	})
 }
