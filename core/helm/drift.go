@@ -286,7 +286,9 @@ func (c *Client) stepsManager() string {
 // intent is want as the API server stores it (a Secret's stringData
 // compared as the data it becomes), as differ names its fields.
 func classify(want, live *unstructured.Unstructured, manager, spec string) (intent *unstructured.Unstructured, differ []objects.Field, others []OtherField, err error) {
-	intent = normalized(want)
+	if intent = objects.AsStored(want); intent == want {
+		intent = want.DeepCopy() // the repair writes other writers' values into it
+	}
 	if contained(intent.Object, live.Object, true) {
 		// every field the manifest sets holds its value: nothing differs
 		// (the common case, decided without reading any schema)
@@ -328,7 +330,7 @@ func confirm(ref objects.Ref, intent *unstructured.Unstructured, differ []object
 	var entries []fieldpath.Path // list entries the live object lacks
 	for _, f := range differ {
 		if applied != nil {
-			if v, ok := lookupPath(applied.Object, f.Path); sameField(v, ok, f.Live, f.InLive) {
+			if v, ok := objects.LookupPath(applied.Object, f.Path); sameField(v, ok, f.Live, f.InLive) {
 				continue // applying the manifest leaves it so
 			}
 		}

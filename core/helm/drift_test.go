@@ -264,7 +264,7 @@ func TestSetPath(t *testing.T) {
 		switch pathName(f.Path) {
 		case `spec.template.spec.containers[name="sidecar"].image`:
 			setPath(u.Object, f.Path, "other", true)
-			if v, ok := lookupPath(u.Object, f.Path); !ok || v != "other" {
+			if v, ok := objects.LookupPath(u.Object, f.Path); !ok || v != "other" {
 				t.Errorf("set: %v %v", v, ok)
 			}
 			setPath(u.Object, f.Path[:len(f.Path)-1], nil, false)

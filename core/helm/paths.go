@@ -1,50 +1,20 @@
 package helm
 
 import (
-	"bytes"
-	"encoding/base64"
-	"encoding/json"
-	"reflect"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+
+	"khook.io/core/objects"
 )
 
 // Fields of an object named as managedFields name them
-// (objects.Fields): read, written and printed for the drift check.
+// (objects.Fields): written and printed for the drift check; read with
+// objects.LookupPath, list entries found with objects.EntryIndex.
 
 // pathName is a field's path as a plan and an outcome print it: data.b,
 // spec.template.spec.containers[name="web"].image.
 func pathName(p fieldpath.Path) string { return strings.TrimPrefix(p.String(), ".") }
-
-// lookupPath is obj's value at p (an object as the server returns it,
-// whose list entries hold every key field).
-func lookupPath(obj map[string]any, p fieldpath.Path) (any, bool) {
-	var v any = obj
-	for _, pe := range p {
-		if pe.FieldName != nil {
-			m, ok := v.(map[string]any)
-			if !ok {
-				return nil, false
-			}
-			if v, ok = m[*pe.FieldName]; !ok {
-				return nil, false
-			}
-			continue
-		}
-		l, ok := v.([]any)
-		if !ok {
-			return nil, false
-		}
-		i := entryIndex(l, pe, false)
-		if i < 0 {
-			return nil, false
-		}
-		v = l[i]
-	}
-	return v, true
-}
 
 // setPath puts v at p in obj, an object as a manifest writes it: a list
 // entry is the one whose key fields hold the key's values, a key field
@@ -75,7 +45,7 @@ func setPath(obj map[string]any, p fieldpath.Path, v any, present bool) {
 			delete(c, *last.FieldName)
 		}
 	case []any:
-		i := entryIndex(c, last, true)
+		i := objects.EntryIndex(c, last, true)
 		if i < 0 {
 			return
 		}
@@ -116,59 +86,11 @@ func child(v any, pe fieldpath.PathElement) (any, bool) {
 	if !ok {
 		return nil, false
 	}
-	i := entryIndex(l, pe, true)
+	i := objects.EntryIndex(l, pe, true)
 	if i < 0 {
 		return nil, false
 	}
 	return l[i], true
-}
-
-// entryIndex is the index of l's entry pe names, -1 for none; lenient: a
-// key field the entry does not have matches (a default the manifest
-// leaves out).
-func entryIndex(l []any, pe fieldpath.PathElement, lenient bool) int {
-	switch {
-	case pe.Index != nil:
-		if *pe.Index < len(l) {
-			return *pe.Index
-		}
-	case pe.Value != nil:
-		want := (*pe.Value).Unstructured()
-		for i, e := range l {
-			if jsonEqual(want, e) {
-				return i
-			}
-		}
-	case pe.Key != nil:
-	entries:
-		for i, e := range l {
-			m, ok := e.(map[string]any)
-			if !ok {
-				continue
-			}
-			for _, k := range *pe.Key {
-				got, has := m[k.Name]
-				if !has && lenient {
-					continue
-				}
-				if !has || !jsonEqual(k.Value.Unstructured(), got) {
-					continue entries
-				}
-			}
-			return i
-		}
-	}
-	return -1
-}
-
-// jsonEqual reports whether a and b are the same JSON value.
-func jsonEqual(a, b any) bool {
-	if reflect.DeepEqual(a, b) {
-		return true
-	}
-	ja, err1 := json.Marshal(a)
-	jb, err2 := json.Marshal(b)
-	return err1 == nil && err2 == nil && bytes.Equal(ja, jb)
 }
 
 // sameField reports whether a field is the same in two versions (present
@@ -178,7 +100,7 @@ func sameField(a any, ap bool, b any, bp bool) bool {
 	if !ap || !bp {
 		return (!ap || isEmpty(a)) && (!bp || isEmpty(b))
 	}
-	return jsonEqual(a, b)
+	return objects.SameJSON(a, b)
 }
 
 // isEmpty reports whether v is null, an empty map or an empty list.
@@ -192,32 +114,6 @@ func isEmpty(v any) bool {
 		return len(x) == 0
 	}
 	return false
-}
-
-// normalized is want as the API server stores it, where khook knows how:
-// a core Secret's stringData becomes data (base64), so that data edited
-// out of band is compared with what the chart wrote.
-func normalized(want *unstructured.Unstructured) *unstructured.Unstructured {
-	obj := want.DeepCopy()
-	if obj.GetAPIVersion() != "v1" || obj.GetKind() != "Secret" {
-		return obj
-	}
-	sd, _ := obj.Object["stringData"].(map[string]any)
-	if len(sd) == 0 {
-		return obj
-	}
-	data, _ := obj.Object["data"].(map[string]any)
-	if data == nil {
-		data = map[string]any{}
-	}
-	for k, v := range sd {
-		if s, ok := v.(string); ok {
-			data[k] = base64.StdEncoding.EncodeToString([]byte(s))
-		}
-	}
-	obj.Object["data"] = data
-	delete(obj.Object, "stringData")
-	return obj
 }
 
 // contained reports whether every field want sets holds the same value in
@@ -267,5 +163,5 @@ func contained(want, live any, top bool) bool {
 	case nil:
 		return live == nil
 	}
-	return jsonEqual(want, live)
+	return objects.SameJSON(want, live)
 }

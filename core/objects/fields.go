@@ -2,10 +2,8 @@ package objects
 
 import (
 	"bytes"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"reflect"
 	"slices"
 	"sync"
 
@@ -161,7 +159,7 @@ func Fields(intent, live *unstructured.Unstructured) ([]Field, error) {
 	if intent == nil {
 		return nil, nil
 	}
-	itv, err := typedIntent(secretStringData(intent))
+	itv, err := typedIntent(AsStored(intent))
 	if err != nil {
 		return nil, fmt.Errorf("read the intent: %w", err)
 	}
@@ -182,7 +180,7 @@ func Fields(intent, live *unstructured.Unstructured) ([]Field, error) {
 		}
 		f := Field{Path: p.Copy()}
 		f.Intent, _ = valueAt(itv, p)
-		f.Live, f.InLive = lookupPath(liveObj, p)
+		f.Live, f.InLive = LookupPath(liveObj, p)
 		f.Equal = jsonEqual(f.Intent, f.InLive, f.Live) || emptyMapIn(f.Intent, f.Live)
 		for _, ms := range owners {
 			if holds(ms.set, p) {
@@ -193,29 +191,6 @@ func Fields(intent, live *unstructured.Unstructured) ([]Field, error) {
 	}
 	slices.SortFunc(out, func(a, b Field) int { return a.Path.Compare(b.Path) })
 	return out, nil
-}
-
-// secretStringData is intent as the server stores it when intent is a
-// core Secret with stringData: each stringData value base64-encoded into
-// data (stringData wins over data), which is what the live object holds.
-func secretStringData(intent *unstructured.Unstructured) *unstructured.Unstructured {
-	sd, ok := intent.Object["stringData"].(map[string]any)
-	if !ok || !isSecretKind(intent) {
-		return intent
-	}
-	out := intent.DeepCopy()
-	data, _ := out.Object["data"].(map[string]any)
-	if data == nil {
-		data = map[string]any{}
-	}
-	for k, v := range sd {
-		if s, ok := v.(string); ok {
-			data[k] = base64.StdEncoding.EncodeToString([]byte(s))
-		}
-	}
-	out.Object["data"] = data
-	delete(out.Object, "stringData")
-	return out
 }
 
 // LastApplied returns the intent client-side apply recorded on live (its
@@ -361,73 +336,6 @@ func valueAt(tv *typed.TypedValue, p fieldpath.Path) (any, bool) {
 	return v, true
 }
 
-// lookupPath is obj's value at p, read from the JSON as it is: a list
-// entry is the one whose key fields hold the key's values (a live object
-// holds every key, defaults included), a set element the one equal to
-// it.
-func lookupPath(obj map[string]any, p fieldpath.Path) (any, bool) {
-	if obj == nil {
-		return nil, false
-	}
-	var v any = obj
-	for _, pe := range p {
-		var ok bool
-		if pe.FieldName != nil {
-			m, isMap := v.(map[string]any)
-			if !isMap {
-				return nil, false
-			}
-			if v, ok = m[*pe.FieldName]; !ok {
-				return nil, false
-			}
-			continue
-		}
-		l, isList := v.([]any)
-		if !isList {
-			return nil, false
-		}
-		i := elementIndex(l, pe)
-		if i < 0 {
-			return nil, false
-		}
-		v = l[i]
-	}
-	return v, true
-}
-
-// elementIndex is the index of the entry of l that pe names, -1 when
-// there is none.
-func elementIndex(l []any, pe fieldpath.PathElement) int {
-	switch {
-	case pe.Index != nil:
-		if *pe.Index < len(l) {
-			return *pe.Index
-		}
-	case pe.Value != nil:
-		want := (*pe.Value).Unstructured()
-		for i, e := range l {
-			if jsonEqual(want, true, e) {
-				return i
-			}
-		}
-	case pe.Key != nil:
-	entries:
-		for i, e := range l {
-			m, ok := e.(map[string]any)
-			if !ok {
-				continue
-			}
-			for _, k := range *pe.Key {
-				if !jsonEqual(k.Value.Unstructured(), true, m[k.Name]) {
-					continue entries
-				}
-			}
-			return i
-		}
-	}
-	return -1
-}
-
 // emptyMapIn reports whether intent is an empty map and live a map.
 func emptyMapIn(intent, live any) bool {
 	im, ok := intent.(map[string]any)
@@ -441,10 +349,5 @@ func jsonEqual(a any, inLive bool, b any) bool {
 	if !inLive {
 		return a == nil
 	}
-	if reflect.DeepEqual(a, b) {
-		return true
-	}
-	ja, err1 := json.Marshal(a)
-	jb, err2 := json.Marshal(b)
-	return err1 == nil && err2 == nil && bytes.Equal(ja, jb)
+	return SameJSON(a, b)
 }

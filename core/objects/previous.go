@@ -197,7 +197,7 @@ func (m *Manager) recordPrevious(ctx context.Context, ri dynamic.ResourceInterfa
 	clientSide := m.OwnedBy(live).ClientSide && (legacy || rec.covers(lastAppliedField))
 	if !clientSide && !m.lastAppliedKhooks(live, conf) {
 		if !rec.covers(lastAppliedField) {
-			v, ok := lookupPath(live.Object, lastAppliedField)
+			v, ok := LookupPath(live.Object, lastAppliedField)
 			add = append(add, entry{lastAppliedField, v, nil, ok})
 		}
 		// Another writer's client-side apply: the fields its
@@ -231,7 +231,7 @@ func (m *Manager) recordPrevious(ctx context.Context, ri dynamic.ResourceInterfa
 			if !intentField(p) || rec.covers(p) || adding(p) {
 				continue
 			}
-			if v, ok := lookupPath(live.Object, p); ok {
+			if v, ok := LookupPath(live.Object, p); ok {
 				add = append(add, entry{p, v, nil, true})
 			}
 		}
@@ -400,12 +400,12 @@ func setInList(m map[string]any, field string, rest fieldpath.Path, v any) bool 
 		if len(rest) != 1 {
 			return false
 		}
-		if elementIndex(l, pe) < 0 {
+		if EntryIndex(l, pe, false) < 0 {
 			m[field] = append(l, (*pe.Value).Unstructured())
 		}
 		return true
 	case pe.Key != nil:
-		i := elementIndex(l, pe)
+		i := EntryIndex(l, pe, false)
 		if i < 0 {
 			entry := map[string]any{}
 			for _, k := range *pe.Key {

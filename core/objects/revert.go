@@ -158,7 +158,7 @@ func (m *Manager) planRevert(ctx context.Context, ri dynamic.ResourceInterface, 
 		if err == nil {
 			for i := range fates {
 				if fates[i].outcome == FieldRemove {
-					fates[i].removed, fates[i].hasRemoved = lookupPath(out.Object, fates[i].path)
+					fates[i].removed, fates[i].hasRemoved = LookupPath(out.Object, fates[i].path)
 				}
 			}
 			break
@@ -215,7 +215,7 @@ func (m *Manager) fates(live *unstructured.Unstructured, rec *previous, conf str
 				continue
 			}
 			f := Field{Path: p.Copy(), Equal: true}
-			f.Live, f.InLive = lookupPath(live.Object, p)
+			f.Live, f.InLive = LookupPath(live.Object, p)
 			f.Intent = f.Live
 			if !f.InLive {
 				continue // a field the server no longer holds
@@ -249,9 +249,9 @@ func (m *Manager) fates(live *unstructured.Unstructured, rec *previous, conf str
 		if p.Equals(lastAppliedField) || slices.ContainsFunc(out, func(f fate) bool { return under(p, f.path) }) {
 			continue
 		}
-		prev, known := lookupPath(rec.values, p)
+		prev, known := LookupPath(rec.values, p)
 		known = known && rec.known.Has(p)
-		cur, ok := lookupPath(live.Object, p)
+		cur, ok := LookupPath(live.Object, p)
 		switch {
 		case !ok && known && restorable(live.Object, rec, p):
 			out = append(out, fate{path: p, outcome: FieldRestore, value: prev, reason: "khook's write removed it", key: keyField(p)})
@@ -279,10 +279,10 @@ func (m *Manager) fates(live *unstructured.Unstructured, rec *previous, conf str
 // khook (or what it held is not recorded), and left when another writer
 // wrote it since.
 func (m *Manager) lastAppliedFate(live *unstructured.Unstructured, rec *previous, owned Owned, conf string) (fate, bool) {
-	cur, inLive := lookupPath(live.Object, lastAppliedField)
+	cur, inLive := LookupPath(live.Object, lastAppliedField)
 	khooks := owned.ClientSide || m.lastAppliedKhooks(live, conf)
 	fa := fate{path: lastAppliedField}
-	if prev, ok := lookupPath(rec.values, lastAppliedField); ok && rec.known.Has(lastAppliedField) {
+	if prev, ok := LookupPath(rec.values, lastAppliedField); ok && rec.known.Has(lastAppliedField) {
 		switch {
 		case inLive && jsonEqual(prev, true, cur):
 			return fa, false
@@ -382,7 +382,7 @@ func restorable(obj map[string]any, rec *previous, p fieldpath.Path) bool {
 		if pe.FieldName != nil {
 			continue
 		}
-		if _, ok := lookupPath(obj, p[:i+1]); ok {
+		if _, ok := LookupPath(obj, p[:i+1]); ok {
 			continue
 		}
 		if pe.Key == nil {
@@ -406,7 +406,7 @@ func (m *Manager) decide(f Field, rec *previous, secretKind bool) fate {
 			others = append(others, o)
 		}
 	}
-	prev, hasPrev := lookupPath(rec.values, f.Path)
+	prev, hasPrev := LookupPath(rec.values, f.Path)
 	hasPrev = hasPrev && rec.known.Has(f.Path)
 	// A value that differs from khook's in a field khook alone owns was
 	// changed by nobody: the server normalised it (1000m is 1).
@@ -543,7 +543,7 @@ func pruneEmpty(obj map[string]any, p fieldpath.Path) {
 		if n == 1 && *p[0].FieldName == "metadata" {
 			return
 		}
-		v, ok := lookupPath(obj, p[:n])
+		v, ok := LookupPath(obj, p[:n])
 		if m, isMap := v.(map[string]any); !ok || !isMap || len(m) > 0 {
 			return
 		}
@@ -574,7 +574,7 @@ func deletePath(obj map[string]any, p fieldpath.Path) {
 	if !ok {
 		return
 	}
-	j := elementIndex(l, p[1])
+	j := EntryIndex(l, p[1], false)
 	if j < 0 {
 		return
 	}

@@ -52,7 +52,7 @@ func TestPreviousRecord(t *testing.T) {
 	if !back.known.Has(image) || !back.known.Has(set) || !back.absent.Has(path("data", "added")) || !back.covers(path("data", "password")) || back.covers(path("data", "other")) {
 		t.Errorf("read back: known %s absent %s secret %s", back.known, back.absent, back.secret)
 	}
-	if v, ok := lookupPath(back.values, image); !ok || v != "nginx:1" {
+	if v, ok := LookupPath(back.values, image); !ok || v != "nginx:1" {
 		t.Errorf("value of %s: %v %v", image, v, ok)
 	}
 	live.SetAnnotations(map[string]string{AnnotationPrevious: "{not json"})
