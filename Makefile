@@ -15,11 +15,15 @@ COMMIT    ?= $(shell git -C $(ROOT) rev-parse --short=12 HEAD 2>/dev/null || ech
 DATE      ?= $(shell git -C $(ROOT) log -1 --format=%cI 2>/dev/null || echo 1970-01-01T00:00:00Z)
 LDFLAGS   := -s -w -X khook.io/core/version.Version=$(VERSION) -X khook.io/core/version.Commit=$(COMMIT) -X khook.io/core/version.Date=$(DATE)
 # The JUnit reports are checked against Jenkins' JUnit schema with libxml2
-# through cgo (core/internal/dev/junitxsd, build tag libxml2): `make test-deps`
+# through cgo (core/testing/junitxsd, build tag libxml2): `make test-deps`
 # installs what it needs; a build with the tag that cannot validate fails
 # the check. `make test TESTTAGS=` leaves it out (the checks then skip).
 TESTTAGS  ?= libxml2
 GOBUILD   := CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)'
+# Every module of go.work: the engine (core), the three entrypoints and the
+# project's tooling (dev: release packaging, the image, the end-to-end and
+# provider acceptance tests, the test cluster's and bench's commands).
+MODULES   := ./core/... ./kubectl-khook/... ./helm-khook/... ./terraform-provider-khook/... ./dev/...
 
 .PHONY: build
 build: ## build both plugins into bin/
@@ -49,7 +53,7 @@ ifneq ($(filter libxml2,$(TESTTAGS)),)
 	@if ! { $(TESTDEPS_CHECK); }; then \
 		pkgs="libxml2-dev pkg-config gcc libc6-dev"; \
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-			echo "==> apt-get install $$pkgs (the JUnit schema check: core/internal/dev/junitxsd)"; \
+			echo "==> apt-get install $$pkgs (the JUnit schema check: core/testing/junitxsd)"; \
 			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$pkgs >/dev/null; \
 		else \
 			echo "make test needs libxml2's development files, pkg-config and a C compiler: sudo apt-get install $$pkgs (or make test TESTTAGS= to skip the JUnit schema checks)" >&2; \
@@ -61,11 +65,11 @@ endif
 
 .PHONY: vet
 vet: test-deps ## go vet every module
-	$(GO) vet -tags '$(TESTTAGS)' ./core/... ./kubectl-khook/... ./helm-khook/... ./terraform-provider-khook/...
+	$(GO) vet -tags '$(TESTTAGS)' $(MODULES)
 
 .PHONY: test-unit
 test-unit: vet build ## unit tests only: fast, offline, no cluster (the CLI end-to-end tests use bin/)
-	KHOOK_BIN=$(BIN) $(GO) test -race -count=1 -tags '$(TESTTAGS)' ./core/... ./kubectl-khook/... ./helm-khook/... ./terraform-provider-khook/...
+	KHOOK_BIN=$(BIN) $(GO) test -race -count=1 -tags '$(TESTTAGS)' $(MODULES)
 
 .PHONY: test
 # testbin first: the unit tests run kubectl too (kubectl_complete-khook).

@@ -48,7 +48,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 runs="${RUNS:-3}"
 go="${GO:-go}"
 export KHOOK_TESTBIN="${KHOOK_TESTBIN:-$root/.cache/testbin/bin}"
-charts="$root/core/internal/dev/chartrepo/testdata/charts"
+charts="$root/core/testing/chartrepo/testdata/charts"
 
 tmp="$(mktemp -d)"
 tool="$tmp/khook-testcluster"
@@ -78,7 +78,7 @@ if [[ -n "${BEFORE:-}" ]]; then
 	(cd "$tmp/before-src/kubectl-khook" && CGO_ENABLED=0 "$go" build -trimpath -o "$tmp/khook-before" .)
 	variants=(before "${variants[@]}")
 fi
-(cd "$root" && "$go" build -o "$tool" ./core/internal/dev/testcluster/cmd/khook-testcluster)
+(cd "$root" && "$go" build -o "$tool" ./dev/cmd/khook-testcluster)
 
 echo "starting a test cluster..." >&2
 started=1

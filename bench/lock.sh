@@ -25,7 +25,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 runs="${RUNS:-21}"
 go="${GO:-go}"
 export KHOOK_TESTBIN="${KHOOK_TESTBIN:-$root/.cache/testbin/bin}"
-charts="$root/core/internal/dev/chartrepo/testdata/charts"
+charts="$root/core/testing/chartrepo/testdata/charts"
 before="${BEFORE:-$(git -C "$root" merge-base HEAD main)}"
 
 tmp="$(mktemp -d)"
@@ -58,7 +58,7 @@ git -C "$root" worktree add --detach "$tmp/nolock-src" HEAD >&2
 sed -i 's/^\tif !s\.doc\.Spec\.State\.IsEnabled() {$/\tif true { \/\/ bench\/lock.sh: no lock/' "$tmp/nolock-src/core/cli/lock.go"
 grep -q 'bench/lock.sh: no lock' "$tmp/nolock-src/core/cli/lock.go" || { echo "bench/lock.sh: could not patch takeLock out" >&2; exit 1; }
 (cd "$tmp/nolock-src/kubectl-khook" && CGO_ENABLED=0 "$go" build -trimpath -o "$tmp/khook-nolock" .)
-(cd "$root" && "$go" build -o "$tool" ./core/internal/dev/testcluster/cmd/khook-testcluster)
+(cd "$root" && "$go" build -o "$tool" ./dev/cmd/khook-testcluster)
 variants=(nolock before after)
 
 echo "starting a test cluster..." >&2

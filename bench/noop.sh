@@ -18,7 +18,7 @@ go="${GO:-go}"
 before="${BEFORE:?BEFORE=<commit> names the build to compare with}"
 : "${KUBECONFIG:?KUBECONFIG must name a test cluster}"
 kubectl="${KHOOK_TESTBIN:-$root/.cache/testbin/bin}/kubectl"
-charts="$root/core/internal/dev/chartrepo/testdata/charts"
+charts="$root/core/testing/chartrepo/testdata/charts"
 
 tmp="$(mktemp -d)"
 ns="noop-bench-$$"

@@ -11,8 +11,8 @@ runs="${RUNS:-20}"
 make -s -C "$root" build >/dev/null
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
-(cd "$root/core" && go run ./internal/specgen/cmd/khook-specgen -steps 500 >"$tmp/500.yaml" &&
-	go run ./internal/specgen/cmd/khook-specgen -steps 500 -when >"$tmp/500-when.yaml")
+(cd "$root" && go run ./dev/cmd/khook-specgen -steps 500 >"$tmp/500.yaml" &&
+	go run ./dev/cmd/khook-specgen -steps 500 -when >"$tmp/500-when.yaml")
 
 measure() {
 	local label="$1"

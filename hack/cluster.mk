@@ -6,20 +6,20 @@
 TESTBIN_DIR  := $(CACHE)/testbin
 TESTCLUSTER  := $(TESTBIN_DIR)/khook-testcluster
 CLUSTER_DIR  ?= $(CACHE)/cluster
-INTEGRATION_PKGS ?= ./core/... ./kubectl-khook/... ./helm-khook/... ./terraform-provider-khook/...
+INTEGRATION_PKGS ?= $(MODULES)
 
 .PHONY: testbin
 testbin: ## build the test-cluster binaries into .cache/testbin/bin (no-op when up to date; ~11 min cold)
 	@GO=$(GO) $(ROOT)/hack/testbin/build.sh
 
-# The starter itself (core/internal/dev/testcluster/cmd/khook-testcluster): always
+# The starter itself (dev/cmd/khook-testcluster, module khook.io/dev): always
 # handed to go build, whose cache makes a no-op rebuild about a second. Built
 # with -race, like the tests: it then reuses the packages `go test -race`
 # compiled (client-go), so `make test` compiles them once, not twice.
 .PHONY: testcluster-tool
 testcluster-tool:
 	@mkdir -p $(TESTBIN_DIR)
-	@cd $(ROOT) && $(GO) build -race -o $(TESTCLUSTER) ./core/internal/dev/testcluster/cmd/khook-testcluster
+	@cd $(ROOT) && $(GO) build -race -o $(TESTCLUSTER) ./dev/cmd/khook-testcluster
 
 .PHONY: cluster-up
 cluster-up: testbin testcluster-tool ## start the test cluster in .cache/cluster (reused when running); last line: export KUBECONFIG=...

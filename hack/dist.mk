@@ -52,7 +52,7 @@ dist-bin-%:
 .PHONY: dist-tool
 dist-tool:
 	@mkdir -p $(TOOLS_DIR)
-	@cd $(ROOT) && CGO_ENABLED=0 $(GO) build -trimpath -o $(DISTTOOL) ./core/internal/dev/packaging/cmd/khook-dist
+	@cd $(ROOT) && CGO_ENABLED=0 $(GO) build -trimpath -o $(DISTTOOL) ./dev/cmd/khook-dist
 
 .PHONY: krew
 krew: dist ## render the krew manifest from the archives (real sha256s) into dist/krew/khook.yaml
@@ -84,15 +84,15 @@ DIST_HOST      := $(CACHE)/dist-host
 .PHONY: test-dist-host
 test-dist-host: ## release archives of this machine's platform only: built as make dist does, checked, unpacked and run (part of make test)
 	@$(MAKE) --no-print-directory dist DIST=$(DIST_HOST) DIST_PLATFORMS=$(HOST_PLATFORM)
-	KHOOK_DIST=$(DIST_HOST) KHOOK_DIST_PLATFORMS=$(HOST_PLATFORM) $(GO) test -count=1 -run '^TestDistArchives$$' ./core/internal/dev/packaging/
+	KHOOK_DIST=$(DIST_HOST) KHOOK_DIST_PLATFORMS=$(HOST_PLATFORM) $(GO) test -count=1 -run '^TestDistArchives$$' ./dev/packaging/
 
 .PHONY: test-dist
 # Without -race (make test has the race detector on this package): the checks
 # hash, unpack and parse 12 archives of 60 MB, five times slower with it.
 test-dist: krew ## release checks: archives, checksums, krew manifest validated and installed as krew does, kubectl khook via kubectl
-	KHOOK_DIST=$(DIST) $(GO) test -count=1 -run 'TestDist|TestKrew' ./core/internal/dev/packaging/
+	KHOOK_DIST=$(DIST) $(GO) test -count=1 -run 'TestDist|TestKrew' ./dev/packaging/
 
-# The helm CLIs the plugin tests run (core/internal/dev/packaging), built from
+# The helm CLIs the plugin tests run (dev/packaging), built from
 # the Go module proxy with the same compile flags as `make build`; kept in
 # .cache/tools/helm-<version>/ and not rebuilt while there.
 HELM3_VERSION  := v3.22.0

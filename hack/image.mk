@@ -1,5 +1,5 @@
 # The container image: kubectl-khook on linux, non-root, no shell, built
-# reproducibly without Docker (core/internal/dev/image, go-containerregistry).
+# reproducibly without Docker (dev/image, go-containerregistry).
 # See docs/in-cluster.md.
 # Included by the top-level Makefile after hack/dist.mk, whose DIST,
 # DIST_VERSION, DIST_DATE, DIST_GOBUILD and TOOLS_DIR it uses.
@@ -29,7 +29,7 @@ image-bin-%:
 .PHONY: image-tool
 image-tool:
 	@mkdir -p $(TOOLS_DIR)
-	@cd $(ROOT) && CGO_ENABLED=0 $(GO) build -trimpath -o $(IMAGETOOL) ./core/internal/dev/image/cmd/khook-image
+	@cd $(ROOT) && CGO_ENABLED=0 $(GO) build -trimpath -o $(IMAGETOOL) ./dev/cmd/khook-image
 
 .PHONY: image-repro
 image-repro: image ## build the image a second time into .cache/image-repro and compare (reproducibility)

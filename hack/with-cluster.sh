@@ -20,10 +20,10 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 go="${GO:-go}"
 tool="$root/.cache/testbin/khook-testcluster"
 
-# The starter is a small Go program of the core module (client-go): a warm
+# The starter is a small Go program of the dev module (client-go): a warm
 # rebuild is about a second. -race as in hack/cluster.mk: it shares the
 # compiled packages with `go test -race`.
-(cd "$root" && "$go" build -race -o "$tool" ./core/internal/dev/testcluster/cmd/khook-testcluster)
+(cd "$root" && "$go" build -race -o "$tool" ./dev/cmd/khook-testcluster)
 
 mkdir -p "$root/.cache/clusters"
 dir="$(mktemp -d "$root/.cache/clusters/run-XXXXXX")"

@@ -17,12 +17,12 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
-	"khook.io/core/internal/dev/chartrepo"
-	"khook.io/core/internal/dev/steptest"
-	"khook.io/core/internal/dev/testcluster"
 	"khook.io/core/step"
 	"khook.io/core/steps/apply"
 	helmstep "khook.io/core/steps/helm"
+	"khook.io/core/testing/chartrepo"
+	"khook.io/core/testing/steptest"
+	"khook.io/core/testing/testcluster"
 	"khook.io/core/waiter"
 )
 

@@ -18,8 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 
-	"khook.io/core/internal/dev/steptest"
-	"khook.io/core/internal/dev/testcluster"
 	"khook.io/core/kube"
 	"khook.io/core/redact"
 	"khook.io/core/step"
@@ -27,6 +25,8 @@ import (
 	helmstep "khook.io/core/steps/helm"
 	"khook.io/core/steps/rollout"
 	"khook.io/core/steps/wait"
+	"khook.io/core/testing/steptest"
+	"khook.io/core/testing/testcluster"
 )
 
 func TestMain(m *testing.M) { os.Exit(testcluster.Main(m)) }

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"khook.io/core/internal/dev/specgen"
 	"khook.io/core/redact"
+	"khook.io/core/testing/specgen"
 	"khook.io/core/vars"
 )
 

@@ -16,7 +16,7 @@ import (
 	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"khook.io/core/internal/dev/testcluster"
+	"khook.io/core/testing/testcluster"
 )
 
 func TestMain(m *testing.M) { os.Exit(testcluster.Main(m)) }

@@ -20,10 +20,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 
-	"khook.io/core/internal/dev/steptest"
-	"khook.io/core/internal/dev/testcluster"
 	"khook.io/core/kube"
 	"khook.io/core/objects"
+	"khook.io/core/testing/steptest"
+	"khook.io/core/testing/testcluster"
 	"khook.io/core/waiter"
 )
 

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"khook.io/core/internal/dev/junitxsd"
 	"khook.io/core/redact"
 	"khook.io/core/run"
+	"khook.io/core/testing/junitxsd"
 )
 
 // plantedSecret is a secret value with characters XML escapes: once

@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"khook.io/core/internal/dev/testcluster"
+	"khook.io/core/testing/testcluster"
 )
 
 func TestMain(m *testing.M) { os.Exit(testcluster.Main(m)) }

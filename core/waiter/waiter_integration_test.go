@@ -17,10 +17,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
-	"khook.io/core/internal/dev/steptest"
-	"khook.io/core/internal/dev/testcluster"
 	"khook.io/core/kube"
 	"khook.io/core/spec"
+	"khook.io/core/testing/steptest"
+	"khook.io/core/testing/testcluster"
 	"khook.io/core/waiter"
 )
 

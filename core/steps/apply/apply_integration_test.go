@@ -22,13 +22,13 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
-	"khook.io/core/internal/dev/steptest"
-	"khook.io/core/internal/dev/testcluster"
 	"khook.io/core/objects"
 	"khook.io/core/redact"
 	"khook.io/core/spec"
 	"khook.io/core/step"
 	"khook.io/core/steps/apply"
+	"khook.io/core/testing/steptest"
+	"khook.io/core/testing/testcluster"
 	"khook.io/core/waiter"
 )
 

@@ -19,9 +19,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"khook.io/core/internal/dev/testcluster"
 	"khook.io/core/objects"
 	"khook.io/core/steps/apply"
+	"khook.io/core/testing/testcluster"
 )
 
 // kubectl runs the test cluster's kubectl with manifest on its standard

@@ -8,11 +8,11 @@ import (
 	"sync"
 	"testing"
 
-	"khook.io/core/internal/dev/steptest"
-	"khook.io/core/internal/dev/testcluster"
 	"khook.io/core/kube"
 	"khook.io/core/step"
 	"khook.io/core/steps/apply"
+	"khook.io/core/testing/steptest"
+	"khook.io/core/testing/testcluster"
 )
 
 const (

@@ -17,11 +17,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
-	"khook.io/core/internal/dev/steptest"
-	"khook.io/core/internal/dev/testcluster"
 	"khook.io/core/kube"
 	"khook.io/core/step"
 	"khook.io/core/steps/apply"
+	"khook.io/core/testing/steptest"
+	"khook.io/core/testing/testcluster"
 )
 
 func TestMain(m *testing.M) { os.Exit(testcluster.Main(m)) }

@@ -15,9 +15,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"khook.io/core/internal/dev/steptest"
 	"khook.io/core/step"
 	"khook.io/core/steps/apply"
+	"khook.io/core/testing/steptest"
 )
 
 var saGVR = schema.GroupVersionResource{Version: "v1", Resource: "serviceaccounts"}

@@ -10,7 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"khook.io/core/internal/dev/steptest"
+	"khook.io/core/testing/steptest"
 )
 
 // TestResourceFormsAsKubectl: delete.resource takes every form kubectl

@@ -9,11 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"khook.io/core/internal/dev/chartrepo"
-	"khook.io/core/internal/dev/steptest"
-	"khook.io/core/internal/dev/testcluster"
 	"khook.io/core/step"
 	helmstep "khook.io/core/steps/helm"
+	"khook.io/core/testing/chartrepo"
+	"khook.io/core/testing/steptest"
+	"khook.io/core/testing/testcluster"
 )
 
 // BenchmarkTenChartsParallel measures the wall time of installing 10 small

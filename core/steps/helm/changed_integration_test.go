@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"testing"
 
-	"khook.io/core/internal/dev/chartrepo"
-	"khook.io/core/internal/dev/steptest"
 	"khook.io/core/steps/delete"
+	"khook.io/core/testing/chartrepo"
+	"khook.io/core/testing/steptest"
 )
 
 // TestChanged: a helm step reports Changed when it installs or upgrades

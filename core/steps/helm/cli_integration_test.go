@@ -17,10 +17,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	khelm "khook.io/core/helm"
-	"khook.io/core/internal/dev/chartrepo"
-	"khook.io/core/internal/dev/e2e"
-	"khook.io/core/internal/dev/steptest"
 	"khook.io/core/step"
+	"khook.io/core/testing/chartrepo"
+	"khook.io/core/testing/steptest"
+	"khook.io/core/testing/testenv"
 )
 
 // The helm CLIs of the compatibility test: the versions `make helm-tools`
@@ -30,14 +30,10 @@ const (
 	helm4Version = "v4.3.1"
 )
 
-// helmCLI returns the helm CLI of version (see e2e.HelmCLI).
+// helmCLI returns the helm CLI of version (see testenv.HelmCLI).
 func helmCLI(t *testing.T, version string) string {
 	t.Helper()
-	root, err := e2e.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return e2e.HelmCLI(t, root, version)
+	return testenv.HelmCLI(t, version)
 }
 
 // helmCmd runs one helm CLI against the test cluster, in a home of its own.

@@ -16,8 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"khook.io/core/internal/dev/steptest"
 	"khook.io/core/step"
+	"khook.io/core/testing/steptest"
 )
 
 // The drift charts: two ConfigMaps and a custom resource (of a CRD the

@@ -19,14 +19,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	khelm "khook.io/core/helm"
-	"khook.io/core/internal/dev/chartrepo"
-	"khook.io/core/internal/dev/steptest"
-	"khook.io/core/internal/dev/testcluster"
 	"khook.io/core/kube"
 	"khook.io/core/redact"
 	"khook.io/core/step"
 	"khook.io/core/steps/delete"
 	helmstep "khook.io/core/steps/helm"
+	"khook.io/core/testing/chartrepo"
+	"khook.io/core/testing/steptest"
+	"khook.io/core/testing/testcluster"
 )
 
 func TestMain(m *testing.M) { os.Exit(testcluster.Main(m)) }

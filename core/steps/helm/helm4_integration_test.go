@@ -18,7 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"khook.io/core/internal/dev/steptest"
+	"khook.io/core/testing/steptest"
 )
 
 // runOut runs the CLI and returns its standard output, standard error

@@ -19,8 +19,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"khook.io/core/internal/dev/chartrepo"
-	"khook.io/core/internal/dev/steptest"
+	"khook.io/core/testing/chartrepo"
+	"khook.io/core/testing/steptest"
 	"khook.io/core/waiter"
 )
 

@@ -18,9 +18,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 
-	"khook.io/core/internal/dev/chartrepo"
-	"khook.io/core/internal/dev/steptest"
 	"khook.io/core/step"
+	"khook.io/core/testing/chartrepo"
+	"khook.io/core/testing/steptest"
 	"khook.io/core/waiter"
 )
 

@@ -5,8 +5,8 @@ package job_test
 import (
 	"testing"
 
-	"khook.io/core/internal/dev/steptest"
 	"khook.io/core/step"
+	"khook.io/core/testing/steptest"
 )
 
 // TestChanged: a job step reports Changed when it runs a Job (the first

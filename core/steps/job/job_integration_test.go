@@ -22,13 +22,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 
-	"khook.io/core/internal/dev/steptest"
-	"khook.io/core/internal/dev/testcluster"
 	"khook.io/core/kube"
 	"khook.io/core/objects"
 	khplan "khook.io/core/plan"
 	"khook.io/core/step"
 	"khook.io/core/steps/job"
+	"khook.io/core/testing/steptest"
+	"khook.io/core/testing/testcluster"
 )
 
 func TestMain(m *testing.M) { os.Exit(testcluster.Main(m)) }

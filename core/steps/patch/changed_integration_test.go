@@ -5,7 +5,7 @@ package patch_test
 import (
 	"testing"
 
-	"khook.io/core/internal/dev/steptest"
+	"khook.io/core/testing/steptest"
 )
 
 // TestChanged: a patch that changes its target reports Changed, the same

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"khook.io/core/internal/dev/steptest"
 	khplan "khook.io/core/plan"
+	"khook.io/core/testing/steptest"
 )
 
 // TestTargetFormsAsKubectl: patch.target takes every form kubectl reads,

@@ -16,13 +16,13 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"khook.io/core/internal/dev/steptest"
-	"khook.io/core/internal/dev/testcluster"
 	"khook.io/core/kube"
 	khplan "khook.io/core/plan"
 	"khook.io/core/spec"
 	"khook.io/core/step"
 	"khook.io/core/steps/patch"
+	"khook.io/core/testing/steptest"
+	"khook.io/core/testing/testcluster"
 	"khook.io/core/waiter"
 )
 

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"khook.io/core/internal/dev/steptest"
 	"khook.io/core/step"
+	"khook.io/core/testing/steptest"
 )
 
 // TestChanged: rollout restart reports Changed (it patches the pod

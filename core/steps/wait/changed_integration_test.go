@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"khook.io/core/internal/dev/steptest"
+	"khook.io/core/testing/steptest"
 )
 
 // TestChanged: a wait changes nothing, whatever it waits for (decision

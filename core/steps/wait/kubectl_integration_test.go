@@ -16,11 +16,11 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	kwait "k8s.io/kubectl/pkg/cmd/wait"
 
-	"khook.io/core/internal/dev/steptest"
-	"khook.io/core/internal/dev/testcluster"
 	"khook.io/core/kube"
 	khplan "khook.io/core/plan"
 	"khook.io/core/steps/wait"
+	"khook.io/core/testing/steptest"
+	"khook.io/core/testing/testcluster"
 )
 
 // gizmos is a namespaced custom resource with a short name and a

@@ -13,10 +13,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"khook.io/core/internal/dev/steptest"
-	"khook.io/core/internal/dev/testcluster"
 	"khook.io/core/kube"
 	"khook.io/core/steps/wait"
+	"khook.io/core/testing/steptest"
+	"khook.io/core/testing/testcluster"
 )
 
 // outage is how long the API server is down: long enough for client-go's
