@@ -17,7 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"khook.io/core/internal/dev/testcluster"
+	"khook.io/core/testing/testcluster"
 	"khook.io/core/objects"
 )
 
