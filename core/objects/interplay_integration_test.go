@@ -17,8 +17,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"khook.io/core/testing/testcluster"
 	"khook.io/core/objects"
+	"khook.io/core/testing/testcluster"
 )
 
 // kubectlIn runs the test cluster's kubectl in namespace ns with stdin.
