@@ -60,22 +60,13 @@ func (o *RunOptions) runFleet(ctx context.Context) error {
 	}
 	start := time.Now()
 	fm := o.connectFleet(ctx, members, progress)
+	var clash error
 	if ctx.Err() == nil && !dryRun {
 		ids, known := make([]kube.ClusterID, len(fm)), make([]bool, len(fm))
 		for i, m := range fm {
 			ids[i], known[i] = m.id, m.err == nil
 		}
-		if err := fleet.SameClusters(members, ids, known); err != nil {
-			if progress != nil {
-				for i, m := range fm {
-					if m.err == nil {
-						progress.Cluster(i).Finished(run.RunFailed, "not run: the fleet names one cluster twice")
-					}
-				}
-				progress.Close()
-			}
-			return err
-		}
+		clash = fleet.SameClusters(members, ids, known)
 	}
 	if dryRun || o.asks() {
 		defer func() {
@@ -83,11 +74,26 @@ func (o *RunOptions) runFleet(ctx context.Context) error {
 				m.r.Release()
 			}
 		}()
-		if done, err := o.confirmFleet(ctx, doc.Spec.Metadata.Name, fm); done || err != nil {
+		// a fleet naming one cluster twice runs nowhere: its plan is
+		// shown without locks (one record cannot be locked twice), and
+		// the refusal follows the question, as any refusal of the run
+		if done, err := o.confirmFleet(ctx, doc.Spec.Metadata.Name, fm, clash == nil); done || err != nil {
 			return err
+		}
+		if clash != nil {
+			return clash
 		}
 		popts, w := o.Progress.options(o.Command)
 		progress = render.NewFleetProgress(w, infos, popts)
+	}
+	if clash != nil {
+		for i, m := range fm {
+			if m.err == nil {
+				progress.Cluster(i).Finished(run.RunFailed, "not run: the fleet names one cluster twice")
+			}
+		}
+		progress.Close()
+		return clash
 	}
 	runs := make([]render.ClusterRun, len(members))
 	fleet.Visit(ctx, len(fm), o.Fleet.Parallelism, func(ctx context.Context, i int) error {
@@ -135,10 +141,11 @@ func (o *RunOptions) connectFleet(ctx context.Context, members []*fleet.Member, 
 // question (done: the command ends, --dry-run printed the plan): with the
 // question, every cluster's run lock is taken first (engine.Cluster.Begin)
 // and held until the runs end, so what each cluster runs is what the plan
-// showed. A cluster that cannot be reached or locked is in the plan with
-// its error, and fails alone.
-func (o *RunOptions) confirmFleet(ctx context.Context, spec string, fm []*fleetMember) (done bool, err error) {
-	if o.asks() {
+// showed (lock false: the plan is previewed without them, for a fleet the
+// run then refuses). A cluster that cannot be reached or locked is in the
+// plan with its error, and fails alone.
+func (o *RunOptions) confirmFleet(ctx context.Context, spec string, fm []*fleetMember, lock bool) (done bool, err error) {
+	if o.asks() && lock {
 		fleet.Visit(ctx, len(fm), o.Fleet.Parallelism, func(ctx context.Context, i int) error {
 			if fm[i].err == nil {
 				fm[i].r, fm[i].err = fm[i].c.Begin(ctx, engine.CommandDestroy, o.LockTimeout)
