@@ -195,7 +195,7 @@ func (o *RunOptions) Run(ctx context.Context) error {
 	}
 	if o.Command == "destroy" && o.Destroy.DryRun {
 		v := render.DestroyPlanView{Spec: doc.Spec.Metadata.Name, Clusters: []render.DestroyCluster{o.destroyCluster(ctx, c, "", nil)}}
-		if err := interrupted(ctx); err != nil {
+		if err := ctx.Err(); err != nil { // Ctrl-C while destroy planned: no plan to show
 			return err
 		}
 		return render.DestroyPlan(o.Streams.Out, v)
@@ -207,7 +207,7 @@ func (o *RunOptions) Run(ctx context.Context) error {
 	defer r.Release()
 	if o.asks() {
 		v := render.DestroyPlanView{Spec: doc.Spec.Metadata.Name, Clusters: []render.DestroyCluster{o.destroyCluster(ctx, c, "", r)}}
-		if err := interrupted(ctx); err != nil {
+		if err := ctx.Err(); err != nil { // Ctrl-C while destroy planned: no plan to show
 			return err
 		}
 		if err := o.confirm(v); err != nil {

@@ -69,15 +69,6 @@ func (o *RunOptions) destroyCluster(ctx context.Context, c *engine.Cluster, cont
 	return dc
 }
 
-// interrupted is ctx's error once Ctrl-C came while destroy planned:
-// there is no plan to show.
-func interrupted(ctx context.Context) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	return nil
-}
-
 // confirm shows destroy's plan v and asks before anything is changed,
 // the run lock of every cluster held: the answer must be the spec's name
 // or "yes". A plan with a refused CRD ends the command before the

@@ -162,7 +162,7 @@ func (o *RunOptions) confirmFleet(ctx context.Context, spec string, fm []*fleetM
 		}
 		return nil
 	}, nil)
-	if err := interrupted(ctx); err != nil {
+	if err := ctx.Err(); err != nil { // Ctrl-C while destroy planned: no plan to show
 		return true, err
 	}
 	if o.Destroy.DryRun {

@@ -1,9 +1,6 @@
 package engine
 
-import (
-	"errors"
-	"fmt"
-)
+import "fmt"
 
 // NoteKind says what a note is, and so how the CLI words it.
 type NoteKind int
@@ -55,7 +52,3 @@ func (e *StoppedError) Error() string {
 }
 
 func (e *StoppedError) Unwrap() error { return e.Cause }
-
-// ErrNoRecord is what reading the state record of a spec without a
-// state: block finds.
-var ErrNoRecord = errors.New("the spec has no state: block")
