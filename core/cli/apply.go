@@ -4,20 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"time"
 	"unicode"
 
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
-	"khook.io/core/event"
-	"khook.io/core/kube"
-	"khook.io/core/lock"
+	"khook.io/core/engine"
 	"khook.io/core/redact"
+	"khook.io/core/render"
 	"khook.io/core/run"
-	"khook.io/core/state"
-	"khook.io/core/step"
 )
 
 // RunFlags are the flags of the commands that run steps (apply, destroy).
@@ -175,12 +171,12 @@ destroy -f bootstrap.yaml --contexts 'staging-*'`),
 
 // Run connects, runs the steps and prints the summary; with --contexts,
 // on every cluster of the fleet. With a state record, the run holds the
-// record's run lock from before it reads the record until it ends.
+// record's run lock from before it reads the record until it ends;
+// destroy takes it before it shows its plan and holds it through the
+// question, so what runs is what was approved.
 func (o *RunOptions) Run(ctx context.Context) error {
-	if o.Command == "destroy" {
-		if done, err := o.confirmDestroy(ctx); done || err != nil {
-			return err
-		}
+	if o.asks() && !isTerminal(o.Streams.In) {
+		return o.refuseWithoutTerminal()
 	}
 	if o.Fleet.enabled() {
 		return o.runFleet(ctx)
@@ -189,26 +185,42 @@ func (o *RunOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	sel, err := o.Select.resolve(doc, o.Command)
+	sel, err := o.Select.resolve(doc, engine.Command(o.Command), o.Streams.ErrOut)
 	if err != nil {
 		return err
 	}
-	sel.warn(o.Streams.ErrOut)
-	s, err := o.Clusters.connect(ctx, doc)
+	c, err := o.Clusters.connect(ctx, doc, o.engineOptions(sel))
 	if err != nil {
 		return err
 	}
-	s.sel = sel
-	s.forceCRDs = o.Destroy.ForceCRDs
-	s.fieldManager = o.FieldManager
-	res, stateErr, err := s.execute(ctx, o.Command, o.LockTimeout, o.Parallelism, o.Streams.ErrOut, func(ex *execution) (event.Sink, func()) {
-		p := o.Progress.progress(o.Command, s.doc, ex.order)
-		return p, p.Close
-	})
+	if o.Command == "destroy" && o.Destroy.DryRun {
+		v := render.DestroyPlanView{Spec: doc.Spec.Metadata.Name, Clusters: []render.DestroyCluster{o.destroyCluster(ctx, c, "", nil)}}
+		if err := ctx.Err(); err != nil { // Ctrl-C while destroy planned: no plan to show
+			return err
+		}
+		return render.DestroyPlan(o.Streams.Out, v)
+	}
+	r, err := c.Begin(ctx, engine.Command(o.Command), o.LockTimeout)
 	if err != nil {
 		return err
 	}
-	err = s.finish(o.Streams.Out, o.Command, o.Output, res, stateErr)
+	defer r.Release()
+	if o.asks() {
+		v := render.DestroyPlanView{Spec: doc.Spec.Metadata.Name, Clusters: []render.DestroyCluster{o.destroyCluster(ctx, c, "", r)}}
+		if err := ctx.Err(); err != nil { // Ctrl-C while destroy planned: no plan to show
+			return err
+		}
+		if err := o.confirm(v); err != nil {
+			return err
+		}
+	}
+	p := o.Progress.progress(o.Command, doc, r.Order())
+	res, stateErr := r.Execute(ctx, p, o.Parallelism)
+	p.Close()
+	if res == nil {
+		return stateErr
+	}
+	err = o.finish(c, res, stateErr)
 	var exitErr *ExitError
 	if res.Status == run.RunInterrupted && (err == nil || errors.As(err, &exitErr)) {
 		// the summary said so; the state record's error, if any, follows
@@ -221,200 +233,36 @@ func (o *RunOptions) Run(ctx context.Context) error {
 	return stateErr
 }
 
-// execute is apply's or destroy's run on the session's cluster, the one
-// sequence a single run, each cluster of a fleet and an embedding program
-// follow: take the state record's run lock (notes: waiting for it, taking
-// it over), read the record, mark the run begun, run the steps with the
-// progress progress builds (closed when they end), record how it ended,
-// release the lock. err says the run never started (no step ran);
-// stateErr is the record's or the lock's error once it did.
-func (s *session) execute(ctx context.Context, command string, lockTimeout time.Duration, parallelism int, notes io.Writer,
-	progress func(*execution) (event.Sink, func())) (res *run.Result, stateErr, err error) {
-	lk, err := s.takeLock(ctx, command, lockTimeout, notes)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer s.releaseLock(lk, notes)
-	if lk != nil {
-		// from here on every write of the run's clients (helm's too)
-		// waits while the lock is unconfirmed and is refused once it is
-		// lost
-		s.clients.Writes.Set(lk)
-	}
-	pctx, cancel := s.preflight(ctx)
-	defer cancel()
-	ex, err := s.prepare(pctx, command, lk)
-	if err != nil {
-		return nil, nil, err
-	}
-	ex.lock = lk
-	sink, done := progress(ex)
-	if err := s.start(pctx, ex, sink); err != nil {
-		done()
-		return nil, nil, err
-	}
-	res, stateErr = s.runSteps(ctx, ex, parallelism)
-	done()
-	return res, stateErr, nil
+// engineOptions are the engine's options of the run.
+func (o *RunOptions) engineOptions(sel *engine.Selection) engine.Options {
+	return engine.Options{Selection: sel, FieldManager: o.FieldManager, ForceCRDs: o.Destroy.ForceCRDs}
 }
 
-// execution is a run of apply or destroy on one cluster, ready to start.
-type execution struct {
-	command string
-	tasks   []run.Task
-	// order is the steps' order in progress (the DAG's, reversed for
-	// destroy).
-	order []int
-	// graph is what the walk follows: the DAG, reversed for destroy.
-	graph run.Graph
-	rs    *runState // nil without a state record
-	// lock is the run lock of the state record, held for the run; nil
-	// without a state record.
-	lock *lock.Lock
-}
-
-// prepare reads the state record (with a state: block; its writes fenced
-// by the run lock lk) and builds the tasks of command.
-func (s *session) prepare(ctx context.Context, command string, lk *lock.Lock) (*execution, error) {
-	rs, err := s.openState(ctx, lk)
+// finish prints the run's result on cluster c (stateErr is the error of
+// the state record's last write) and returns the command's error: nil
+// when every step succeeded or was skipped.
+func (o *RunOptions) finish(c *engine.Cluster, res *run.Result, stateErr error) error {
+	name := c.Doc().Spec.Metadata.Name
+	var err error
+	switch o.Output {
+	case "json":
+		err = render.JSON(o.Streams.Out, render.Report(name, o.Command, res))
+	case "junit":
+		cr := render.ClusterRun{Context: c.Name(), Status: res.Status, Result: res, Duration: res.Duration, Started: time.Now().Add(-res.Duration)}
+		if stateErr != nil {
+			cr.Err = stateErr.Error()
+		}
+		err = render.JUnit(o.Streams.Out, name, o.Command, []render.ClusterRun{cr}, res.Duration, o.Redactor)
+	default:
+		err = render.Summary(o.Streams.Out, name, o.Command, res)
+	}
 	if err != nil {
-		return nil, err
-	}
-	build, order, graph := s.applyTasks, s.doc.Graph.Order(), run.Graph(s.doc.Graph)
-	if command == "destroy" {
-		build, order, graph = s.destroyTasks, s.doc.Graph.Reverse(), run.Reverse(s.doc.Graph)
-	}
-	tasks, err := build(rs)
-	if err != nil {
-		return nil, err
-	}
-	if err := s.shape(command, tasks, rs); err != nil {
-		return nil, err
-	}
-	return &execution{command: command, tasks: tasks, order: order, graph: graph, rs: rs}, nil
-}
-
-// start points the run's events at progress and, with a state record,
-// marks the run begun in it (see runState.begin): the steps start only
-// once that write is acknowledged.
-func (s *session) start(ctx context.Context, ex *execution, progress event.Sink) error {
-	s.sink = progress
-	if ex.rs == nil {
-		return nil
-	}
-	if err := ex.rs.begin(ctx, ex.command, s, ex.tasks); err != nil {
 		return err
 	}
-	s.sink = ex.rs.sink(progress, s, ex.command, ex.tasks)
+	if res.Status != run.RunOK {
+		return &ExitError{Code: ExitFailed, Silent: true}
+	}
 	return nil
-}
-
-// runSteps runs the tasks and records how the run ended; it returns the
-// result and the error of the state record's last write. A run that loses
-// its lock, or whose record finds another writer, stops (its running
-// steps are interrupted) and says why.
-func (s *session) runSteps(ctx context.Context, ex *execution, parallelism int) (*run.Result, error) {
-	var store *state.Store
-	if ex.rs != nil {
-		store = ex.rs.store
-	}
-	rctx, stop := watchLost(ctx, ex.lock, store)
-	res := run.Run(rctx, ex.graph, ex.tasks, run.Options{Parallelism: parallelism, Events: s.sink})
-	stop()
-	lost := lostError(ex.lock, store)
-	if ex.rs == nil {
-		return res, lost
-	}
-	if ex.lock != nil && ex.lock.Err() != nil {
-		// the record is the lock's new holder's: this run writes no more
-		store.Abandon()
-		return res, lost
-	}
-	err := ex.rs.finish(ctx, ex.command, res.Status)
-	if lost != nil {
-		return res, errors.Join(lost, err)
-	}
-	return res, err
-}
-
-// baseTask fills the scheduling fields of step i.
-func (s *session) baseTask(i int) run.Task {
-	st := &s.doc.Spec.Steps[i]
-	set := s.settings(i)
-	t := run.Task{
-		Name:       st.Name,
-		Type:       st.Type(),
-		Timeout:    set.Timeout.Duration(),
-		Retries:    set.Retries,
-		RetryDelay: set.RetryDelay.Duration(),
-		OnError:    set.OnError,
-	}
-	if !s.doc.Included(i) {
-		t.Skip = "when: " + st.When + " is false"
-	}
-	return t
-}
-
-func (s *session) executor(i int) (step.Executor, error) {
-	typ := s.doc.Spec.Steps[i].Type()
-	exec, ok := s.registry.Get(typ)
-	if !ok {
-		return nil, fmt.Errorf("this build of khook has no executor for %s steps", typ)
-	}
-	return exec, nil
-}
-
-// applyTasks maps the steps to tasks; with a state record, a step that
-// succeeded before with the same inputs resumes (is skipped, satisfying
-// its needers). when: is decided first and wins over the record.
-func (s *session) applyTasks(rs *runState) ([]run.Task, error) {
-	tasks := make([]run.Task, len(s.doc.Spec.Steps))
-	for i := range tasks {
-		exec, err := s.executor(i)
-		if err != nil {
-			return nil, err
-		}
-		t := s.baseTask(i)
-		if t.Skip == "" && rs != nil && rs.store.Previous().Resumes(t.Name, rs.hashes[i]) {
-			t.Skip = state.ResumeReason
-		}
-		t.Attempt = s.attempt(i, t.Timeout, exec.Run)
-		tasks[i] = t
-	}
-	return tasks, nil
-}
-
-// destroyTasks maps the steps to the tasks of destroy, which walks the DAG
-// reversed: a step is undone once every step that needs it has been.
-func (s *session) destroyTasks(*runState) ([]run.Task, error) {
-	tasks := make([]run.Task, len(s.doc.Spec.Steps))
-	for i := range tasks {
-		exec, err := s.executor(i)
-		if err != nil {
-			return nil, err
-		}
-		t := s.baseTask(i)
-		if d, ok := exec.(step.Destroyer); ok {
-			t.Attempt = s.attempt(i, t.Timeout, d.Destroy)
-		} else if t.Skip == "" {
-			t.Skip = fmt.Sprintf("nothing to undo: destroy leaves %s steps alone", t.Type)
-		}
-		tasks[i] = t
-	}
-	return tasks, nil
-}
-
-// attempt adapts an executor method to the scheduler; progress lines go to
-// the run's event sink.
-func (s *session) attempt(i int, timeout time.Duration, fn func(context.Context, *step.Request) (step.Outcome, error)) run.AttemptFunc {
-	return func(ctx context.Context, attempt int) (run.Outcome, error) {
-		req := s.request(i, attempt, timeout, s.sink)
-		if req.Warn != nil {
-			ctx = kube.WithWarnings(ctx, req.Warn) // the API server's warnings of the step's requests
-		}
-		out, err := fn(ctx, req)
-		return run.Outcome{Skipped: out.Skipped, SkipReason: out.SkipReason, Message: out.Message, Changed: out.Changed}, err
-	}
 }
 
 // AddFieldManagerFlag registers --field-manager, kubectl's flag.

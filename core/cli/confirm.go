@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"khook.io/core/engine"
 	"khook.io/core/render"
 )
 
@@ -29,51 +30,65 @@ func (f *DestroyFlags) AddFlags(cmd *cobra.Command) {
 	cmd.Flags().BoolVar(&f.ForceCRDs, "force-crds", false, "delete a CRD the spec created even when its kind has custom resources the spec did not create (they are deleted with it)")
 }
 
-// confirmDestroy shows destroy's plan and asks before anything is
-// changed: on a terminal, the answer must be the spec's name or "yes";
-// without a terminal, --yes is required (exit 2); --yes skips the plan
-// and the question; --dry-run prints the plan to standard output and ends
-// the command (done). A plan with a refused CRD ends the command before
-// the question (exit 1). Nothing is locked or changed here.
-func (o *RunOptions) confirmDestroy(ctx context.Context) (done bool, err error) {
-	f := o.Destroy
-	if f.Yes && !f.DryRun {
-		return false, nil
+// asks reports whether the run is a destroy that shows its plan and asks
+// before it changes anything (neither --yes nor --dry-run).
+func (o *RunOptions) asks() bool {
+	return o.Command == "destroy" && !o.Destroy.Yes && !o.Destroy.DryRun
+}
+
+// refuseWithoutTerminal ends a destroy that would ask without a terminal
+// to ask on: the spec's own problems first, as any other command reports
+// them, then --yes is required (exit 2), before any cluster is contacted.
+func (o *RunOptions) refuseWithoutTerminal() error {
+	var err error
+	if o.Fleet.enabled() {
+		_, err = loadFleet(o.Clusters, &o.Fleet, o.Spec)
+	} else {
+		_, err = o.Spec.Load()
 	}
-	if !f.DryRun && !isTerminal(o.Streams.In) {
-		// the spec's own problems first, as any other command reports them
-		if o.Fleet.enabled() {
-			_, err = loadFleet(o.Clusters, &o.Fleet, o.Spec)
-		} else {
-			_, err = o.Spec.Load()
-		}
-		if err != nil {
-			return true, err
-		}
-		return true, invalid(errors.New("destroy shows its plan and asks before it changes anything, and standard input is not a terminal: pass --yes to destroy without asking (--dry-run shows the plan)"))
-	}
-	v, err := o.destroyPlan(ctx)
 	if err != nil {
-		return true, err
+		return err
 	}
-	if f.DryRun {
-		return true, render.DestroyPlan(o.Streams.Out, v)
+	return invalid(errors.New("destroy shows its plan and asks before it changes anything, and standard input is not a terminal: pass --yes to destroy without asking (--dry-run shows the plan)"))
+}
+
+// destroyCluster is cluster c's part of destroy's plan: the plan of the
+// run r holds the lock for (what it will run), or without r (--dry-run)
+// the plan previewed without the lock. A step whose objects cannot be
+// read says why in the plan.
+func (o *RunOptions) destroyCluster(ctx context.Context, c *engine.Cluster, context string, r *engine.Run) render.DestroyCluster {
+	dc := render.DestroyCluster{Context: c.Clients().Identity.Context, Server: c.Clients().Server}
+	if dc.Context == "" {
+		dc.Context = context
 	}
+	if r != nil {
+		dc.Steps, _ = r.DestroyPlan(ctx)
+	} else {
+		dc.Steps, _ = c.PreviewDestroy(ctx)
+	}
+	return dc
+}
+
+// confirm shows destroy's plan v and asks before anything is changed,
+// the run lock of every cluster held: the answer must be the spec's name
+// or "yes". A plan with a refused CRD ends the command before the
+// question (exit 1), as does any other answer.
+func (o *RunOptions) confirm(v render.DestroyPlanView) error {
 	if err := render.DestroyPlan(o.Streams.ErrOut, v); err != nil {
-		return true, err
+		return err
 	}
 	if refused := v.Refused(); len(refused) > 0 {
-		return true, &ExitError{Code: ExitFailed, Err: errors.New("destroy refused, nothing was changed: " + strings.Join(refused, "; "))}
+		return &ExitError{Code: ExitFailed, Err: errors.New("destroy refused, nothing was changed: " + strings.Join(refused, "; "))}
 	}
 	if err := render.DestroyQuestion(o.Streams.ErrOut, v); err != nil {
-		return true, err
+		return err
 	}
 	if fl, ok := o.Streams.ErrOut.(interface{ Flush() error }); ok {
 		_ = fl.Flush() // the question ends mid-line: a redacting writer holds it back
 	}
 	answer, _ := bufio.NewReader(o.Streams.In).ReadString('\n')
 	if a := strings.TrimSpace(answer); a == "" || (a != "yes" && a != v.Spec) {
-		return true, &ExitError{Code: ExitFailed, Err: errors.New("destroy cancelled: nothing was changed (only the spec's name or 'yes' destroys)")}
+		return &ExitError{Code: ExitFailed, Err: errors.New("destroy cancelled: nothing was changed (only the spec's name or 'yes' destroys)")}
 	}
-	return false, nil
+	return nil
 }

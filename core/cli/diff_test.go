@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
+	"khook.io/core/engine"
 	"khook.io/core/kube"
 	"khook.io/core/load"
 	"khook.io/core/redact"
@@ -109,12 +110,12 @@ func TestDiffPrint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	results := make([]*stepDiff, len(doc.Spec.Steps))
+	results := make([]*engine.StepDiff, len(doc.Spec.Steps))
 	for i := range results {
-		results[i] = &stepDiff{headline: "no changes (1 object)", counted: catUnchanged}
+		results[i] = &engine.StepDiff{Headline: "no changes (1 object)", Counted: engine.CatUnchanged}
 	}
-	results[0] = &stepDiff{headline: "run (this step type cannot be diffed)", changes: true, counted: catChange}
-	differs, err := o.print(context.Background(), &session{doc: doc}, results, out, errOut)
+	results[0] = &engine.StepDiff{Headline: "run (this step type cannot be diffed)", Changes: true, Counted: engine.CatChange}
+	differs, err := o.print(context.Background(), doc, results, out, errOut)
 	var exit *ExitError
 	if !differs || !errors.As(err, &exit) || exit.Code != ExitFailed || !exit.Silent {
 		t.Errorf("differences: %v, %v", differs, err)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,10 +14,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
-	"khook.io/core/kube"
-	"khook.io/core/load"
 	"khook.io/core/redact"
-	"khook.io/core/spec"
 )
 
 // flagsConnection is kubectl's connection flags, for tests.
@@ -222,29 +218,6 @@ func TestFleetRefusesBadInputBeforeAnyCluster(t *testing.T) {
 	}
 }
 
-func TestVarDirFile(t *testing.T) {
-	dir := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(dir, "arn:aws:eks:eu-west-1:1:cluster"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	eks := filepath.Join(dir, "arn:aws:eks:eu-west-1:1:cluster", "prod.yaml")
-	if err := os.WriteFile(eks, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if f, err := varDirFile(dir, "arn:aws:eks:eu-west-1:1:cluster/prod"); err != nil || f != eks {
-		t.Errorf("an EKS context: %q, %v", f, err)
-	}
-	if _, err := varDirFile(dir, "../outside"); err == nil || !strings.Contains(err.Error(), "inside the folder") {
-		t.Errorf("a context naming a file outside: %v", err)
-	}
-	if err := os.MkdirAll(filepath.Join(dir, "folder.yaml"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := varDirFile(dir, "folder"); err == nil || !strings.Contains(err.Error(), "is a folder") {
-		t.Errorf("a folder: %v", err)
-	}
-}
-
 func TestLinePrefixer(t *testing.T) {
 	var b bytes.Buffer
 	p := &linePrefixer{w: &b, prefix: "prod-eu: "}
@@ -304,71 +277,6 @@ func TestFleetOptions(t *testing.T) {
 	var exit *ExitError
 	if err := do.Run(context.Background()); !errors.As(err, &exit) || exit.Code != ExitDiffError || !strings.Contains(err.Error(), `pattern "dev-*" matches no context`) {
 		t.Errorf("diff: %v", err)
-	}
-}
-
-// TestSameClusters: two contexts of one cluster run together only when
-// each has a state record of its own; every clash is named, with the
-// cluster's server.
-func TestSameClusters(t *testing.T) {
-	off := false
-	record := func(name string) *spec.State { return &spec.State{Name: name} }
-	doc := func(st *spec.State) *load.Document {
-		return &load.Document{Spec: &spec.Spec{Metadata: spec.Metadata{Name: "demo"}, State: st}}
-	}
-	one := kube.ClusterID{UID: "uid-1", Server: "https://one:6443", CA: "ca1"}
-	oneByProxy := kube.ClusterID{UID: "uid-1", Server: "https://proxy/one", CA: "ca2"}
-	two := kube.ClusterID{UID: "uid-2", Server: "https://two:6443", CA: "ca1"}
-	oneNoUID := kube.ClusterID{NoUID: "reading namespace kube-system is forbidden", Server: "https://one:6443", CA: "ca1"}
-	type m struct {
-		id    kube.ClusterID
-		state *spec.State
-		err   error
-	}
-	for _, tc := range []struct {
-		name    string
-		members []m
-		want    []string // in the error; none: no error
-	}{
-		{"two clusters", []m{{one, nil, nil}, {two, nil, nil}}, nil},
-		{"one cluster under two URLs, no record", []m{{one, nil, nil}, {oneByProxy, nil, nil}},
-			[]string{`contexts "c0" and "c1" are one cluster (https://one:6443, kube-system namespace UID uid-1) and would run there at once, without a state record`, "state.name: khook-state-${KHOOK_CONTEXT}"}},
-		{"one record shared", []m{{one, &spec.State{}, nil}, {oneByProxy, &spec.State{}, nil}}, []string{"sharing the state record default/khook-state-demo"}},
-		{"a record each", []m{{one, record("a"), nil}, {oneByProxy, record("b"), nil}}, nil},
-		{"a record each, one namespace apart", []m{{one, &spec.State{Namespace: "x"}, nil}, {one, &spec.State{}, nil}}, nil},
-		{"a record and none", []m{{one, record("a"), nil}, {one, &spec.State{Name: "b", Enabled: &off}, nil}}, []string{`"c0" and "c1"`, "not each with a state record of its own"}},
-		{"kube-system forbidden: the URL and CA", []m{{oneNoUID, nil, nil}, {one, nil, nil}}, []string{`"c0" and "c1"`, "reading namespace kube-system is forbidden: told apart by its URL and certificate authority"}},
-		{"kube-system forbidden, another URL", []m{{oneNoUID, nil, nil}, {oneByProxy, nil, nil}}, nil},
-		{"an unreachable cluster is left out", []m{{one, nil, nil}, {kube.ClusterID{}, nil, errors.New("unreachable")}, {two, nil, nil}}, nil},
-		{"three of one cluster, and a pair of another", []m{{one, nil, nil}, {two, nil, nil}, {one, nil, nil}, {two, nil, nil}, {oneByProxy, nil, nil}},
-			[]string{`contexts "c0", "c2" and "c4" are one cluster (https://one:6443`, `contexts "c1" and "c3" are one cluster (https://two:6443`}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			members := make([]*member, len(tc.members))
-			conns := make([]memberConn, len(tc.members))
-			for i, x := range tc.members {
-				members[i] = &member{context: fmt.Sprintf("c%d", i), doc: doc(x.state)}
-				conns[i] = memberConn{id: x.id, err: x.err}
-			}
-			err := sameClusters(members, conns)
-			if len(tc.want) == 0 {
-				if err != nil {
-					t.Fatalf("refused: %v", err)
-				}
-				return
-			}
-			if err == nil {
-				t.Fatal("not refused")
-			}
-			if !strings.HasPrefix(err.Error(), "the fleet names one cluster under several contexts, so nothing was run on any cluster:") {
-				t.Errorf("error: %v", err)
-			}
-			for _, s := range tc.want {
-				if !strings.Contains(err.Error(), s) {
-					t.Errorf("error lacks %q:\n%v", s, err)
-				}
-			}
-		})
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
+	"khook.io/core/engine"
 	"khook.io/core/render"
 )
 
@@ -76,16 +77,16 @@ func (o *GraphOptions) Run(context.Context) error {
 	if err != nil {
 		return err
 	}
-	sel, err := o.Select.resolve(doc, "graph")
+	sel, err := o.Select.resolve(doc, engine.CommandGraph, nil)
 	if err != nil {
 		return err
 	}
-	p, err := offlinePlan(doc, sel)
+	res, err := engine.OfflinePlan(doc, sel, nil)
 	if err != nil {
 		return err
 	}
 	if o.Format == "dot" {
-		return render.DOT(o.Out, p)
+		return render.DOT(o.Out, res.Plan)
 	}
-	return render.Mermaid(o.Out, p)
+	return render.Mermaid(o.Out, res.Plan)
 }

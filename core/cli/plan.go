@@ -3,11 +3,12 @@ package cli
 import (
 	"context"
 	"errors"
-	"fmt"
+	"io"
 
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
+	"khook.io/core/engine"
 	"khook.io/core/kube"
 	"khook.io/core/load"
 	"khook.io/core/plan"
@@ -106,43 +107,47 @@ func (o *PlanOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	p, err := o.plan(ctx, doc)
+	p, err := o.plan(ctx, doc, target(o.Clusters.getter(), o.Streams.ErrOut, o.Streams.ErrOut), o.Streams.ErrOut)
 	if err != nil {
 		return err
 	}
-	markHashCannotSee(p, doc, o.Clusters)
-	switch o.Output {
-	case "json":
-		return render.JSON(o.Streams.Out, p)
-	case "yaml":
-		return render.YAML(o.Streams.Out, p)
-	}
-	return render.PlanText(o.Streams.Out, p)
+	return o.print(o.Streams.Out, p)
 }
 
-// plan is doc's plan: live unless offline, or no kubeconfig is found.
-func (o *PlanOptions) plan(ctx context.Context, doc *load.Document) (*plan.Plan, error) {
-	sel, err := o.Select.resolve(doc, "plan")
+// print writes plan p in the output format.
+func (o *PlanOptions) print(w io.Writer, p *plan.Plan) error {
+	switch o.Output {
+	case "json":
+		return render.JSON(w, p)
+	case "yaml":
+		return render.YAML(w, p)
+	}
+	return render.PlanText(w, p)
+}
+
+// plan is doc's plan on t's cluster: live unless offline, or no
+// kubeconfig is found; selection warnings go to errOut.
+func (o *PlanOptions) plan(ctx context.Context, doc *load.Document, t engine.Target, errOut io.Writer) (*plan.Plan, error) {
+	sel, err := o.Select.resolve(doc, engine.CommandPlan, errOut)
 	if err != nil {
 		return nil, err
 	}
-	sel.warn(o.Streams.ErrOut)
-	if o.Offline {
-		return offlinePlan(doc, sel)
+	if !o.Offline {
+		c, err := o.Clusters.engine().Connect(ctx, doc, t, engine.Options{Selection: sel})
+		switch {
+		case err == nil:
+			res, err := c.Plan(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return res.Plan, nil
+		case !errors.Is(err, kube.ErrNoKubeconfig):
+			return nil, err
+		}
 	}
-	s, err := o.Clusters.connect(ctx, doc)
-	switch {
-	case errors.Is(err, kube.ErrNoKubeconfig):
-		return offlinePlan(doc, sel)
-	case err != nil:
+	res, err := engine.OfflinePlan(doc, sel, o.Clusters.registry())
+	if err != nil {
 		return nil, err
 	}
-	s.sel = sel
-	printLockNote(ctx, o.Streams.ErrOut, s.clients.Typed, doc)
-	p := s.livePlan(ctx)
-	if ctx.Err() != nil {
-		// predictions cut short are no plan to pass a check with
-		return nil, fmt.Errorf("plan stopped (%v) before every step was assessed", context.Cause(ctx))
-	}
-	return p, s.planRecord(ctx, p)
+	return res.Plan, nil
 }

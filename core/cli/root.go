@@ -21,6 +21,8 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
+	"khook.io/core/engine"
+	"khook.io/core/engine/fleet"
 	"khook.io/core/load"
 	"khook.io/core/redact"
 	"khook.io/core/render"
@@ -147,26 +149,39 @@ func Execute(ctx context.Context, cfg Config, args []string) int {
 	if err == nil {
 		return ExitOK
 	}
-	code := ExitFailed
+	code := exitCode(err, ExitFailed)
 	var exitErr *ExitError
-	var invalidSpec *load.InvalidError
-	switch {
-	case errors.As(err, &exitErr):
-		code = exitErr.Code
-		if exitErr.Silent {
-			return code
-		}
-	case errors.As(err, &invalidSpec):
-		code = ExitInvalid
-	case ctx.Err() != nil:
+	if errors.As(err, &exitErr) && exitErr.Silent {
+		return code
+	}
+	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
 		// Ctrl-C: whatever the command was doing, it was interrupted
 		// (the usual code: a second Ctrl-C exits 130 at once)
-		if errors.Is(err, context.Canceled) {
-			err = errors.New("interrupted")
-		}
+		err = errors.New("interrupted")
 	}
 	fmt.Fprintf(errOut, "Error: %s\n", red.String(err.Error()))
 	return code
+}
+
+// exitCode is the one map of errors to exit codes: an *ExitError's own
+// code; 2 for what the user must fix in the spec or the command (an
+// invalid spec, a day-2 flag the spec cannot honour, a fleet invalid for
+// some context or naming one cluster twice); otherwise (a failure) code.
+func exitCode(err error, otherwise int) int {
+	var (
+		exitErr    *ExitError
+		invalid    *load.InvalidError
+		usage      *engine.UsageError
+		fleetInv   *fleet.InvalidError
+		fleetUsage *fleet.UsageError
+	)
+	switch {
+	case errors.As(err, &exitErr):
+		return exitErr.Code
+	case errors.As(err, &invalid), errors.As(err, &usage), errors.As(err, &fleetInv), errors.As(err, &fleetUsage):
+		return ExitInvalid
+	}
+	return otherwise
 }
 
 // newRootCommand is the command tree of one run: streams are the

@@ -2,15 +2,13 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"io"
 	"os"
 
 	"golang.org/x/term"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 
-	"khook.io/core/fetch"
-	"khook.io/core/kube"
+	"khook.io/core/engine"
 	"khook.io/core/load"
 	"khook.io/core/redact"
 	"khook.io/core/render"
@@ -41,15 +39,14 @@ type SpecOptions struct {
 }
 
 // Load reads and checks the spec.
-func (o *SpecOptions) Load() (*load.Document, error) { return o.load(o.Options) }
+func (o *SpecOptions) Load() (*load.Document, error) { return o.loader().Load(o.Options) }
 
-// load reads and checks a spec with opts (o's, changed for one context
-// of a fleet).
-func (o *SpecOptions) load(opts load.Options) (*load.Document, error) {
+// loader is the options' loader (a new one when unset).
+func (o *SpecOptions) loader() *load.Loader {
 	if o.Loader == nil {
 		o.Loader = &load.Loader{}
 	}
-	return o.Loader.Load(opts)
+	return o.Loader
 }
 
 // Clusters is how a command reaches clusters: the connection flags, the
@@ -62,7 +59,8 @@ type Clusters struct {
 	Steps func() (*step.Registry, error)
 	// Redactor is the run's: what steps report goes through it.
 	Redactor *redact.Redactor
-	// Warnings receives the API server's warnings (standard error).
+	// Warnings receives the API server's warnings and the engine's notes
+	// (standard error).
 	Warnings io.Writer
 	// BeforeClients, when set, is called before clients are built (the
 	// run routes client-go's logs then; see Config.Logs).
@@ -72,63 +70,56 @@ type Clusters struct {
 	Verbosity func() int
 }
 
-// connect builds the clients of the connection's cluster, checking it up
-// front (a missing kubeconfig or an unreachable server is one clear error
-// before anything runs), for doc.
-func (c *Clusters) connect(ctx context.Context, doc *load.Document) (*session, error) {
-	if c == nil || c.Connection == nil {
-		return nil, kube.ErrNoKubeconfig
+// engine is the engine of the command's run.
+func (c *Clusters) engine() *engine.Engine {
+	if c == nil {
+		return &engine.Engine{}
 	}
-	return c.newSession(ctx, doc, c.Connection.RESTClientGetter(), c.Warnings)
+	e := &engine.Engine{Steps: c.Steps, Redactor: c.Redactor, BeforeClients: c.BeforeClients}
+	if l, ok := c.Connection.(RateLimited); ok {
+		e.QPS, e.Burst = l.RateLimits()
+	}
+	if c.Verbosity != nil && c.Verbosity() >= 1 {
+		e.ReleaseNotes = true
+	}
+	return e
 }
 
-// newSession connects to the cluster getter names (checking it up front)
-// for doc; API warnings go to warnings.
-func (c *Clusters) newSession(ctx context.Context, doc *load.Document, getter genericclioptions.RESTClientGetter, warnings io.Writer) (*session, error) {
-	clients, err := c.clientsFor(ctx, getter, warnings)
-	if err != nil {
-		return nil, err
+// getter is the connection's, nil without one.
+func (c *Clusters) getter() genericclioptions.RESTClientGetter {
+	if c == nil || c.Connection == nil {
+		return nil
 	}
-	if c.Steps == nil {
-		return nil, errors.New("this build of khook has no step executors")
+	return c.Connection.RESTClientGetter()
+}
+
+// target is the cluster getter names, the API server's warnings going to
+// warnings and the engine's notes to notes (both standard error; a
+// fleet's cluster's, a buffer of its section).
+func target(getter genericclioptions.RESTClientGetter, warnings, notes io.Writer) engine.Target {
+	return engine.Target{Getter: getter, Warnings: warnings, Notes: render.Notes(notes)}
+}
+
+// connect connects the connection's cluster for doc (checked up front).
+func (c *Clusters) connect(ctx context.Context, doc *load.Document, o engine.Options) (*engine.Cluster, error) {
+	var w io.Writer
+	if c != nil {
+		w = c.Warnings
+	}
+	return c.engine().Connect(ctx, doc, target(c.getter(), w, w), o)
+}
+
+// registry is the step executors, nil without them (the offline commands
+// name what a step's hash cannot see with them).
+func (c *Clusters) registry() *step.Registry {
+	if c == nil || c.Steps == nil {
+		return nil
 	}
 	reg, err := c.Steps()
 	if err != nil {
-		return nil, err
+		return nil
 	}
-	s := &session{red: c.Redactor, doc: doc, clients: clients, registry: reg, http: fetch.NewClient(), namespace: defaultNamespace(getter), warnings: warnings}
-	if c.Verbosity != nil && c.Verbosity() >= 1 {
-		s.notes = warnings
-	}
-	return s, nil
-}
-
-// clients builds and checks the clients of the connection's cluster.
-func (c *Clusters) clients(ctx context.Context) (*kube.Clients, error) {
-	if c == nil || c.Connection == nil {
-		return nil, kube.ErrNoKubeconfig
-	}
-	return c.clientsFor(ctx, c.Connection.RESTClientGetter(), c.Warnings)
-}
-
-// clientsFor builds and checks the clients of the cluster getter names,
-// with the connection's client settings; API warnings go to warnings.
-func (c *Clusters) clientsFor(ctx context.Context, getter genericclioptions.RESTClientGetter, warnings io.Writer) (*kube.Clients, error) {
-	if c.BeforeClients != nil {
-		c.BeforeClients()
-	}
-	opts := kube.Options{Warnings: warnings}
-	if l, ok := c.Connection.(RateLimited); ok {
-		opts.QPS, opts.Burst = l.RateLimits()
-	}
-	cl, err := kube.New(getter, opts)
-	if err != nil {
-		return nil, err
-	}
-	if err := cl.Check(ctx, checkTimeout); err != nil {
-		return nil, err
-	}
-	return cl, nil
+	return reg
 }
 
 // contextFlag is the name of the connection's flag for one context.
@@ -177,6 +168,16 @@ func (p ProgressOutput) options(verb string) (render.ProgressOptions, io.Writer)
 func (p ProgressOutput) progress(verb string, doc *load.Document, order []int) *render.Progress {
 	opts, w := p.options(verb)
 	return render.NewProgress(w, stepInfos(doc, order), opts)
+}
+
+// stepInfos names doc's steps in order for a renderer.
+func stepInfos(doc *load.Document, order []int) []render.StepInfo {
+	infos := make([]render.StepInfo, len(order))
+	for k, i := range order {
+		st := &doc.Spec.Steps[i]
+		infos[k] = render.StepInfo{Name: st.Name, Type: st.Type()}
+	}
+	return infos
 }
 
 func envLookup(environ []string, key string) string {

@@ -8,12 +8,12 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	"k8s.io/client-go/kubernetes"
 
+	"khook.io/core/engine"
+	"khook.io/core/kube"
 	"khook.io/core/load"
 	"khook.io/core/redact"
 	"khook.io/core/render"
-	"khook.io/core/spec"
 	"khook.io/core/state"
 )
 
@@ -48,10 +48,10 @@ type StatusOptions struct {
 	Redactor *redact.Redactor
 	// Clusters reaches the cluster (each of a fleet's).
 	Clusters *Clusters
-	// Client is the client the record is read with; nil: the
-	// connection's cluster, checked first.
-	Client func(context.Context) (kubernetes.Interface, error)
-	Select SelectFlags
+	// Clients are the clients the record is read with; nil: the
+	// connection's cluster's, checked first.
+	Clients func(context.Context) (*kube.Clients, error)
+	Select  SelectFlags
 }
 
 // NewCmdStatus is the status command.
@@ -102,73 +102,35 @@ func (o *StatusOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := needsState(doc); err != nil {
+	if err := engine.NeedsState(doc); err != nil {
 		return err
 	}
-	client, err := o.client(ctx)
+	st, err := o.status(ctx, doc, target(o.Clusters.getter(), o.Streams.ErrOut, o.Streams.ErrOut))
 	if err != nil {
-		return err
-	}
-	printLockNote(ctx, o.Streams.ErrOut, client, doc)
-	st, err := readStatus(ctx, o.Redactor, doc, client, o.Clusters)
-	if err != nil {
-		return err
-	}
-	if err := o.Select.filterStatus(st, doc); err != nil {
 		return err
 	}
 	return o.print(st, doc, o.Streams.Out)
 }
 
-// client is the client of the cluster the record is in.
-func (o *StatusOptions) client(ctx context.Context) (kubernetes.Interface, error) {
-	if o.Client != nil {
-		return o.Client(ctx)
-	}
-	clients, err := o.Clusters.clients(ctx)
+// status reads doc's record on t's cluster and compares it with the spec
+// (engine.Cluster.Status), the selection's steps only.
+func (o *StatusOptions) status(ctx context.Context, doc *load.Document, t engine.Target) (*state.Status, error) {
+	sel, err := o.Select.resolve(doc, engine.CommandStatus, nil)
 	if err != nil {
 		return nil, err
 	}
-	return clients.Typed, nil
-}
-
-// needsState refuses a spec without a state: block: status has nothing to
-// read.
-func needsState(doc *load.Document) error {
-	if doc.Spec.State.IsEnabled() {
-		return nil
-	}
-	pos := doc.Positions.At("state")
-	return &load.InvalidError{Problems: spec.ErrorList{{Pos: pos, Path: "state", Msg: "status reads the run-state record, which this spec does not enable: add state: {} (or state.enabled: true)"}}}
-}
-
-// readStatus reads doc's record in the cluster and compares it with the
-// spec, hashing each step's inputs as apply does (the executors of
-// clusters declare them); nil when there is no record yet.
-func readStatus(ctx context.Context, red *redact.Redactor, doc *load.Document, client kubernetes.Interface, clusters *Clusters) (*state.Status, error) {
-	sp := doc.Spec
-	loc := state.Location{Namespace: sp.StateNamespace(), Name: sp.StateSecretName()}
-	rec, found, err := state.Read(ctx, client, loc)
-	if err != nil || !found {
-		return nil, err
-	}
-	s := &session{red: red, doc: doc}
-	if clusters != nil && clusters.Steps != nil {
-		reg, err := clusters.Steps()
+	e, opts := o.Clusters.engine(), engine.Options{Selection: sel}
+	var c *engine.Cluster
+	if o.Clients != nil {
+		clients, err := o.Clients(ctx)
 		if err != nil {
 			return nil, err
 		}
-		s.registry = reg
-	}
-	ins, err := s.stepInputs(ctx, rec.SaltBytes(), rec)
-	if err != nil {
+		c = e.Attach(doc, clients, t, opts)
+	} else if c, err = e.Connect(ctx, doc, t, opts); err != nil {
 		return nil, err
 	}
-	steps := make([]state.SpecStep, len(sp.Steps))
-	for i, st := range sp.Steps {
-		steps[i] = state.SpecStep{Name: st.Name, Type: st.Type(), Hash: ins[i].Hash, Excluded: !doc.Included(i), When: st.When, HashCannotSee: ins[i].HashCannotSee}
-	}
-	return state.Compare(loc, rec, steps), nil
+	return c.Status(ctx)
 }
 
 // print shows a status (nil: no record yet) in the output format.

@@ -14,7 +14,9 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
 
+	"khook.io/core/kube"
 	"khook.io/core/load"
 	"khook.io/core/redact"
 	"khook.io/core/state"
@@ -35,7 +37,9 @@ func statusOptions(t *testing.T, spec, output string, client kubernetes.Interfac
 	if err != nil {
 		t.Fatal(err)
 	}
-	o.Client = func(context.Context) (kubernetes.Interface, error) { return client, nil }
+	o.Clients = func(context.Context) (*kube.Clients, error) {
+		return &kube.Clients{Typed: client, Config: &rest.Config{}}, nil
+	}
 	return o, &out
 }
 
@@ -91,7 +95,7 @@ func TestStatusOptions(t *testing.T) {
 // any cluster is asked.
 func TestStatusNeedsState(t *testing.T) {
 	o, _ := statusOptions(t, "testdata/golden-spec.yaml", "text", nil)
-	o.Client = func(context.Context) (kubernetes.Interface, error) {
+	o.Clients = func(context.Context) (*kube.Clients, error) {
 		t.Fatal("the cluster was asked")
 		return nil, nil
 	}

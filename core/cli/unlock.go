@@ -90,7 +90,7 @@ func (o *ForceUnlockOptions) Run(ctx context.Context) error {
 	if !doc.Spec.State.IsEnabled() {
 		return invalid(errors.New("force-unlock: this spec has no state: block, so its runs take no lock"))
 	}
-	clients, err := o.Clusters.clients(ctx)
+	clients, err := o.Clusters.engine().Clients(ctx, target(o.Clusters.getter(), o.Streams.ErrOut, o.Streams.ErrOut))
 	if err != nil {
 		return err
 	}

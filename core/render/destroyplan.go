@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 
+	"khook.io/core/engine"
 	"khook.io/core/internal/english"
 )
 
@@ -23,30 +24,13 @@ type DestroyCluster struct {
 	Steps                []DestroyStep
 }
 
-// DestroyStep is one step of a destroy plan: its objects (or release, or
-// Job), or Note when destroy leaves the step alone or cannot say more.
-type DestroyStep struct {
-	Name, Type, Note string
-	Items            []DestroyObject
-}
-
-// DestroyObject is one object of a destroy plan: Action is what destroy
-// does with it (delete, revert, rejected, leave, keep, gone, refuse,
-// uninstall, unknown), Reason why; Fields, for an object destroy
-// reverts, what becomes of each field khook wrote on it.
-type DestroyObject struct {
-	Object, Action, Reason string
-	Fields                 []DestroyField
-}
-
-// DestroyField is one field of a reverted object: Outcome is restore
-// (back to Value), remove (Value: what the server sets instead, if
-// anything), stay (another writer changed or shares it), lost (khook
-// cannot give it back) or same (khook did not change it: counted, not
-// listed).
-type DestroyField struct {
-	Path, Outcome, Value, Reason string
-}
+// The steps, objects and fields of a destroy plan are the engine's
+// (engine.Run.DestroyPlan).
+type (
+	DestroyStep   = engine.DestroyStep
+	DestroyObject = engine.DestroyObject
+	DestroyField  = engine.DestroyField
+)
 
 // maxFieldValue is how much of a field's value the plan shows, in
 // characters.

@@ -48,7 +48,7 @@ func fixedStatus() *state.Status {
 		},
 	}
 	steps := []state.SpecStep{
-		{Name: "namespace", Type: "apply", Hash: "sha256:1", HashCannotSee: []string{"manifests[1] (url https://example.com/namespace.yaml)"}},
+		{Name: "namespace", Type: "apply", Hash: "sha256:1", Resumes: true, HashCannotSee: []string{"manifests[1] (url https://example.com/namespace.yaml)"}},
 		{Name: "cilium", Type: "helm", Hash: "sha256:2-edited", HashCannotSee: []string{"chart cilium from https://helm.cilium.io/ (version ~1.18 is a range)", "valuesFrom[0] (url https://example.com/cilium-values.yaml)"}},
 		{Name: "migrate", Type: "job", Hash: "sha256:3"},
 		{Name: "ready", Type: "wait", Hash: "sha256:4"},

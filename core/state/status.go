@@ -16,7 +16,10 @@ type SpecStep struct {
 	Hash       string
 	// Excluded is set when a when: excludes the step now.
 	Excluded bool
-	When     string
+	// Resumes: the next apply resumes the step (the engine's decision:
+	// the record has it done with the same, known inputs).
+	Resumes bool
+	When    string
 	// HashCannotSee lists the remote content the step's hash identifies by
 	// reference only (Inputs.HashCannotSee).
 	HashCannotSee []string
@@ -45,8 +48,10 @@ type Status struct {
 	Removed []string `json:"removed"`
 }
 
-// Compare decides, per step of the current spec, what the next apply does
-// given the record.
+// Compare says, per step of the current spec, what the next apply does
+// given the record: a step resumes when the caller says so (Resumes: the
+// engine decides it as apply does); otherwise the record says why it
+// runs again.
 func Compare(loc Location, rec *Record, steps []SpecStep) *Status {
 	st := &Status{Location: loc, Record: rec, Resumes: []string{}, Removed: []string{}}
 	inSpec := make(map[string]bool, len(steps))
@@ -59,9 +64,11 @@ func Compare(loc Location, rec *Record, steps []SpecStep) *Status {
 			ss.Next, ss.Why = NextSkip, "when: "+s.When+" is false — will skip"
 		case r == nil:
 			ss.Next, ss.Why = NextRun, "never ran — will run"
-		case r.Status == StepOK && r.Hash == s.Hash:
+		case s.Resumes:
 			ss.Next, ss.Why = NextResume, "unchanged — will resume"
 			st.Resumes = append(st.Resumes, s.Name)
+		case r.Status == StepOK && s.Hash == "":
+			ss.Next, ss.Why = NextRerun, "its inputs cannot be read — will re-run"
 		case r.Status == StepOK:
 			ss.Next, ss.Why = NextRerun, "input changed — will re-run"
 		case r.Status == StepFailed:

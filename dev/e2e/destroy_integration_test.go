@@ -222,6 +222,13 @@ func ptyRun(t *testing.T, env []string, answer string, args ...string) (int, str
 // question, and returns the exit code and all it printed.
 func ptyAnswer(t *testing.T, env []string, question, answer string, args ...string) (int, string) {
 	t.Helper()
+	return ptyAnswerAfter(t, env, question, answer, nil, args...)
+}
+
+// ptyAnswerAfter is ptyAnswer calling atQuestion (when set), with what
+// was printed so far, while the binary waits at its question.
+func ptyAnswerAfter(t *testing.T, env []string, question, answer string, atQuestion func(printed string), args ...string) (int, string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bins.Kubectl, args...)
@@ -254,6 +261,12 @@ func ptyAnswer(t *testing.T, env []string, question, answer string, args ...stri
 	}()
 	select {
 	case <-asked:
+		if atQuestion != nil {
+			mu.Lock()
+			printed := out.String()
+			mu.Unlock()
+			atQuestion(printed)
+		}
 		if _, err := io.WriteString(f, answer+"\n"); err != nil {
 			t.Fatal(err)
 		}
@@ -271,6 +284,55 @@ func ptyAnswer(t *testing.T, env []string, question, answer string, args ...stri
 		t.Fatal(werr)
 	}
 	return code, out.String()
+}
+
+// destroy takes the run lock before it shows its plan and holds it
+// through the question (as Terraform holds the state lock through plan
+// and prompt): an apply started while it waits is refused by the lock,
+// changing nothing; the question names what runs, and what runs is what
+// it named.
+func TestDestroyHoldsTheLockThroughTheQuestion(t *testing.T) {
+	cs := typed(t)
+	ctx := context.Background()
+	ns := testcluster.Get(t).NewNamespace(t, "asklock")
+	body := fmt.Sprintf(teamSpec, ns, false)
+	body = strings.Replace(body, "steps:\n", "state: {namespace: "+ns+"}\nsteps:\n", 1) + `  - name: other
+    needs: [settings]
+    apply: {namespace: ` + ns + `, manifests: [{inline: "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: other}\n"}]}
+  - name: settle
+    needs: [other]
+    wait: {for: delete, on: configmap/gone, namespace: ` + ns + `}
+`
+	spec := writeSpec(t, body)
+	if _, res := applyJSON(t, "apply", spec, kubeEnv(t)); res.Code != 0 {
+		t.Fatalf("apply: exit %d\n%s", res.Code, res.Stderr)
+	}
+	var plan string
+	code, out := ptyAnswerAfter(t, kubeEnv(t), "or 'yes' to destroy: ", "yes", func(printed string) {
+		plan = printed
+		res := run(t, bins.Kubectl, kubeEnv(t), "", "apply", "-f", spec)
+		if res.Code != 1 || !strings.Contains(res.Stderr, "is locked by another run") || !strings.Contains(res.Stderr, "destroy") {
+			t.Errorf("an apply while destroy asks: exit %d, want 1, refused by destroy's lock\n%s", res.Code, res.Stderr)
+		}
+	}, "destroy", "-f", spec)
+	if code != 0 {
+		t.Fatalf("destroy: exit %d\n%s", code, out)
+	}
+	// the question named what runs: each ConfigMap deleted, the wait left
+	// alone; and that is what ran
+	for _, want := range []string{"delete    ConfigMap/mine in " + ns, "delete    ConfigMap/team-settings in " + ns, "delete    ConfigMap/other in " + ns, "left alone: destroy leaves wait steps alone"} {
+		if !strings.Contains(plan, want) {
+			t.Errorf("the plan before the question lacks %q:\n%s", want, plan)
+		}
+	}
+	for _, name := range []string{"mine", "team-settings", "other"} {
+		if _, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("ConfigMap %s after destroy: %v", name, err)
+		}
+	}
+	if after := out[len(plan):]; !strings.Contains(after, "nothing to undo: destroy leaves wait steps alone") {
+		t.Errorf("what ran is not what the plan named (the wait left alone):\n%s", after)
+	}
 }
 
 // destroy asks first: without a terminal it refuses without --yes,

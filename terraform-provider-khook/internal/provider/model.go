@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
+	"khook.io/core/engine"
 	"khook.io/core/load"
 	"khook.io/core/plan"
 	"khook.io/core/redact"
@@ -221,11 +222,15 @@ const (
 	actionRepair  = "repair"
 )
 
-// planRows turns khook's plan into steps rows, overlaid with the state
-// record's status: a step that would resume is skipped (khook's apply
-// skips it whatever the cluster says), a step the record says must
-// (re-)run runs. drift reports whether any row changes the cluster.
-func planRows(p *plan.Plan, st *state.Status, red *redact.Redactor) (rows []stepRow, drift bool) {
+// planRows turns khook's plan into steps rows: each step's action and
+// reason as the engine's plan has them, from the fate the engine decided
+// (fates, by step name: the same engine.Dispose apply follows, so a step
+// the record resumes is skip, a conditional one is predicted from its
+// triggers), overlaid with the state record's status where the record
+// says a step the cluster shows unchanged runs again (st; nil: no record,
+// and with state: enabled every such step runs: khook's apply has nothing
+// to resume). drift reports whether any row changes the cluster.
+func planRows(p *plan.Plan, fates map[string]engine.Fate, st *state.Status, stateEnabled bool, red *redact.Redactor) (rows []stepRow, drift bool) {
 	next := map[string]state.StepStatus{}
 	if st != nil {
 		for _, s := range st.Steps {
@@ -234,15 +239,14 @@ func planRows(p *plan.Plan, st *state.Status, red *redact.Redactor) (rows []step
 	}
 	for _, ps := range p.Steps {
 		r := stepRow{Name: ps.Name, Type: ps.Type, Action: ps.Action, Reason: red.String(ps.Reason)}
-		if s, ok := next[ps.Name]; ok && ps.Action != plan.ActionSkip {
-			switch s.Next {
-			case state.NextResume:
-				r.Action, r.Reason = plan.ActionSkip, state.ResumeReason
-			case state.NextRun, state.NextRerun:
-				if !drifts[r.Action] {
-					r.Action, r.Reason = plan.ActionRun, red.String(s.Why)
-				}
-			}
+		switch fate := fates[ps.Name]; {
+		case fate == engine.FateResume:
+			r.Action, r.Reason = plan.ActionSkip, state.ResumeReason
+		case fate != engine.FateRun || ps.Action == plan.ActionSkip || drifts[r.Action]:
+		case st == nil && stateEnabled:
+			r.Action, r.Reason = plan.ActionRun, noRecordReason
+		case next[ps.Name].Next == state.NextRun || next[ps.Name].Next == state.NextRerun:
+			r.Action, r.Reason = plan.ActionRun, red.String(next[ps.Name].Why)
 		}
 		if drifts[r.Action] {
 			drift = true
@@ -252,18 +256,17 @@ func planRows(p *plan.Plan, st *state.Status, red *redact.Redactor) (rows []step
 	return rows, drift
 }
 
+// fatesOf maps each step of res's spec to the fate the engine decided.
+func fatesOf(doc *load.Document, res *engine.PlanResult) map[string]engine.Fate {
+	out := make(map[string]engine.Fate, len(res.Dispositions))
+	for i, d := range res.Dispositions {
+		out[doc.Spec.Steps[i].Name] = d.Fate
+	}
+	return out
+}
+
 // noRecordReason is why a step runs when its spec's state record is gone.
 const noRecordReason = "no state record: nothing to resume"
-
-// withoutRecord is the status of a spec with state: whose record does not
-// exist: every step of p runs (khook's apply resumes nothing).
-func withoutRecord(p *plan.Plan) *state.Status {
-	st := &state.Status{}
-	for _, ps := range p.Steps {
-		st.Steps = append(st.Steps, state.StepStatus{Name: ps.Name, Type: ps.Type, Next: state.NextRun, Why: noRecordReason})
-	}
-	return st
-}
 
 // recordRows are the prior rows refreshed from the state record: a step
 // the record has not as succeeded (failed, interrupted, or skipped: a

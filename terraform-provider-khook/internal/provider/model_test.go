@@ -2,12 +2,12 @@ package provider
 
 import (
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
+	"khook.io/core/engine"
 	"khook.io/core/plan"
 	"khook.io/core/redact"
 	"khook.io/core/state"
@@ -30,7 +30,9 @@ func TestPlanRows(t *testing.T) {
 		name      string
 		plan      []plan.Step
 		status    *state.Status
-		want      []string // name action reason
+		noRecord  bool                   // state: enabled, no record
+		fates     map[string]engine.Fate // nil: from the record's status
+		want      []string               // name action reason
 		wantDrift bool
 	}{
 		{
@@ -110,15 +112,46 @@ func TestPlanRows(t *testing.T) {
 			wantDrift: true,
 		},
 		{
-			name:      "no record with state: (withoutRecord): every step runs",
+			name:      "no record with state: every step runs",
 			plan:      []plan.Step{step("a", plan.ActionUnchanged, ""), step("b", plan.ActionCreate, ""), step("c", plan.ActionSkip, "when: false")},
-			status:    withoutRecord(&plan.Plan{Steps: []plan.Step{step("a", plan.ActionUnchanged, ""), step("b", plan.ActionCreate, ""), step("c", plan.ActionSkip, "when: false")}}),
+			noRecord:  true,
 			want:      []string{"a run " + noRecordReason, "b create ", "c skip when: false"},
+			wantDrift: true,
+		},
+		{
+			// the engine decided it: a conditional step the record
+			// resumes runs when its trigger changes, whatever the record
+			// says of its own inputs (before, the record's resume made it
+			// skip, while apply ran it)
+			name:      "a triggered step the record resumes: the engine's fate, not the record's",
+			plan:      []plan.Step{step("a", plan.ActionConfigure, ""), step("b", plan.ActionRestart, "triggered: a changes")},
+			status:    status(state.StepStatus{Name: "a", Next: state.NextRerun, Why: "inputs changed"}, state.StepStatus{Name: "b", Next: state.NextResume}),
+			fates:     map[string]engine.Fate{"a": engine.FateRun, "b": engine.FateTriggered},
+			want:      []string{"a configure ", "b restart triggered: a changes"},
 			wantDrift: true,
 		},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			rows, drift := planRows(&plan.Plan{Steps: c.plan}, c.status, redactor())
+			fates := c.fates
+			if fates == nil {
+				// the fate the engine decides from the record: resumed,
+				// excluded by when:, else run
+				fates = map[string]engine.Fate{}
+				for _, ps := range c.plan {
+					fates[ps.Name] = engine.FateRun
+					if ps.Action == plan.ActionSkip {
+						fates[ps.Name] = engine.FateExcluded
+					}
+				}
+				if c.status != nil {
+					for _, s := range c.status.Steps {
+						if s.Next == state.NextResume {
+							fates[s.Name] = engine.FateResume
+						}
+					}
+				}
+			}
+			rows, drift := planRows(&plan.Plan{Steps: c.plan}, fates, c.status, c.status != nil || c.noRecord, redactor())
 			var got []string
 			for _, r := range rows {
 				got = append(got, r.Name+" "+r.Action+" "+r.Reason)
@@ -239,16 +272,5 @@ func TestInputsChanged(t *testing.T) {
 				t.Errorf("inputsChanged = %v, want %v", got, c.want)
 			}
 		})
-	}
-}
-
-func TestWithoutRecord(t *testing.T) {
-	st := withoutRecord(&plan.Plan{Steps: []plan.Step{{Name: "a", Type: "apply"}, {Name: "b", Type: "helm"}}})
-	var got []string
-	for _, s := range st.Steps {
-		got = append(got, strings.Join([]string{s.Name, s.Type, s.Next, s.Why}, " "))
-	}
-	if want := []string{"a apply run " + noRecordReason, "b helm run " + noRecordReason}; !slices.Equal(got, want) {
-		t.Errorf("withoutRecord = %q, want %q", got, want)
 	}
 }

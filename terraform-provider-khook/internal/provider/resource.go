@@ -19,9 +19,12 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
-	"khook.io/core/cli"
+	"khook.io/core/engine"
+	"khook.io/core/event"
 	"khook.io/core/kube"
+	"khook.io/core/load"
 	"khook.io/core/redact"
+	"khook.io/core/render"
 	"khook.io/core/run"
 	"khook.io/core/state"
 	"khook.io/core/steps/builtin"
@@ -102,10 +105,39 @@ func (r *specResource) Schema(ctx context.Context, _ resource.SchemaRequest, res
 	}
 }
 
-// engine is khook's engine on the connection c.
-func engine(c connection, red *redact.Redactor, fieldManager types.String) *cli.Embedded {
-	return &cli.Embedded{Getter: newGetter(c), Steps: builtin.Registry, Redactor: red, Log: os.Stderr, Parallelism: 16,
-		FieldManager: fieldManager.ValueString()}
+// parallelism is how many steps apply and destroy run at once (the CLI's
+// default).
+const parallelism = 16
+
+// connect connects khook's engine to the cluster of c for doc: progress,
+// notes and the API server's warnings go to standard error (Terraform's
+// log), redacted.
+func connect(ctx context.Context, c connection, doc *load.Document, red *redact.Redactor, fieldManager types.String) (*engine.Cluster, error) {
+	log := red.Writer(os.Stderr)
+	e := &engine.Engine{Steps: builtin.Registry, Redactor: red}
+	return e.Connect(ctx, doc, engine.Target{Getter: newGetter(c), Warnings: log, Notes: render.Notes(log)}, engine.Options{FieldManager: fieldManager.ValueString()})
+}
+
+// runOn runs command (apply or destroy, which Terraform confirmed: it does
+// not ask) on the cluster of c, as the CLI's apply and destroy --yes do:
+// the run lock held, the record written as the run goes. A step that
+// failed is in the result; the error says the run could not start, or
+// the record's or the lock's error once it did.
+func runOn(ctx context.Context, command engine.Command, c connection, doc *load.Document, red *redact.Redactor, fieldManager types.String) (*run.Result, error) {
+	cl, err := connect(ctx, c, doc, red, fieldManager)
+	if err != nil {
+		return nil, err
+	}
+	log := red.Writer(os.Stderr)
+	defer func() { _ = log.Flush() }()
+	return cl.Run(ctx, command, engine.RunOptions{Parallelism: parallelism, Progress: func(order []int) (event.Sink, func()) {
+		infos := make([]render.StepInfo, len(order))
+		for k, i := range order {
+			infos[k] = render.StepInfo{Name: doc.Spec.Steps[i].Name, Type: doc.Spec.Steps[i].Type()}
+		}
+		p := render.NewProgress(log, infos, render.ProgressOptions{Verb: string(command), Redactor: red})
+		return p, p.Close
+	}})
 }
 
 // errDiag adds err, redacted, as an error diagnostic.
@@ -158,23 +190,28 @@ func (r *specResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRe
 		// what the apply's own re-plan computes, and the connection is
 		// often known only then (the cluster is created in the same
 		// apply). Every step runs on a first apply anyway.
-		rows, _ = planRows(doc.OfflinePlan(), nil, red)
+		if res, err := engine.OfflinePlan(doc, nil, nil); err == nil {
+			rows, _ = planRows(res.Plan, fatesOf(doc, res), nil, false, red)
+		}
 	case !known:
 		// the cluster is being replaced: its plan is known after apply
 		planned.Steps = types.ListUnknown(stepObjectType)
 		resp.Diagnostics.Append(resp.Plan.Set(ctx, &planned)...)
 		return
 	default:
-		p, st, err := engine(conn, red, planned.FieldManager).Plan(ctx, doc)
+		res, err := planLive(ctx, conn, doc, red, planned.FieldManager)
+		stateEnabled := doc.Spec.State.IsEnabled()
 		if err != nil {
 			resp.Diagnostics.AddWarning("khook_spec: planning offline", "the cluster could not be reached, so the plan is khook's offline plan (every step runs): "+red.String(err.Error()))
-			p, st = doc.OfflinePlan(), nil
-		} else if st == nil && doc.Spec.State.IsEnabled() {
-			// the record is gone (deleted out of band, or an import of
-			// one that never was): khook's apply has nothing to resume
-			st = withoutRecord(p)
+			if res, err = engine.OfflinePlan(doc, nil, nil); err != nil {
+				errDiag(&resp.Diagnostics, red, "khook_spec: plan", err)
+				return
+			}
+			stateEnabled = false // offline: the record is not read
 		}
-		rows, drift = planRows(p, st, red)
+		// with state: and no record (deleted out of band, or an import of
+		// one that never was), khook's apply has nothing to resume
+		rows, drift = planRows(res.Plan, fatesOf(doc, res), res.Status, stateEnabled, red)
 	}
 	if prior != nil && !drift && !inputsChanged(prior, &planned) {
 		planned.Steps = prior.Steps // nothing to do: no diff
@@ -184,6 +221,17 @@ func (r *specResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRe
 		planned.Steps = l
 	}
 	resp.Diagnostics.Append(resp.Plan.Set(ctx, &planned)...)
+}
+
+// planLive is khook's live plan of doc on the cluster of c, as `kubectl
+// khook plan` computes it (engine.Cluster.Plan: the same fates apply
+// follows), with the state record's status.
+func planLive(ctx context.Context, c connection, doc *load.Document, red *redact.Redactor, fieldManager types.String) (*engine.PlanResult, error) {
+	cl, err := connect(ctx, c, doc, red, fieldManager)
+	if err != nil {
+		return nil, err
+	}
+	return cl.Plan(ctx)
 }
 
 // inputsChanged reports whether what khook's run depends on changed: the
@@ -275,7 +323,7 @@ func (r *specResource) apply(ctx context.Context, config configGetter, planned *
 	}
 	names, _ := json.Marshal(sortedKeys(secrets))
 	diags.Append(private.SetKey(ctx, privateSecretNames, names)...)
-	res, err := engine(conn, red, planned.FieldManager).Apply(ctx, doc)
+	res, err := runOn(ctx, engine.CommandApply, conn, doc, red, planned.FieldManager)
 	if res != nil {
 		reportRun(diags, red, "apply", res)
 	}
@@ -394,7 +442,7 @@ func (r *specResource) Delete(ctx context.Context, req resource.DeleteRequest, r
 	resp.Diagnostics.Append(d...)
 	// Terraform's destroy is confirmed already: khook's destroy runs
 	// without asking (the CLI's --yes)
-	res, err := engine(conn, red, m.FieldManager).Destroy(ctx, doc)
+	res, err := runOn(ctx, engine.CommandDestroy, conn, doc, red, m.FieldManager)
 	if res != nil {
 		reportRun(&resp.Diagnostics, red, "destroy", res)
 	}

@@ -1,10 +1,9 @@
-package cli
+package engine
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -19,17 +18,18 @@ import (
 	"khook.io/core/version"
 )
 
-// lockLocation is where the run lock of the session's state record lives:
-// a Lease of the record's name, next to it.
-func lockLocation(s *session) lock.Location {
-	sp := s.doc.Spec
+// lockLocation is where the run lock of doc's state record lives: a
+// Lease of the record's name, next to it.
+func lockLocation(doc *load.Document) lock.Location {
+	sp := doc.Spec
 	return lock.Location{Namespace: sp.StateNamespace(), Name: sp.StateSecretName()}
 }
 
-// printLockNote writes lockNote's note, if any, to w (standard error).
-func printLockNote(ctx context.Context, w io.Writer, c kubernetes.Interface, doc *load.Document) {
-	if note := lockNote(ctx, c, doc); note != "" {
-		fmt.Fprintf(w, "note: %s\n", note)
+// noteLock notes, for plan, diff and status (which take no lock), whether
+// a run holds the lock of the cluster's state record (LockNote).
+func (c *Cluster) noteLock(ctx context.Context) {
+	if note := LockNote(ctx, c.clients.Typed, c.doc); note != "" {
+		c.note(NoteInfo, "%s", note)
 	}
 }
 
@@ -42,27 +42,27 @@ func printLockNote(ctx context.Context, w io.Writer, c kubernetes.Interface, doc
 // duration is taken over, saying whose. Without a state record there is
 // no lock (nil): the run still gets an id of its own. The session's Run
 // (what steps write for other runs to recognise) is set either way.
-func (s *session) takeLock(ctx context.Context, command string, timeout time.Duration, waiting io.Writer) (*lock.Lock, error) {
-	if !s.doc.Spec.State.IsEnabled() {
-		s.run = step.Run{ID: lock.NewID()}
+func (c *Cluster) takeLock(ctx context.Context, command Command, timeout time.Duration) (*lock.Lock, error) {
+	if !c.doc.Spec.State.IsEnabled() {
+		c.run = step.Run{ID: lock.NewID()}
 		return nil, nil
 	}
-	loc := lockLocation(s)
-	me := lock.NewHolder(command, version.Get().Version, s.clients.Identity.Context)
-	requestTimeout := checkTimeout
-	if t := s.clients.Config.Timeout; t > 0 {
+	loc := lockLocation(c.doc)
+	me := lock.NewHolder(string(command), version.Get().Version, c.clients.Identity.Context)
+	requestTimeout := CheckTimeout
+	if t := c.clients.Config.Timeout; t > 0 {
 		requestTimeout = t
 	}
-	lk, err := lock.Acquire(ctx, s.clients.Typed, loc, me, lock.Options{
+	lk, err := lock.Acquire(ctx, c.clients.Typed, loc, me, lock.Options{
 		Timeout:        timeout,
 		RequestTimeout: requestTimeout,
 		Waiting: func(h lock.Holder) {
-			fmt.Fprintf(waiting, "waiting for the run lock of state record %s (--lock-timeout %s): held by %s, %s\n", loc, timeout, h.Describe(), h.Since(time.Now()))
+			c.note(NoteLine, "waiting for the run lock of state record %s (--lock-timeout %s): held by %s, %s", loc, timeout, h.Describe(), h.Since(time.Now()))
 		},
 		Observing: func(h lock.Holder) {
-			fmt.Fprintf(waiting, "the run lock of state record %s is held by %s, %s by this machine's clock%s: watching it for up to %s; if it does not change, that run is gone and this run takes it over\n", loc, h.Describe(), h.Since(time.Now()), s.holderEnded(ctx, h), lock.LeaseDuration)
+			c.note(NoteLine, "the run lock of state record %s is held by %s, %s by this machine's clock%s: watching it for up to %s; if it does not change, that run is gone and this run takes it over", loc, h.Describe(), h.Since(time.Now()), c.holderEnded(ctx, h), lock.LeaseDuration)
 		},
-		EnsureNamespace: func(ctx context.Context) error { return s.ensureStateNamespace(ctx, loc.Namespace) },
+		EnsureNamespace: func(ctx context.Context) error { return c.ensureStateNamespace(ctx, loc.Namespace) },
 	})
 	if apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("state record's namespace %s does not exist, and the credentials may not create it: create it first, or set state.namespace to one that exists (%w)", loc.Namespace, err)
@@ -72,12 +72,12 @@ func (s *session) takeLock(ctx context.Context, command string, timeout time.Dur
 	}
 	if took := lk.TookOver(); took != nil {
 		if lk.Broken() {
-			fmt.Fprintf(waiting, "took the run lock of state record %s, which force-unlock broke from %s: steps it left running run again\n", loc, took.Describe())
+			c.note(NoteLine, "took the run lock of state record %s, which force-unlock broke from %s: steps it left running run again", loc, took.Describe())
 		} else {
-			fmt.Fprintf(waiting, "took over the run lock of state record %s from %s, which did not renew it for the %s this run watched it (last renewal %s ago by this machine's clock; killed?): steps it left running run again\n", loc, took.Describe(), lock.LeaseDuration, time.Since(took.Renewed).Round(time.Second))
+			c.note(NoteLine, "took over the run lock of state record %s from %s, which did not renew it for the %s this run watched it (last renewal %s ago by this machine's clock; killed?): steps it left running run again", loc, took.Describe(), lock.LeaseDuration, time.Since(took.Renewed).Round(time.Second))
 		}
 	}
-	s.run = step.Run{ID: me.ID, Abandoned: func(id string) bool {
+	c.run = step.Run{ID: me.ID, Abandoned: func(id string) bool {
 		took := lk.TookOver()
 		return took != nil && took.ID == id
 	}}
@@ -90,11 +90,11 @@ func (s *session) takeLock(ctx context.Context, command string, timeout time.Dur
 // clock) means the holder exited without releasing it (killed, or the API
 // server did not answer its release). "" when the record does not say so
 // or cannot be read.
-func (s *session) holderEnded(ctx context.Context, h lock.Holder) string {
-	ctx, cancel := s.preflight(ctx)
+func (c *Cluster) holderEnded(ctx context.Context, h lock.Holder) string {
+	ctx, cancel := c.preflight(ctx)
 	defer cancel()
-	sp := s.doc.Spec
-	rec, found, err := state.Read(ctx, s.clients.Typed, state.Location{Namespace: sp.StateNamespace(), Name: sp.StateSecretName()})
+	sp := c.doc.Spec
+	rec, found, err := state.Read(ctx, c.clients.Typed, state.Location{Namespace: sp.StateNamespace(), Name: sp.StateSecretName()})
 	if err != nil || !found || rec.RunStatus == "running" || rec.FinishedAt == nil || h.Acquired.IsZero() || rec.FinishedAt.Before(h.Acquired) {
 		return ""
 	}
@@ -107,10 +107,10 @@ func (s *session) holderEnded(ctx context.Context, h lock.Holder) string {
 // first write. Credentials that may neither read nor create namespaces (a
 // Role in the record's namespace only) cannot tell: the lock's own create
 // has answered that it does not exist (see takeLock).
-func (s *session) ensureStateNamespace(ctx context.Context, ns string) error {
-	ctx, cancel := s.preflight(ctx)
+func (c *Cluster) ensureStateNamespace(ctx context.Context, ns string) error {
+	ctx, cancel := c.preflight(ctx)
 	defer cancel()
-	m := objects.New(s.clients, objects.Options{Redactor: s.red})
+	m := objects.New(c.clients, objects.Options{Redactor: c.red})
 	_, err := m.EnsureNamespace(ctx, ns)
 	var unknown *objects.NamespaceUnknownError
 	switch {
@@ -127,21 +127,21 @@ func (s *session) ensureStateNamespace(ctx context.Context, ns string) error {
 // run writes nothing more); a release that fails is a warning, not the
 // run's error: the next run takes the lock over once it has seen it
 // unchanged for the lease duration.
-func (s *session) releaseLock(lk *lock.Lock, warn io.Writer) {
+func (c *Cluster) releaseLock(lk *lock.Lock) {
 	if lk == nil {
 		return
 	}
 	if err := lk.Release(context.Background()); err != nil {
-		fmt.Fprintf(warn, "warning: %v\n", err)
+		c.note(NoteWarning, "%v", err)
 	}
-	s.clients.Writes.Set(nil)
+	c.clients.Writes.Set(nil)
 }
 
-// lockNote says, for plan, diff and status (which take no lock), whether a
+// LockNote says, for plan, diff and status (which take no lock), whether a
 // run holds the lock of the session's state record: "" when none does or
 // the spec has no record. Reading the Lease is best effort: a user who may
 // not read Leases gets no note.
-func lockNote(ctx context.Context, c kubernetes.Interface, doc *load.Document) string {
+func LockNote(ctx context.Context, c kubernetes.Interface, doc *load.Document) string {
 	sp := doc.Spec
 	if !sp.State.IsEnabled() {
 		return ""

@@ -1,4 +1,4 @@
-package cli
+package engine
 
 import (
 	"context"
@@ -14,7 +14,6 @@ import (
 
 	"khook.io/core/kube"
 	"khook.io/core/lock"
-	"khook.io/core/redact"
 	"khook.io/core/state"
 )
 
@@ -24,16 +23,7 @@ import (
 // otherwise.
 func TestHolderEnded(t *testing.T) {
 	ctx := context.Background()
-	f := NewSpecFlags()
-	f.File = "testdata/golden-state-spec.yaml"
-	so, err := f.ToOptions(SpecSource{Redactor: redact.New()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc, err := so.Load()
-	if err != nil {
-		t.Fatal(err)
-	}
+	doc := loadDoc(t, "../cli/testdata/golden-state-spec.yaml")
 	took := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	h := lock.Holder{ID: "aaaa", Acquired: took, Renewed: took.Add(40 * time.Second)}
 	for _, tc := range []struct {
@@ -66,7 +56,7 @@ func TestHolderEnded(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			s := &session{doc: doc, clients: &kube.Clients{Typed: client, Config: &rest.Config{}}}
+			s := &Cluster{doc: doc, clients: &kube.Clients{Typed: client, Config: &rest.Config{}}}
 			got := s.holderEnded(ctx, h)
 			if strings.TrimSpace(got) != tc.want {
 				t.Errorf("got %q, want %q", got, tc.want)

@@ -1,8 +1,7 @@
-package cli
+package engine
 
 import (
 	"context"
-	"errors"
 
 	"khook.io/core/load"
 	"khook.io/core/plan"
@@ -15,16 +14,14 @@ import (
 // whose recorded reads all still return the same is checked without a
 // build. A step whose local inputs cannot be read gets no hash: it never
 // resumes, and reports the problem itself when it runs.
-func (s *session) stepInputs(ctx context.Context, salt []byte, prev *state.Record) ([]*state.Inputs, error) {
-	if s.registry == nil {
-		// the executors declare what a step reads: without them a hash
-		// would leave the files out and never match apply's
-		return nil, errors.New("this build of khook has no step executors to read the steps' inputs")
+func (c *Cluster) stepInputs(ctx context.Context, salt []byte, prev *state.Record) ([]*state.Inputs, error) {
+	if c.registry == nil {
+		return nil, errNoExecutors
 	}
-	h := &state.Hasher{BaseDir: s.doc.BaseDir, Redactor: s.red, Salt: salt, Previous: prev, Steps: s.registry}
-	out := make([]*state.Inputs, len(s.doc.Spec.Steps))
-	for i := range s.doc.Spec.Steps {
-		in, err := h.Inputs(ctx, &s.doc.Spec.Steps[i])
+	h := &state.Hasher{BaseDir: c.doc.BaseDir, Redactor: c.red, Salt: salt, Previous: prev, Steps: c.registry}
+	out := make([]*state.Inputs, len(c.doc.Spec.Steps))
+	for i := range c.doc.Spec.Steps {
+		in, err := h.Inputs(ctx, &c.doc.Spec.Steps[i])
 		if err != nil {
 			return nil, err
 		}
@@ -43,17 +40,11 @@ func hashesOf(ins []*state.Inputs) []string {
 
 // markHashCannotSee notes, on each planned step of a spec that enables
 // state, the remote content its input hash cannot see: what the step's
-// executor declares (clusters' Steps build them, no cluster needed).
-// Without executors nothing is noted.
-func markHashCannotSee(p *plan.Plan, doc *load.Document, clusters *Clusters) {
+// executor (reg) declares, no cluster needed. Without executors nothing
+// is noted.
+func markHashCannotSee(p *plan.Plan, doc *load.Document, reg *step.Registry) {
 	if !doc.Spec.State.IsEnabled() {
 		return
-	}
-	var reg *step.Registry
-	if clusters != nil && clusters.Steps != nil {
-		if r, err := clusters.Steps(); err == nil {
-			reg = r
-		}
 	}
 	byName := make(map[string]int, len(p.Steps))
 	for k, ps := range p.Steps {

@@ -1,4 +1,4 @@
-package cli
+package engine
 
 import (
 	"context"
@@ -6,16 +6,16 @@ import (
 	"time"
 
 	"khook.io/core/event"
+	"khook.io/core/load"
 	"khook.io/core/lock"
 	"khook.io/core/run"
 	"khook.io/core/state"
-	"khook.io/core/step"
 	"khook.io/core/version"
 )
 
-// runState is a run's journal: the record store and each step's input
+// journal is a run's journal: the record store and each step's input
 // hash.
-type runState struct {
+type journal struct {
 	store  *state.Store
 	hashes []string // by step index
 	// reads are, by step index, what the record keeps of each kustomize:
@@ -23,9 +23,6 @@ type runState struct {
 	reads []map[string][]string
 	// changes are the steps the run may change, with why (see changing)
 	changes map[string]string
-	// keep maps a step to the skip reason under which its entry stays
-	// exactly as it was (not selected, not triggered; see shapeTasks)
-	keep map[string]string
 	// partial: --steps left steps out; the run never claims the whole
 	// spec (its hash), and a destroy keeps the record
 	partial bool
@@ -34,37 +31,28 @@ type runState struct {
 // openState loads the spec's record and hashes every step; nil when the
 // spec has no state: block (or it is disabled). Every write of the record
 // first asks the run lock lk whether the run still holds it.
-func (s *session) openState(ctx context.Context, lk *lock.Lock) (*runState, error) {
-	sp := s.doc.Spec
+func (c *Cluster) openState(ctx context.Context, lk *lock.Lock) (*journal, error) {
+	sp := c.doc.Spec
 	if !sp.State.IsEnabled() {
 		return nil, nil
 	}
 	loc := state.Location{Namespace: sp.StateNamespace(), Name: sp.StateSecretName()}
-	store, err := state.Open(ctx, s.clients.Typed, loc, sp.Metadata.Name)
+	store, err := state.Open(ctx, c.clients.Typed, loc, sp.Metadata.Name)
 	if err != nil {
 		return nil, err
 	}
 	if lk != nil {
 		store.Fence(lk.Fence)
 	}
-	ins, err := s.stepInputs(ctx, store.Salt(), store.Previous())
+	ins, err := c.stepInputs(ctx, store.Salt(), store.Previous())
 	if err != nil {
 		return nil, err
 	}
-	rs := &runState{store: store, hashes: hashesOf(ins), reads: make([]map[string][]string, len(ins))}
+	rs := &journal{store: store, hashes: hashesOf(ins), reads: make([]map[string][]string, len(ins))}
 	for i, in := range ins {
 		rs.reads[i] = in.Reads
 	}
 	return rs, nil
-}
-
-// hashSteps computes every step's input hash to compare with rec.
-func (s *session) hashSteps(ctx context.Context, rec *state.Record) ([]string, error) {
-	ins, err := s.stepInputs(ctx, rec.SaltBytes(), rec)
-	if err != nil {
-		return nil, err
-	}
-	return hashesOf(ins), nil
 }
 
 // begin marks the run started in the record, proving it writable. The
@@ -72,19 +60,17 @@ func (s *session) hashSteps(ctx context.Context, rec *state.Record) ([]string, e
 // claiming success for every step the run may change (changing), so that
 // whenever the process dies the record claims no more than the cluster
 // has.
-func (rs *runState) begin(ctx context.Context, command string, s *session, tasks []run.Task) error {
-	names := make([]string, len(s.doc.Spec.Steps))
-	for i, st := range s.doc.Spec.Steps {
+func (rs *journal) begin(ctx context.Context, r *Run) error {
+	doc := r.c.doc
+	names := make([]string, len(doc.Spec.Steps))
+	for i, st := range doc.Spec.Steps {
 		names[i] = st.Name
 	}
-	changing, err := rs.changing(command, s, tasks)
-	if err != nil {
-		return err
-	}
+	changing := rs.changing(r)
 	rs.changes = changing
 	return rs.store.Begin(ctx, state.Run{
-		Command:      command,
-		SpecHash:     rs.specHash(s),
+		Command:      string(r.command),
+		SpecHash:     rs.specHash(doc),
 		KhookVersion: version.Get().Version,
 		Steps:        names,
 		Changing:     changing,
@@ -103,56 +89,59 @@ func (rs *runState) begin(ctx context.Context, command string, s *session, tasks
 //     longer holds once destroy has run. Only the steps of kinds destroy
 //     undoes that a when: excludes are untouched: destroy leaves their
 //     objects in place.
-func (rs *runState) changing(command string, s *session, tasks []run.Task) (map[string]string, error) {
+func (rs *journal) changing(r *Run) map[string]string {
 	out := map[string]string{}
-	for i, t := range tasks {
-		if t.Skip == NotSelected {
+	for i, t := range r.tasks {
+		if r.disp[i].Fate == FateNotSelected {
 			continue // left as it is
 		}
-		switch command {
-		case "destroy":
-			exec, err := s.executor(i)
-			if err != nil {
-				return nil, err
-			}
-			_, undoes := exec.(step.Destroyer)
+		switch r.command {
+		case CommandDestroy:
+			undoes := r.undoes[i]
 			switch {
-			case undoes && s.doc.Included(i):
+			case undoes && r.c.doc.Included(i):
 				out[t.Name] = "destroy began: it may be partly or wholly undone"
 			case !undoes:
 				out[t.Name] = "destroy began: what it acted on may be deleted"
 			}
 		default:
 			if t.Skip == "" {
-				out[t.Name] = command + " began running it again with changed inputs"
+				out[t.Name] = string(r.command) + " began running it again with changed inputs"
 			}
 		}
 	}
-	return out, nil
+	return out
 }
 
 // sink records every step's outcome as it happens.
-func (rs *runState) sink(next event.Sink, s *session, command string, tasks []run.Task) event.Sink {
-	index := make(map[string]int, len(s.doc.Spec.Steps))
-	for i, st := range s.doc.Spec.Steps {
+func (rs *journal) sink(next event.Sink, ru *Run) event.Sink {
+	doc := ru.c.doc
+	index := make(map[string]int, len(doc.Spec.Steps))
+	for i, st := range doc.Spec.Steps {
 		index[st.Name] = i
 	}
-	red := s.red
+	red, tasks, command, disp := ru.c.red, ru.tasks, ru.command, ru.disp
 	return event.SinkFunc(func(e event.Event) {
 		next.Emit(e)
 		i, ok := index[e.Step]
 		if !ok {
 			return
 		}
-		if e.Kind == event.StepSkipped && e.Attempt == 0 && e.Message != "" && rs.keep[e.Step] == e.Message {
-			// not selected, or not triggered with inputs the record
-			// resumes: its entry stays exactly as it was
+		// how a step skipped without an attempt was skipped: up front by
+		// its fate, or by the run (not triggered, a need failed, not
+		// reached)
+		upFront := e.Kind == event.StepSkipped && e.Attempt == 0 && tasks[i].Skip != "" && e.Message == tasks[i].Skip
+		notTriggered := e.Kind == event.StepSkipped && e.Attempt == 0 && len(tasks[i].Triggers) > 0 && tasks[i].Skip == "" && e.Message == tasks[i].NotTriggered
+		if (upFront && disp[i].Fate == FateNotSelected) || notTriggered {
+			// not selected, or not triggered (without a record, or with
+			// inputs the record resumes): its entry stays exactly as it
+			// was
 			rs.store.Restore(e.Step)
 			return
 		}
 		r := state.StepRecord{Type: e.Type, Hash: rs.hashes[i], Reads: rs.reads[i], Attempts: e.Attempt, DurationMs: e.Elapsed.Milliseconds(), FinishedAt: time.Now().UTC()}
 		switch {
-		case command == "destroy":
+		case command == CommandDestroy:
 			r.Hash, r.Reads = "", nil
 			switch e.Kind {
 			case event.StepSucceeded:
@@ -167,7 +156,7 @@ func (rs *runState) sink(next event.Sink, s *session, command string, tasks []ru
 				case e.Attempt > 0:
 					// its destroy found nothing to undo
 					r.Status, r.Detail = state.StepSkipped, red.String("undone by destroy: "+e.Message)
-				case e.Message != tasks[i].Skip:
+				case !upFront:
 					// never started (destroy stopped first): nothing of
 					// it was touched, its entry stands as it was
 					rs.store.Restore(e.Step)
@@ -189,7 +178,7 @@ func (rs *runState) sink(next event.Sink, s *session, command string, tasks []ru
 			r.Status, r.Error = state.StepFailed, red.String(e.Message)
 		case e.Kind == event.StepInterrupted:
 			r.Status, r.Error = state.StepInterrupted, red.String(e.Message)
-		case e.Kind == event.StepSkipped && e.Message == state.ResumeReason:
+		case upFront && disp[i].Fate == FateResume:
 			return // keep the success it resumed from
 		case e.Kind == event.StepSkipped && e.Attempt > 0:
 			// skipIf found it done: a success that resumes next time
@@ -205,12 +194,24 @@ func (rs *runState) sink(next event.Sink, s *session, command string, tasks []ru
 
 // finish records how the run ended; after a fully successful destroy it
 // deletes the record instead.
-func (rs *runState) finish(ctx context.Context, command, runStatus string) error {
-	if command == "destroy" && runStatus == "ok" && !rs.partial {
+func (rs *journal) finish(ctx context.Context, command Command, runStatus string) error {
+	if command == CommandDestroy && runStatus == run.RunOK && !rs.partial {
 		return rs.store.Delete(ctx)
 	}
 	if err := rs.store.Finish(ctx, runStatus); err != nil {
 		return fmt.Errorf("%w (the run itself ended %s)", err, runStatus)
 	}
 	return nil
+}
+
+// specHash is the whole spec's hash the run records: a partial run keeps
+// the previous record's (it applied only some steps, never the spec).
+func (rs *journal) specHash(doc *load.Document) string {
+	if rs.partial {
+		if prev := rs.store.Previous(); prev != nil {
+			return prev.SpecHash
+		}
+		return ""
+	}
+	return state.SpecHash(doc.Spec.Metadata.Name, rs.hashes)
 }

@@ -1,4 +1,4 @@
-package cli
+package fleet
 
 import (
 	"slices"
@@ -14,15 +14,15 @@ func TestShards(t *testing.T) {
 	for n := 1; n <= 5; n++ {
 		var all []string
 		for i := 1; i <= n; i++ {
-			s, err := parseShard(itoa(i) + "/" + itoa(n))
+			s, err := ParseShard(itoa(i) + "/" + itoa(n))
 			if err != nil {
 				t.Fatal(err)
 			}
-			part, err := s.of(contexts)
+			part, err := s.Of(contexts)
 			if err != nil {
 				t.Fatal(err)
 			}
-			k, err := parseShard(itoa(i-1) + "+1/" + itoa(n))
+			k, err := ParseShard(itoa(i-1) + "+1/" + itoa(n))
 			if err != nil || k != s {
 				t.Fatalf("%d+1/%d = %v, %v; want %v", i-1, n, k, err, s)
 			}
@@ -33,11 +33,11 @@ func TestShards(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"0/2", "3/2", "1/0", "a/2", "1", "-1+1/2", "1/2/3"} {
-		if _, err := parseShard(bad); err == nil {
+		if _, err := ParseShard(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
 	}
-	if _, err := (shard{i: 1, n: 4}).of([]string{"a", "b", "c"}); err == nil {
+	if _, err := (Shard{i: 1, n: 4}).Of([]string{"a", "b", "c"}); err == nil {
 		t.Error("an empty slice accepted")
 	}
 }

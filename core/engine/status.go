@@ -1,0 +1,78 @@
+package engine
+
+import (
+	"context"
+	"slices"
+
+	"khook.io/core/load"
+	"khook.io/core/spec"
+	"khook.io/core/state"
+)
+
+// NeedsState refuses a spec without a state: block for a command that
+// reads the record (status): there is nothing to read.
+func NeedsState(doc *load.Document) error {
+	if doc.Spec.State.IsEnabled() {
+		return nil
+	}
+	pos := doc.Positions.At("state")
+	return &load.InvalidError{Problems: spec.ErrorList{{Pos: pos, Path: "state", Msg: "status reads the run-state record, which this spec does not enable: add state: {} (or state.enabled: true)"}}}
+}
+
+// Status reads the cluster's state record and compares it with the spec,
+// hashing each step's inputs as apply does: what the next apply does with
+// each step, as Dispose decides it. With a selection, only the selected
+// steps. nil when there is no record yet. A note says when a run holds
+// the record's lock.
+func (c *Cluster) Status(ctx context.Context) (*state.Status, error) {
+	if err := NeedsState(c.doc); err != nil {
+		return nil, err
+	}
+	c.noteLock(ctx)
+	rec, ins, err := c.readRecord(ctx)
+	if err != nil || rec == nil {
+		return nil, err
+	}
+	st := c.compare(rec, ins, Resumes(c.doc, rec, hashesOf(ins)))
+	if sel := c.opts.Selection; sel.Partial() {
+		in := map[string]bool{}
+		for i, s := range c.doc.Spec.Steps {
+			in[s.Name] = sel.Selected(i)
+		}
+		st.Steps = slices.DeleteFunc(st.Steps, func(s state.StepStatus) bool { return !in[s.Name] })
+		st.Resumes = slices.DeleteFunc(st.Resumes, func(n string) bool { return !in[n] })
+	}
+	return st, nil
+}
+
+// readRecord reads the state record, without writing it, and reads every
+// step's inputs (their hashes) to compare with it: nil without a state:
+// block or a record.
+func (c *Cluster) readRecord(ctx context.Context) (*state.Record, []*state.Inputs, error) {
+	sp := c.doc.Spec
+	if !sp.State.IsEnabled() {
+		return nil, nil, nil
+	}
+	loc := state.Location{Namespace: sp.StateNamespace(), Name: sp.StateSecretName()}
+	rec, found, err := state.Read(ctx, c.clients.Typed, loc)
+	if err != nil || !found {
+		return nil, nil, err
+	}
+	ins, err := c.stepInputs(ctx, rec.SaltBytes(), rec)
+	if err != nil {
+		return nil, nil, err
+	}
+	return rec, ins, nil
+}
+
+// compare is the record compared with the spec, resumed saying which
+// steps the next apply resumes.
+func (c *Cluster) compare(rec *state.Record, ins []*state.Inputs, resumed []bool) *state.Status {
+	sp := c.doc.Spec
+	loc := state.Location{Namespace: sp.StateNamespace(), Name: sp.StateSecretName()}
+	steps := make([]state.SpecStep, len(sp.Steps))
+	for i, st := range sp.Steps {
+		steps[i] = state.SpecStep{Name: st.Name, Type: st.Type(), Hash: ins[i].Hash, Excluded: !c.doc.Included(i), When: st.When, Resumes: resumed[i], HashCannotSee: ins[i].HashCannotSee}
+	}
+	return state.Compare(loc, rec, steps)
+}

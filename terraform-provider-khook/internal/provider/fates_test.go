@@ -1,0 +1,93 @@
+package provider
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+
+	"khook.io/core/cli"
+	"khook.io/core/engine"
+	"khook.io/core/load"
+	"khook.io/core/redact"
+	"khook.io/core/steps/builtin"
+)
+
+// TestPlanFatesAsCLI: the provider's steps rows and `kubectl khook plan`
+// give every step of the day-2 spec the same fate, action and reason,
+// both driven through the engine's one disposition (engine.Dispose):
+// selection (--steps, --no-needs), --replace (forced) and triggeredBy
+// (conditional), with and without a state record. (The live fates, a
+// record's resumes and predicted triggers included, are the engine's
+// Plan for both: TestPlanAgreesWithRun in core/engine proves them against
+// the run.)
+func TestPlanFatesAsCLI(t *testing.T) {
+	for _, spec := range []string{"", "state: {}\n"} {
+		for _, tc := range []struct {
+			name string
+			sel  engine.SelectOptions
+			args []string
+		}{
+			{"every step", engine.SelectOptions{}, nil},
+			{"steps", engine.SelectOptions{Steps: []string{"argocd"}}, []string{"--steps", "argocd"}},
+			{"steps and replace", engine.SelectOptions{Steps: []string{"restart-*"}, Replace: []string{"restart-web", "config"}}, []string{"--steps", "restart-*", "--replace", "restart-web,config"}},
+			{"no needs", engine.SelectOptions{Steps: []string{"cilium", "config"}, NoNeeds: true}, []string{"--steps", "cilium,config", "--no-needs"}},
+			{"replace", engine.SelectOptions{Replace: []string{"migrate"}}, []string{"--replace", "migrate"}},
+		} {
+			t.Run(tc.name+map[string]string{"": "", "state: {}\n": " with state"}[spec], func(t *testing.T) {
+				text := strings.Replace(day2Spec(t), "steps:\n", spec+"steps:\n", 1)
+				// the CLI's plan
+				var out, errOut bytes.Buffer
+				args := append([]string{"plan", "-f", "-", "--offline", "-o", "json"}, tc.args...)
+				if code := cli.Execute(context.Background(), cli.Config{Name: "kubectl khook", In: strings.NewReader(text), Out: &out, ErrOut: &errOut, Steps: builtin.Registry}, args); code != 0 {
+					t.Fatalf("plan exit %d: %s", code, errOut.String())
+				}
+				var cliPlan struct {
+					Steps []struct{ Name, Action, Reason string }
+				}
+				if err := json.Unmarshal(out.Bytes(), &cliPlan); err != nil {
+					t.Fatal(err)
+				}
+				// the provider's rows, from the engine as it calls it
+				red := redact.New()
+				doc, err := (&load.Loader{}).Load(load.Options{File: "-", Stdin: strings.NewReader(text), Redactor: red})
+				if err != nil {
+					t.Fatal(err)
+				}
+				sel, err := engine.Resolve(doc, engine.CommandPlan, tc.sel)
+				if err != nil {
+					t.Fatal(err)
+				}
+				res, err := engine.OfflinePlan(doc, sel, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				rows, _ := planRows(res.Plan, fatesOf(doc, res), nil, false, red)
+				if len(rows) != len(cliPlan.Steps) {
+					t.Fatalf("%d rows, the CLI plans %d steps", len(rows), len(cliPlan.Steps))
+				}
+				fates := map[engine.Fate]bool{}
+				for k, r := range rows {
+					c := cliPlan.Steps[k]
+					if r.Name != c.Name || r.Action != c.Action || r.Reason != c.Reason {
+						t.Errorf("provider %s: %s %q; kubectl khook plan %s: %s %q", r.Name, r.Action, r.Reason, c.Name, c.Action, c.Reason)
+					}
+					fates[fatesOf(doc, res)[r.Name]] = true
+				}
+				t.Logf("fates %v", fates)
+			})
+		}
+	}
+}
+
+// day2Spec is the CLI's day-2 test spec.
+func day2Spec(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("../../../core/cli/testdata/day2-spec.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
