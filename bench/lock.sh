@@ -55,8 +55,8 @@ git -C "$root" worktree add --detach "$tmp/before-src" "$before" >&2
 # taking no lock
 git -C "$root" worktree add --detach "$tmp/nolock-src" HEAD >&2
 (cd "$root" && git diff HEAD) | (cd "$tmp/nolock-src" && git apply --allow-empty)
-sed -i 's/^\tif !s\.doc\.Spec\.State\.IsEnabled() {$/\tif true { \/\/ bench\/lock.sh: no lock/' "$tmp/nolock-src/core/cli/lock.go"
-grep -q 'bench/lock.sh: no lock' "$tmp/nolock-src/core/cli/lock.go" || { echo "bench/lock.sh: could not patch takeLock out" >&2; exit 1; }
+sed -i 's/^\tif !c\.doc\.Spec\.State\.IsEnabled() {$/\tif true { \/\/ bench\/lock.sh: no lock/' "$tmp/nolock-src/core/engine/lock.go"
+grep -q 'bench/lock.sh: no lock' "$tmp/nolock-src/core/engine/lock.go" || { echo "bench/lock.sh: could not patch takeLock out" >&2; exit 1; }
 (cd "$tmp/nolock-src/kubectl-khook" && CGO_ENABLED=0 "$go" build -trimpath -o "$tmp/khook-nolock" .)
 (cd "$root" && "$go" build -o "$tool" ./dev/cmd/khook-testcluster)
 variants=(nolock before after)

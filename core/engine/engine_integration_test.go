@@ -11,11 +11,11 @@ import (
 
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 
-	"khook.io/core/internal/dev/testcluster"
 	"khook.io/core/load"
 	"khook.io/core/redact"
 	"khook.io/core/run"
 	"khook.io/core/steps/builtin"
+	"khook.io/core/testing/testcluster"
 	"khook.io/core/vars"
 )
 
