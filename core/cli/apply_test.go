@@ -12,6 +12,7 @@ import (
 	"khook.io/core/event"
 	"khook.io/core/kube"
 	"khook.io/core/redact"
+	"khook.io/core/spec"
 	"khook.io/core/step"
 )
 
@@ -37,7 +38,7 @@ func TestRunOptions(t *testing.T) {
 				f.Spec.File = "testdata/golden-spec.yaml"
 				f.Destroy.Yes = true
 				tc.edit(f)
-				o, err := f.ToOptions(command, streams, SpecSource{Redactor: redact.New()}, &Clusters{}, ProgressOutput{ErrOut: errOut})
+				o, err := f.ToOptions(command, streams, SpecSource{Loader: builtinLoader(), Redactor: redact.New()}, &Clusters{}, ProgressOutput{ErrOut: errOut})
 				if tc.err != "" {
 					var exit *ExitError
 					if !errors.As(err, &exit) || exit.Code != ExitInvalid || !strings.Contains(err.Error(), tc.err) {
@@ -69,7 +70,7 @@ type fakeExec struct {
 	ran *[]string
 }
 
-func (e fakeExec) Type() string { return e.typ }
+func (e fakeExec) Kind() spec.StepKind { return spec.StepKind{Name: e.typ, Block: &struct{}{}} }
 func (e fakeExec) Run(_ context.Context, r *step.Request) (step.Outcome, error) {
 	*e.ran = append(*e.ran, "run "+r.Step.Name)
 	return step.Outcome{Message: "done"}, nil
@@ -89,7 +90,7 @@ func (e fakeDestroyer) Destroy(_ context.Context, r *step.Request) (step.Outcome
 func TestRunTasks(t *testing.T) {
 	f := NewSpecFlags()
 	f.File = "testdata/golden-spec.yaml"
-	so, err := f.ToOptions(SpecSource{Redactor: redact.New()})
+	so, err := f.ToOptions(SpecSource{Loader: builtinLoader(), Redactor: redact.New()})
 	if err != nil {
 		t.Fatal(err)
 	}

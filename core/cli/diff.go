@@ -406,7 +406,7 @@ func predictionResult(p step.Prediction, st *spec.Step) *stepDiff {
 	case p.Action == plan.ActionUnknown:
 		sd.headline = "diff unavailable: " + p.Reason
 		// waiting changes nothing, whatever it waits for
-		sd.changes = st.Wait == nil && (st.Rollout == nil || st.Rollout.Restart != "")
+		sd.changes = !st.OnlyWaits()
 		sd.counted = catUnavailable
 	case actionChanges[p.Action]:
 		sd.changes, sd.counted = true, catChange

@@ -26,7 +26,7 @@ func TestHolderEnded(t *testing.T) {
 	ctx := context.Background()
 	f := NewSpecFlags()
 	f.File = "testdata/golden-state-spec.yaml"
-	so, err := f.ToOptions(SpecSource{Redactor: redact.New()})
+	so, err := f.ToOptions(SpecSource{Loader: builtinLoader(), Redactor: redact.New()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"khook.io/core/internal/dev/steptest"
 	"khook.io/core/internal/dev/testcluster"
 	"khook.io/core/kube"
+	"khook.io/core/spec"
 	"khook.io/core/step"
 	"khook.io/core/steps/apply"
 )
@@ -131,7 +132,7 @@ func benchApply(b *testing.B, c *testcluster.Cluster, clients *kube.Clients) {
 			n++
 			reqs := benchRequests(b, clients, ssa, fmt.Sprintf("v%d", n))
 			for _, r := range reqs {
-				r.Step.Apply.ServerSide = true
+				spec.BlockOf[apply.Apply](r.Step).ServerSide = true
 			}
 			b.StartTimer()
 			want := "10 configured"
