@@ -12,6 +12,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	yaml "go.yaml.in/yaml/v3"
 
+	"khook.io/core/spec"
 	"khook.io/core/steps/builtin"
 )
 
@@ -159,5 +160,37 @@ func TestSchemaRejects(t *testing.T) {
 				t.Fatal("want a schema violation, got none")
 			}
 		})
+	}
+}
+
+type Block struct {
+	A string `yaml:"a" doc:"a"`
+}
+
+// packageBlock is a new package-level Block, which TestKindsOfOneName's
+// own Block hides.
+func packageBlock() any { return new(Block) }
+
+// TestKindsOfOneName: the schema names its definitions after the spec's
+// structs, so two kinds whose blocks are different structs of one name,
+// or an unnamed struct, are refused, not merged.
+func TestKindsOfOneName(t *testing.T) {
+	type Block struct {
+		B string `yaml:"b" doc:"b"`
+	}
+	for _, tc := range []struct {
+		block any
+		want  string
+	}{
+		{new(Block), "two spec structs are named Block"},
+		{&struct{}{}, "needs a name of its own"},
+	} {
+		kinds, err := spec.NewStepKinds(spec.StepKind{Name: "one", Block: packageBlock()}, spec.StepKind{Name: "other", Block: tc.block})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := JSON(kinds); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("want %q, got %v", tc.want, err)
+		}
 	}
 }
