@@ -520,20 +520,20 @@ func (d *decoder) unknownFieldMessage(info *StructInfo, key string) string {
 	}
 	step := info.Type == stepType
 	if key == "type" && step {
-		return msg + ": the action key (" + orList(d.kinds.Names()) + ") sets the step type"
+		return msg + ": the action key (" + orList(d.kinds.nameList()) + ") sets the step type"
 	}
 	names := make([]string, len(info.Fields))
 	for i, f := range info.Fields {
 		names[i] = f.Name
 	}
 	if step {
-		names = append(names, d.kinds.Names()...)
+		names = append(names, d.kinds.nameList()...)
 	}
 	if s := closest(key, names); s != "" {
 		return msg + fmt.Sprintf(" (did you mean %q?)", s)
 	}
 	if step {
-		for _, kind := range d.kinds.Names() {
+		for _, kind := range d.kinds.nameList() {
 			t, _ := d.kinds.BlockType(kind)
 			if _, ok := structInfoOf(t).byName[key]; ok {
 				return msg + fmt.Sprintf(": %s is a field of the action block (for example under %s:), not of the step", key, kind)

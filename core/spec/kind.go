@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -61,6 +62,7 @@ type Waiter interface {
 // a step with several action keys keeps. A nil *StepKinds has none.
 type StepKinds struct {
 	list   []StepKind
+	names  []string
 	types  []reflect.Type // block struct types, by index in list
 	byName map[string]int
 }
@@ -93,6 +95,7 @@ func NewStepKinds(kinds ...StepKind) (*StepKinds, error) {
 		}
 		k.byName[kd.Name] = len(k.list)
 		k.list = append(k.list, kd)
+		k.names = append(k.names, kd.Name)
 		k.types = append(k.types, t.Elem())
 	}
 	if len(errs) > 0 {
@@ -110,15 +113,14 @@ func (k *StepKinds) List() []StepKind {
 }
 
 // Names returns the kinds' names (the action keys), in order.
-func (k *StepKinds) Names() []string {
+func (k *StepKinds) Names() []string { return slices.Clone(k.nameList()) }
+
+// nameList is Names, not to be modified.
+func (k *StepKinds) nameList() []string {
 	if k == nil {
 		return nil
 	}
-	out := make([]string, len(k.list))
-	for i, kd := range k.list {
-		out[i] = kd.Name
-	}
-	return out
+	return k.names
 }
 
 // Lookup returns the kind named name.

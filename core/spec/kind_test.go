@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"go/build"
 	"strings"
 	"testing"
 )
@@ -66,5 +67,21 @@ func TestBlockOf(t *testing.T) {
 	}
 	if st.Summary() != "" || st.OnlyWaits() {
 		t.Error("a block without Summary or OnlyWaits")
+	}
+}
+
+// TestNoPackageKnowsAKind: the packages that read a spec ask the kinds
+// they are given; none imports a kind's package (decision 230).
+func TestNoPackageKnowsAKind(t *testing.T) {
+	for _, dir := range []string{".", "../load", "../schema", "../state", "../plan", "../step"} {
+		pkg, err := build.ImportDir(dir, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, imp := range pkg.Imports {
+			if strings.HasPrefix(imp, "khook.io/core/steps/") {
+				t.Errorf("core/%s imports %s", strings.TrimPrefix(dir, "../"), imp)
+			}
+		}
 	}
 }

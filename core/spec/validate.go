@@ -184,7 +184,7 @@ func (v *validator) step(st *Step, p string, names map[string]int) {
 	v.enum(p+".onError", st.OnError, OnErrorFail, OnErrorContinue)
 
 	var actions []string
-	for _, k := range v.kinds.Names() {
+	for _, k := range v.kinds.nameList() {
 		if v.present(p + "." + k) {
 			actions = append(actions, k)
 		}
@@ -192,7 +192,7 @@ func (v *validator) step(st *Step, p string, names map[string]int) {
 	switch len(actions) {
 	case 0:
 		if !v.misspelledAction(p) {
-			v.errf(p, "a step needs exactly one action key: %s", orList(v.kinds.Names()))
+			v.errf(p, "a step needs exactly one action key: %s", orList(v.kinds.nameList()))
 		}
 		return
 	case 1:
@@ -215,7 +215,7 @@ func (v *validator) step(st *Step, p string, names map[string]int) {
 func (v *validator) misspelledAction(p string) bool {
 	for path := range v.pos.failed {
 		key, ok := strings.CutPrefix(path, p+".")
-		if ok && !strings.ContainsAny(key, ".[") && !v.present(path) && closest(key, v.kinds.Names()) != "" {
+		if ok && !strings.ContainsAny(key, ".[") && !v.present(path) && closest(key, v.kinds.nameList()) != "" {
 			return true
 		}
 	}
