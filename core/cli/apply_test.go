@@ -34,7 +34,7 @@ func TestRunOptions(t *testing.T) {
 				f.Spec.File = "testdata/golden-spec.yaml"
 				f.Destroy.Yes = true
 				tc.edit(f)
-				o, err := f.ToOptions(command, streams, SpecSource{Redactor: redact.New()}, &Clusters{}, ProgressOutput{ErrOut: errOut})
+				o, err := f.ToOptions(command, streams, SpecSource{Loader: builtinLoader(), Redactor: redact.New()}, &Clusters{}, ProgressOutput{ErrOut: errOut})
 				if tc.err != "" {
 					var exit *ExitError
 					if !errors.As(err, &exit) || exit.Code != ExitInvalid || !strings.Contains(err.Error(), tc.err) {

@@ -12,8 +12,12 @@ import (
 	"strings"
 	"testing"
 
+	"khook.io/core/load"
 	"khook.io/core/steps/builtin"
 )
+
+// builtinLoader loads specs whose steps are the kinds khook ships.
+func builtinLoader() *load.Loader { return &load.Loader{Steps: builtin.Registry} }
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/golden")
 

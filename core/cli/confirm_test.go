@@ -44,7 +44,7 @@ func TestDestroyAsksFirst(t *testing.T) {
 				}
 			}
 			f.Destroy = tc.flags
-			o, err := f.ToOptions("destroy", streams, SpecSource{Redactor: redact.New()}, &Clusters{}, ProgressOutput{ErrOut: errOut})
+			o, err := f.ToOptions("destroy", streams, SpecSource{Loader: builtinLoader(), Redactor: redact.New()}, &Clusters{}, ProgressOutput{ErrOut: errOut})
 			if err == nil {
 				err = o.Run(context.Background())
 			}

@@ -68,7 +68,7 @@ func diffOptions(t *testing.T, environ []string, stdin string) (*DiffOptions, *b
 	if stdin != "" {
 		f.Spec.File = "-"
 	}
-	o, err := f.ToOptions(streams, SpecSource{Stdin: strings.NewReader(stdin), Environ: environ, Redactor: redact.New()}, nil, out)
+	o, err := f.ToOptions(streams, SpecSource{Loader: builtinLoader(), Stdin: strings.NewReader(stdin), Environ: environ, Redactor: redact.New()}, nil, out)
 	if err != nil {
 		t.Fatal(err)
 	}

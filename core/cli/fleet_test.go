@@ -15,6 +15,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"khook.io/core/redact"
+	"khook.io/core/steps/builtin"
 )
 
 // flagsConnection is kubectl's connection flags, for tests.
@@ -95,7 +96,7 @@ func runFleetCLI(t *testing.T, conn Connection, env []string, args ...string) (s
 	var out, errOut bytes.Buffer
 	code := Execute(context.Background(), Config{
 		Name: "kubectl khook", Connection: conn, In: strings.NewReader(""), Out: &out, ErrOut: &errOut,
-		Environ: append([]string{"PATH=/usr/bin"}, env...),
+		Environ: append([]string{"PATH=/usr/bin"}, env...), Steps: builtin.Registry,
 	}, args)
 	return out.String(), errOut.String(), code
 }
@@ -242,7 +243,7 @@ func TestFleetOptions(t *testing.T) {
 	kc, spec, varDir := fleetDir(t, map[string]string{"prod-eu": "eu-west-1", "prod-us": "us-east-1"})
 	clusters := &Clusters{Connection: kubeconfigConnection(kc)}
 	red := redact.New()
-	src := SpecSource{Environ: []string{"KHOOK_SECRET_TOKEN=planted-secret-123"}, Redactor: red}
+	src := SpecSource{Loader: builtinLoader(), Environ: []string{"KHOOK_SECRET_TOKEN=planted-secret-123"}, Redactor: red}
 
 	streams, _, out, _ := genericiooptions.NewTestIOStreams()
 	pf := NewPlanFlags()

@@ -21,7 +21,7 @@ func TestGraphOptions(t *testing.T) {
 			if err := f.Format.Set(format); err != nil {
 				t.Fatal(err)
 			}
-			o, err := f.ToOptions(genericiooptions.IOStreams{Out: &out}, SpecSource{Redactor: redact.New()})
+			o, err := f.ToOptions(genericiooptions.IOStreams{Out: &out}, SpecSource{Loader: builtinLoader(), Redactor: redact.New()})
 			if err != nil {
 				t.Fatal(err)
 			}

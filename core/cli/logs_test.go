@@ -16,6 +16,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"khook.io/core/redact"
+	"khook.io/core/steps/builtin"
 )
 
 // TestRouteProcessLogs: the process's loggers go through the writer
@@ -89,7 +90,7 @@ func TestLogsRoutedPerRun(t *testing.T) {
 	routings := 0
 	run := func(conn Connection, logs bool, args ...string) string {
 		var errOut bytes.Buffer
-		cfg := Config{Name: "kubectl khook", Connection: conn, In: strings.NewReader(""), Out: io.Discard, ErrOut: &errOut, Environ: []string{}}
+		cfg := Config{Name: "kubectl khook", Connection: conn, In: strings.NewReader(""), Out: io.Discard, ErrOut: &errOut, Environ: []string{}, Steps: builtin.Registry}
 		if logs {
 			cfg.Logs = func(w io.Writer, v int) func() {
 				routings++
@@ -119,7 +120,7 @@ func TestLogsRoutedPerRun(t *testing.T) {
 	// an offline command builds no clients: nothing is routed
 	calls = nil
 	var out bytes.Buffer
-	Execute(context.Background(), Config{Name: "kubectl khook", Out: &out, ErrOut: io.Discard, Environ: []string{},
+	Execute(context.Background(), Config{Name: "kubectl khook", Out: &out, ErrOut: io.Discard, Environ: []string{}, Steps: builtin.Registry,
 		Logs: func(io.Writer, int) func() { calls = append(calls, "routed"); return func() {} }}, []string{"validate", "-f", "testdata/golden-spec.yaml"})
 	if len(calls) > 0 {
 		t.Errorf("validate routed the logs")

@@ -31,7 +31,7 @@ func TestPlanOptions(t *testing.T) {
 				t.Fatal(err)
 			}
 			red := redact.New()
-			o, err := f.ToOptions(genericiooptions.IOStreams{Out: &out}, SpecSource{Redactor: red}, tc.clusters)
+			o, err := f.ToOptions(genericiooptions.IOStreams{Out: &out}, SpecSource{Loader: builtinLoader(), Redactor: red}, tc.clusters)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -75,8 +75,8 @@ type Config struct {
 	// when nil).
 	Environ []string
 	// Steps builds the step executors this binary runs (the entrypoint
-	// registers them explicitly); nil means the cluster commands are
-	// unavailable.
+	// registers them explicitly), which are also the step kinds a spec may
+	// use; nil means every command that reads a spec is unavailable.
 	Steps func() (*step.Registry, error)
 	// Logs routes the process's loggers (klog, which client-go logs
 	// through, and the standard log package) to errOut, the run's
@@ -215,7 +215,7 @@ conditions.`,
 		}
 		return nil
 	}
-	src := SpecSource{Stdin: cfg.In, Environ: cfg.Environ, Redactor: red, Loader: &load.Loader{}}
+	src := SpecSource{Stdin: cfg.In, Environ: cfg.Environ, Redactor: red, Loader: &load.Loader{Steps: cfg.Steps}}
 	clusters := &Clusters{Connection: cfg.Connection, Steps: cfg.Steps, Redactor: red, Warnings: streams.ErrOut, BeforeClients: logs.route,
 		Verbosity: func() int { return logs.verbosity }}
 	progress := ProgressOutput{ErrOut: streams.ErrOut, Terminal: cfg.ErrOut, Console: console, Redactor: red, Environ: cfg.Environ}
@@ -228,7 +228,7 @@ conditions.`,
 		NewCmdStatus(cfg.Name, streams, src, clusters),
 		NewCmdForceUnlock(cfg.Name, streams, src, clusters),
 		NewCmdGraph(cfg.Name, streams, src),
-		NewCmdSchema(streams),
+		NewCmdSchema(streams, cfg.Steps),
 		NewCmdVersion(cfg.Name, streams),
 	)
 	// unknown subcommands and bad arguments are usage errors (exit 2)

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 
@@ -9,15 +10,19 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"khook.io/core/schema"
+	"khook.io/core/step"
 )
 
 // SchemaOptions is a ready-to-run schema (it has no flags).
 type SchemaOptions struct {
 	Out io.Writer
+	// Steps builds the step kinds the schema describes (the entrypoint's).
+	Steps func() (*step.Registry, error)
 }
 
-// NewCmdSchema is the schema command.
-func NewCmdSchema(streams genericiooptions.IOStreams) *cobra.Command {
+// NewCmdSchema is the schema command: of a spec whose steps are the kinds
+// of steps.
+func NewCmdSchema(streams genericiooptions.IOStreams, steps func() (*step.Registry, error)) *cobra.Command {
 	return &cobra.Command{
 		Use:   "schema",
 		Short: "Print the JSON Schema of the khook v1 spec",
@@ -27,13 +32,24 @@ Point yaml-language-server at it from the first line of a spec:
   # yaml-language-server: $schema=%s`, schema.ID, schema.ID),
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return (&SchemaOptions{Out: streams.Out}).Run(cmd.Context())
+			return (&SchemaOptions{Out: streams.Out, Steps: steps}).Run(cmd.Context())
 		},
 	}
 }
 
 // Run prints the schema.
 func (o *SchemaOptions) Run(context.Context) error {
-	_, err := o.Out.Write(schema.JSON())
+	if o.Steps == nil {
+		return errors.New("this build of khook has no step kinds")
+	}
+	reg, err := o.Steps()
+	if err != nil {
+		return err
+	}
+	b, err := schema.JSON(reg.Kinds())
+	if err != nil {
+		return err
+	}
+	_, err = o.Out.Write(b)
 	return err
 }

@@ -8,12 +8,13 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"khook.io/core/schema"
+	"khook.io/core/steps/builtin"
 )
 
 // TestSchemaOptions: schema prints the JSON Schema with its $id.
 func TestSchemaOptions(t *testing.T) {
 	streams, _, out, _ := genericiooptions.NewTestIOStreams()
-	if err := (&SchemaOptions{Out: streams.Out}).Run(context.Background()); err != nil {
+	if err := (&SchemaOptions{Out: streams.Out, Steps: builtin.Registry}).Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	var doc struct {

@@ -33,7 +33,7 @@ func statusOptions(t *testing.T, spec, output string, client kubernetes.Interfac
 	if err := f.Output.Set(output); err != nil {
 		t.Fatal(err)
 	}
-	o, err := f.ToOptions(genericiooptions.IOStreams{Out: &out}, SpecSource{Redactor: redact.New()}, &Clusters{Steps: builtin.Registry})
+	o, err := f.ToOptions(genericiooptions.IOStreams{Out: &out}, SpecSource{Loader: builtinLoader(), Redactor: redact.New()}, &Clusters{Steps: builtin.Registry})
 	if err != nil {
 		t.Fatal(err)
 	}

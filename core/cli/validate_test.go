@@ -35,7 +35,7 @@ func TestValidateOptions(t *testing.T) {
 			if err := f.Output.Set(tc.output); err != nil {
 				t.Fatal(err)
 			}
-			o, err := f.ToOptions(streams, SpecSource{Stdin: strings.NewReader(tc.stdin), Redactor: redact.New()})
+			o, err := f.ToOptions(streams, SpecSource{Loader: builtinLoader(), Stdin: strings.NewReader(tc.stdin), Redactor: redact.New()})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -239,7 +239,7 @@ func predictionResult(p step.Prediction, st *spec.Step) *StepDiff {
 	case p.Action == plan.ActionUnknown:
 		sd.Headline = "diff unavailable: " + p.Reason
 		// waiting changes nothing, whatever it waits for
-		sd.Changes = st.Wait == nil && (st.Rollout == nil || st.Rollout.Restart != "")
+		sd.Changes = !st.OnlyWaits()
 		sd.Counted = CatUnavailable
 	case actionChanges[p.Action]:
 		sd.Changes, sd.Counted = true, CatChange

@@ -10,13 +10,15 @@ import (
 	"khook.io/core/load"
 	"khook.io/core/redact"
 	"khook.io/core/run"
+	"khook.io/core/spec"
 	"khook.io/core/step"
+	"khook.io/core/steps/builtin"
 )
 
 // loadDoc loads a spec file of the tests.
 func loadDoc(t *testing.T, file string) *load.Document {
 	t.Helper()
-	doc, err := (&load.Loader{}).Load(load.Options{File: file, Redactor: redact.New()})
+	doc, err := (&load.Loader{Steps: builtin.Registry}).Load(load.Options{File: file, Redactor: redact.New()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,7 +32,7 @@ type fakeExec struct {
 	ran *[]string
 }
 
-func (e fakeExec) Type() string { return e.typ }
+func (e fakeExec) Kind() spec.StepKind { return spec.StepKind{Name: e.typ, Block: &struct{}{}} }
 func (e fakeExec) Run(_ context.Context, r *step.Request) (step.Outcome, error) {
 	*e.ran = append(*e.ran, "run "+r.Step.Name)
 	return step.Outcome{Message: "done"}, nil

@@ -25,7 +25,6 @@ import (
 	"k8s.io/cli-runtime/pkg/resource"
 
 	"khook.io/core/redact"
-	"khook.io/core/testing/steptest"
 	"khook.io/core/testing/testcluster"
 )
 
@@ -270,7 +269,7 @@ func newCreateSide(t *testing.T, name string, tc createCase) *createSide {
 	s.wire = &createWire{conflicts: maps.Clone(tc.conflicts)}
 	rc := c.RESTConfig(t)
 	rc.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &createRecorder{w: s.wire, next: rt} })
-	clients := steptest.Clients(t, rc)
+	clients := clientsFor(t, rc)
 	cfg, err := NewClient(Env{Kube: clients, Redactor: redact.New(), Log: t.Logf}).configuration(s.ns)
 	if err != nil {
 		t.Fatal(err)

@@ -17,11 +17,11 @@ import (
 	helmkube "helm.sh/helm/v4/pkg/kube"
 	rcommon "helm.sh/helm/v4/pkg/release/common"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 
 	"khook.io/core/kube"
 	"khook.io/core/redact"
 	"khook.io/core/testing/chartrepo"
-	"khook.io/core/testing/steptest"
 	"khook.io/core/testing/testcluster"
 )
 
@@ -34,10 +34,24 @@ type cluster struct {
 	ns      string
 }
 
+// clientsFor returns clients for cfg, as one run has: steptest.Clients,
+// which this package's tests cannot import (steptest loads steps of every
+// built-in kind, and the helm: kind imports this package).
+func clientsFor(t testing.TB, cfg *rest.Config) *kube.Clients {
+	t.Helper()
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = kube.DefaultQPS, kube.DefaultBurst
+	c, err := kube.NewForConfig(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 func newCluster(t *testing.T, prefix string) *cluster {
 	t.Helper()
 	c := testcluster.Get(t)
-	clients := steptest.Clients(t, c.RESTConfig(t))
+	clients := clientsFor(t, c.RESTConfig(t))
 	return &cluster{
 		t:       t,
 		clients: clients,

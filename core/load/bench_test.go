@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"khook.io/core/redact"
+	"khook.io/core/steps/builtin"
 	"khook.io/core/testing/specgen"
 	"khook.io/core/vars"
 )
@@ -24,13 +25,13 @@ func benchLoadWith(b *testing.B, src string, fresh bool) {
 		b.Fatal(err)
 	}
 	env := []string{"KHOOK_VAR_ENV=prod", "KHOOK_SECRET_TOKEN=hunter2-secret"}
-	var l Loader
+	l := Loader{Steps: builtin.Registry}
 	b.SetBytes(int64(len(src)))
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		if fresh {
-			l = Loader{}
+			l = Loader{Steps: builtin.Registry}
 		}
 		red := redact.New()
 		set, err := vars.Resolve(vars.Options{Environ: env}, red)

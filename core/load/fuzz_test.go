@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"khook.io/core/redact"
+	"khook.io/core/steps/builtin"
 	"khook.io/core/vars"
 )
 
@@ -25,7 +26,7 @@ func FuzzLoad(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var l Loader
+		l := Loader{Steps: builtin.Registry}
 		doc, err := l.Parse(src, "fuzz.yaml", "testdata", set, red)
 		if err != nil {
 			var inv *InvalidError

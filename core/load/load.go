@@ -15,11 +15,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"khook.io/core/cel"
 	"khook.io/core/plan"
 	"khook.io/core/redact"
 	"khook.io/core/spec"
+	"khook.io/core/step"
 	"khook.io/core/vars"
 )
 
@@ -79,16 +81,36 @@ func (e *InvalidError) Error() string {
 // Unwrap exposes the problems.
 func (e *InvalidError) Unwrap() error { return e.Problems }
 
-// Loader loads specs; it keeps the CEL environment between loads. The zero
-// value is ready to use and safe for concurrent use.
+// Loader loads specs; it keeps the CEL environment and the step kinds
+// between loads. It is safe for concurrent use; do not copy it once used.
 type Loader struct {
-	cel cel.Env
+	// Steps builds the step registry whose kinds (step.Registry.Kinds) a
+	// spec's steps may be: the entrypoint's, as for running them
+	// (steps/builtin.Registry). It is called once. Nil: no kinds, and
+	// every load fails.
+	Steps func() (*step.Registry, error)
+
+	cel      cel.Env
+	once     sync.Once
+	kinds    *spec.StepKinds
+	kindsErr error
 }
 
-// Load reads, checks and returns the document; see Loader.Load.
-func Load(opts Options) (*Document, error) {
-	var l Loader
-	return l.Load(opts)
+// stepKinds returns the kinds of Steps' registry, built once.
+func (l *Loader) stepKinds() (*spec.StepKinds, error) {
+	l.once.Do(func() {
+		if l.Steps == nil {
+			l.kindsErr = errors.New("no step kinds: the spec loader was given no step registry")
+			return
+		}
+		reg, err := l.Steps()
+		if err != nil {
+			l.kindsErr = err
+			return
+		}
+		l.kinds = reg.Kinds()
+	})
+	return l.kinds, l.kindsErr
 }
 
 // Load reads and checks a spec. An invalid spec or invalid variable sources
@@ -100,6 +122,9 @@ func (l *Loader) Load(opts Options) (*Document, error) {
 		red = redact.New()
 	}
 	file := opts.File
+	if _, err := l.stepKinds(); err != nil {
+		return nil, err
+	}
 	src, baseDir, err := readSpec(opts)
 	if err != nil {
 		return nil, err
@@ -185,11 +210,15 @@ func (l *Loader) Parse(src []byte, file, baseDir string, set *vars.Set, red *red
 }
 
 func (l *Loader) parse(src []byte, file, baseDir string, set *vars.Set, red *redact.Redactor) (*Document, error) {
+	kinds, err := l.stepKinds()
+	if err != nil {
+		return nil, err
+	}
 	sub := vars.Substitute(src, set, red)
-	s, pos, problems := spec.Decode(sub.Text, file, sub.SourcePos)
+	s, pos, problems := spec.Decode(sub.Text, file, sub.SourcePos, kinds)
 	placeheld := false
 	if len(sub.Problems) > 0 && pos.Failed("") && slices.ContainsFunc(problems, func(p *spec.FieldError) bool { return p.Syntax }) {
-		if s2, pos2, problems2, ok := decodePlaceholders(sub, file); ok {
+		if s2, pos2, problems2, ok := decodePlaceholders(sub, file, kinds); ok {
 			s, pos, problems, placeheld = s2, pos2, problems2, true
 		} else {
 			// A syntax error on the line of a reference that could not be
@@ -218,7 +247,7 @@ func (l *Loader) parse(src []byte, file, baseDir string, set *vars.Set, red *red
 		problems = append(problems, &spec.FieldError{Pos: at, Path: path, Msg: msg})
 		pos.MarkFailed(path)
 	}
-	problems = append(problems, secretIdentifiers(s, sub, loc, file)...)
+	problems = append(problems, secretIdentifiers(s, sub, loc, file, kinds)...)
 	problems = append(problems, spec.Validate(s, pos, spec.ValidateOptions{BaseDir: baseDir})...)
 	if placeheld {
 		problems = slices.DeleteFunc(problems, func(p *spec.FieldError) bool {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -229,41 +230,69 @@ func exprColumn(src []byte, at spec.Pos, expr string) (int, bool) {
 	return 0, false
 }
 
-// identifiers are the fields that name things khook keys records and
+// identifier is a field that names something khook keys records and
 // objects by, printed in every plan and log line: a secret there would be
 // stored in clear or betray its length.
-var identifiers = []struct {
+type identifier struct {
 	re     *regexp.Regexp
 	reason string
-}{
+}
+
+// identifiers are the spec's own identifier fields.
+var identifiers = []identifier{
 	{regexp.MustCompile(`^steps\[\d+\]\.name$`), "a step name is an identifier: it names the step's Job, keys the state record and labels the step in plans, progress and logs"},
 	{regexp.MustCompile(`^metadata\.name$`), "metadata.name is an identifier: it names the run in plans and logs and, by default, the state record"},
 	{regexp.MustCompile(`^state\.(name|namespace)$`), "the state record's name and namespace are identifiers: status prints them and the record is found by them"},
-	{regexp.MustCompile(`^steps\[\d+\]\.(helm|delete)\.release$`), "a release name is an identifier: it names the release's objects and history in the cluster and is printed in plans"},
+}
+
+// blockIdentifiers are the identifier fields of the kinds' blocks (tag
+// identifier), after the spec's own.
+func blockIdentifiers(kinds *spec.StepKinds) []identifier {
+	out := slices.Clone(identifiers)
+	for _, kind := range kinds.Names() {
+		t, _ := kinds.BlockType(kind)
+		for _, f := range spec.StructInfoOf(t).Fields {
+			if f.Identifier != "" {
+				out = append(out, identifier{regexp.MustCompile(`^steps\[\d+\]\.` + regexp.QuoteMeta(kind) + `\.` + regexp.QuoteMeta(f.Name) + `$`), f.Identifier})
+			}
+		}
+	}
+	return out
+}
+
+// identifierValues are the values of the identifier fields of st's block.
+func identifierValues(st *spec.Step) []string {
+	b := reflect.ValueOf(st.Action())
+	if b.Kind() != reflect.Pointer || b.IsNil() {
+		return nil
+	}
+	var out []string
+	for _, f := range spec.StructInfoOf(b.Elem().Type()).Fields {
+		if v := b.Elem().FieldByName(f.GoName); f.Identifier != "" && v.Kind() == reflect.String {
+			out = append(out, v.String())
+		}
+	}
+	return out
 }
 
 // secretIdentifiers reports every secret variable written into an
 // identifier field. Only when an identifier's value holds what a secret
 // reference became is the spec parsed again to know for sure.
-func secretIdentifiers(s *spec.Spec, sub *vars.Result, loc *locator, file string) spec.ErrorList {
+func secretIdentifiers(s *spec.Spec, sub *vars.Result, loc *locator, file string, kinds *spec.StepKinds) spec.ErrorList {
 	ids := []string{s.Metadata.Name}
 	if s.State != nil {
 		ids = append(ids, s.State.Name, s.State.Namespace)
 	}
-	for _, st := range s.Steps {
-		ids = append(ids, st.Name)
-		if st.Helm != nil {
-			ids = append(ids, st.Helm.Release)
-		}
-		if st.Delete != nil {
-			ids = append(ids, st.Delete.Release)
-		}
+	for i := range s.Steps {
+		ids = append(ids, s.Steps[i].Name)
+		ids = append(ids, identifierValues(&s.Steps[i])...)
 	}
 	suspect := func(r vars.Ref) bool {
 		out := sub.Output(r)
 		return r.Secret && len(out) > 0 && slices.ContainsFunc(ids, func(id string) bool { return strings.Contains(id, string(out)) })
 	}
 	var out spec.ErrorList
+	var fields []identifier
 	for _, r := range sub.Refs {
 		if !suspect(r) {
 			continue
@@ -272,7 +301,10 @@ func secretIdentifiers(s *spec.Spec, sub *vars.Result, loc *locator, file string
 		if !w.found || w.comment {
 			continue
 		}
-		for _, id := range identifiers {
+		if fields == nil {
+			fields = blockIdentifiers(kinds)
+		}
+		for _, id := range fields {
 			if id.re.MatchString(w.path) {
 				line, col := sub.Position(r.Offset)
 				out = append(out, &spec.FieldError{Pos: spec.Pos{File: file, Line: line, Col: col}, Path: w.path,
@@ -291,14 +323,14 @@ func secretIdentifiers(s *spec.Spec, sub *vars.Result, loc *locator, file string
 // fields are marked failed by the caller; problems that mention a
 // placeholder are dropped. ok is false when this text does not parse
 // either.
-func decodePlaceholders(sub *vars.Result, file string) (*spec.Spec, *spec.Positions, spec.ErrorList, bool) {
+func decodePlaceholders(sub *vars.Result, file string, kinds *spec.StepKinds) (*spec.Spec, *spec.Positions, spec.ErrorList, bool) {
 	prefix := markerPrefix(sub.Text) + "p"
 	at := make(map[int]string, len(sub.Problems))
 	for i, p := range sub.Problems {
 		at[p.Offset] = prefix + strconv.Itoa(i) + "z"
 	}
 	text, mapPos := sub.Insert(at)
-	s, pos, problems := spec.Decode(text, file, mapPos)
+	s, pos, problems := spec.Decode(text, file, mapPos, kinds)
 	if pos.Failed("") {
 		return nil, nil, nil, false
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"khook.io/core/steps/builtin"
 	"khook.io/core/vars"
 )
 
@@ -54,7 +55,7 @@ func TestProblemsGolden(t *testing.T) {
 		name := strings.TrimSuffix(filepath.Base(path), ".yaml")
 		t.Run(name, func(t *testing.T) {
 			env := readEnv(t, filepath.Join(problemsDir, name+".env"))
-			_, err := Load(Options{File: path, Vars: vars.Options{Environ: env}})
+			_, err := (&Loader{Steps: builtin.Registry}).Load(Options{File: path, Vars: vars.Options{Environ: env}})
 			var inv *InvalidError
 			if !errors.As(err, &inv) {
 				t.Fatalf("want *InvalidError, got %T: %v", err, err)
@@ -107,7 +108,7 @@ func TestTrickyValid(t *testing.T) {
 // the spec's problems.
 func TestVariableAndSpecProblemsAtOnce(t *testing.T) {
 	src := envelope + "  - name: a\n    wait: {for: ready, on: pods}\n"
-	_, err := Load(Options{File: "spec.yaml", ReadFile: func(string) ([]byte, error) { return []byte(src), nil },
+	_, err := (&Loader{Steps: builtin.Registry}).Load(Options{File: "spec.yaml", ReadFile: func(string) ([]byte, error) { return []byte(src), nil },
 		Vars: vars.Options{Set: []string{"NOVALUE"}}})
 	want := "invalid spec: 2 problems:\n" +
 		"spec.yaml: --set NOVALUE: want NAME=value\n" +

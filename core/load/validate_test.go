@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"khook.io/core/redact"
+	"khook.io/core/steps/builtin"
 	"khook.io/core/vars"
 )
 
@@ -24,7 +25,7 @@ func parseSpec(t *testing.T, src string, env ...string) (*Document, error) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var l Loader
+	l := Loader{Steps: builtin.Registry}
 	return l.Parse([]byte(src), "spec.yaml", base, set, red)
 }
 

@@ -4,9 +4,11 @@
 // committed; a test fails when the two differ.
 //
 // What a schema can say, it says: the fixed apiVersion and kind, exactly
-// one action key per step (oneOf), the one skipIf word each step type
-// accepts (so editors autocomplete it), enums, required fields, one-source
-// manifest and values entries, the delete forms and the patch body shape.
+// one action key per step (oneOf, over the step kinds it is given), the
+// one skipIf word each step type accepts (so editors autocomplete it),
+// enums, required fields, one-source manifest and values entries, and what
+// a kind's block adds itself (Extender: the delete forms, the patch body
+// shape).
 // The rest (needs that exist, cycles, chart-source rules, variables) is the
 // validator's. Because a spec is validated by editors before its variables
 // are substituted, every non-string field also accepts a string holding a
@@ -15,10 +17,10 @@ package schema
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"reflect"
 	"strconv"
-	"strings"
-	"sync"
 
 	"khook.io/core/spec"
 )
@@ -34,27 +36,31 @@ const (
 
 type object = map[string]any
 
-var (
-	once sync.Once
-	out  []byte
-)
-
-// JSON returns the schema document, indented, with a trailing newline.
-// It is generated once per process.
-func JSON() []byte {
-	once.Do(func() {
-		b, err := json.MarshalIndent(Generate(), "", "  ")
-		if err != nil {
-			panic("schema: " + err.Error()) // maps of plain values always marshal
-		}
-		out = append(b, '\n')
-	})
-	return out
+// Extender is a spec struct (a step kind's block) that adds to its schema
+// what its tags cannot say; s is the struct's object schema.
+type Extender interface {
+	JSONSchema(s map[string]any)
 }
 
-// Generate builds the schema as a JSON-ready value.
-func Generate() map[string]any {
-	g := &generator{defs: object{}}
+// JSON returns the schema document of a spec whose steps may be kinds,
+// indented, with a trailing newline.
+func JSON(kinds *spec.StepKinds) ([]byte, error) {
+	doc, err := Generate(kinds)
+	if err != nil {
+		return nil, err
+	}
+	b, err := json.MarshalIndent(doc, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("schema: %w", err)
+	}
+	return append(b, '\n'), nil
+}
+
+// Generate builds the schema as a JSON-ready value. Two different spec
+// structs of one name (two kinds' blocks, say) are an error: the schema
+// names its definitions after them.
+func Generate(kinds *spec.StepKinds) (map[string]any, error) {
+	g := &generator{defs: object{}, types: map[string]reflect.Type{}, kinds: kinds}
 	root := g.structSchema(reflect.TypeOf(spec.Spec{}))
 	root["$schema"] = draft
 	root["$id"] = ID
@@ -66,15 +72,28 @@ func Generate() map[string]any {
 		"description": "a ${VAR} reference, substituted before the spec is parsed",
 	}
 	root["$defs"] = g.defs
-	return root
+	if len(g.errs) > 0 {
+		return nil, errors.Join(g.errs...)
+	}
+	return root, nil
 }
 
 type generator struct {
-	defs object
+	defs  object
+	types map[string]reflect.Type // by definition name
+	kinds *spec.StepKinds
+	errs  []error
 }
 
 func (g *generator) ref(t reflect.Type) object {
 	name := t.Name()
+	switch other, ok := g.types[name]; {
+	case name == "" || name == "variable":
+		g.errs = append(g.errs, fmt.Errorf("schema: the spec struct %s needs a name of its own", t))
+	case ok && other != t:
+		g.errs = append(g.errs, fmt.Errorf("schema: two spec structs are named %s: %s and %s", name, other, t))
+	}
+	g.types[name] = t
 	if _, ok := g.defs[name]; !ok {
 		g.defs[name] = object{} // reserve: types may recurse
 		g.defs[name] = g.structSchema(t)
@@ -101,15 +120,23 @@ func (g *generator) structSchema(t reflect.Type) object {
 	if len(required) > 0 {
 		s["required"] = required
 	}
-	if len(info.OneOf) > 0 {
-		alts := make([]any, len(info.OneOf))
-		for i, name := range info.OneOf {
+	oneOf := info.OneOf
+	if t == stepType {
+		// a step's action keys: one per kind, exactly one of them
+		oneOf = g.kinds.Names()
+		for _, k := range g.kinds.List() {
+			props[k.Name] = object{"$ref": g.ref(reflect.TypeOf(k.Block).Elem())["$ref"], "description": k.Doc}
+		}
+	}
+	if len(oneOf) > 0 {
+		alts := make([]any, len(oneOf))
+		for i, name := range oneOf {
 			alts[i] = object{"required": []string{name}}
 		}
 		s["oneOf"] = alts
 	}
-	if extra, ok := extras[t]; ok {
-		extra(s)
+	if x, ok := reflect.New(t).Interface().(Extender); ok {
+		x.JSONSchema(s)
 	}
 	return s
 }
@@ -125,7 +152,10 @@ func (g *generator) fieldSchema(f spec.FieldInfo) object {
 	return s
 }
 
-var durationType = reflect.TypeOf(spec.Duration{})
+var (
+	durationType = reflect.TypeOf(spec.Duration{})
+	stepType     = reflect.TypeOf(spec.Step{})
+)
 
 func (g *generator) typeSchema(t reflect.Type, f spec.FieldInfo) object {
 	if t.Kind() == reflect.Pointer {
@@ -196,36 +226,4 @@ func typedDefault(t reflect.Type, def string) any {
 		return n
 	}
 	return def
-}
-
-// extras add what the tags cannot express, per struct.
-var extras = map[reflect.Type]func(object){
-	// delete: exactly one form, and the fields a form does not take
-	reflect.TypeOf(spec.Delete{}): func(s object) {
-		s["oneOf"] = []any{
-			object{"required": []string{"manifests"}},
-			object{"required": []string{"resource"}},
-			object{"required": []string{"release"}},
-		}
-		notSelection := object{"properties": object{"selector": false, "fieldSelector": false, "allNamespaces": false}}
-		s["dependentSchemas"] = object{"release": notSelection, "manifests": notSelection}
-	},
-	// patch: a list of operations for json, a mapping otherwise
-	reflect.TypeOf(spec.Patch{}): func(s object) {
-		s["if"] = object{"properties": object{"type": object{"const": "json"}}, "required": []string{"type"}}
-		s["then"] = object{"properties": object{"patch": object{"type": "array", "items": jsonPatchOp}}}
-		s["else"] = object{"properties": object{"patch": object{"type": "object"}}}
-	},
-}
-
-var jsonPatchOp = object{
-	"type":     "object",
-	"required": []string{"op", "path"},
-	"properties": object{
-		"op":    object{"enum": strings.Split("add,remove,replace,move,copy,test", ",")},
-		"path":  object{"type": "string"},
-		"from":  object{"type": "string"},
-		"value": object{},
-	},
-	"additionalProperties": false,
 }

@@ -11,6 +11,9 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	yaml "go.yaml.in/yaml/v3"
+
+	"khook.io/core/spec"
+	"khook.io/core/steps/builtin"
 )
 
 var update = flag.Bool("update", false, "rewrite docs/schema/v1/khook.json from the code")
@@ -21,7 +24,7 @@ const committed = "../../docs/schema/v1/khook.json"
 // what the code generates. Run `go test ./schema -update` after changing
 // the spec types.
 func TestCommittedSchemaIsCurrent(t *testing.T) {
-	got := JSON()
+	got := builtinJSON(t)
 	if *update {
 		if err := os.MkdirAll(filepath.Dir(committed), 0o755); err != nil {
 			t.Fatal(err)
@@ -39,9 +42,24 @@ func TestCommittedSchemaIsCurrent(t *testing.T) {
 	}
 }
 
+// builtinJSON is the schema of a spec whose steps are the kinds khook
+// ships.
+func builtinJSON(t *testing.T) []byte {
+	t.Helper()
+	reg, err := builtin.Registry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := JSON(reg.Kinds())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 func compile(t *testing.T) *jsonschema.Schema {
 	t.Helper()
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(JSON()))
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(builtinJSON(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,5 +160,37 @@ func TestSchemaRejects(t *testing.T) {
 				t.Fatal("want a schema violation, got none")
 			}
 		})
+	}
+}
+
+type Block struct {
+	A string `yaml:"a" doc:"a"`
+}
+
+// packageBlock is a new package-level Block, which TestKindsOfOneName's
+// own Block hides.
+func packageBlock() any { return new(Block) }
+
+// TestKindsOfOneName: the schema names its definitions after the spec's
+// structs, so two kinds whose blocks are different structs of one name,
+// or an unnamed struct, are refused, not merged.
+func TestKindsOfOneName(t *testing.T) {
+	type Block struct {
+		B string `yaml:"b" doc:"b"`
+	}
+	for _, tc := range []struct {
+		block any
+		want  string
+	}{
+		{new(Block), "two spec structs are named Block"},
+		{&struct{}{}, "needs a name of its own"},
+	} {
+		kinds, err := spec.NewStepKinds(spec.StepKind{Name: "one", Block: packageBlock()}, spec.StepKind{Name: "other", Block: tc.block})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := JSON(kinds); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("want %q, got %v", tc.want, err)
+		}
 	}
 }

@@ -98,19 +98,21 @@ func parentPath(path string) string {
 // types and duplicate keys are errors. It returns the spec (as complete as
 // the input allows), where each field sits, and every problem found. file
 // names the source in errors; mapPos maps positions in text back to the
-// file as written (text may be the result of variable substitution).
+// file as written (text may be the result of variable substitution);
+// kinds are the step kinds a step's action key may name.
 //
 // The text holds one YAML document: empty documents (only comments, or
 // null) are skipped, a second document is an error. A syntax error, a
 // character YAML does not allow and an alias bomb are each the only problem
 // reported: the document cannot be read any further.
-func Decode(text []byte, file string, mapPos PosMapper) (*Spec, *Positions, ErrorList) {
+func Decode(text []byte, file string, mapPos PosMapper, kinds *StepKinds) (*Spec, *Positions, ErrorList) {
 	d := &decoder{
 		file:   file,
 		mapPos: mapPos,
+		kinds:  kinds,
 		pos:    &Positions{file: file, paths: make(map[string]Pos, 64), failed: map[string]bool{}, blocks: newBlockIndex(text, mapPos)},
 	}
-	s := &Spec{File: file}
+	s := &Spec{File: file, kinds: kinds}
 	root, ok := d.document(text)
 	if !ok {
 		d.pos.failed[""] = true
@@ -177,6 +179,7 @@ func YAML12(text []byte) []byte {
 type decoder struct {
 	file    string
 	mapPos  PosMapper
+	kinds   *StepKinds
 	pos     *Positions
 	errs    ErrorList
 	merging map[*yaml.Node]bool // mappings being merged (<<), against cycles
@@ -205,6 +208,7 @@ func (d *decoder) syntaxError(text []byte, err error) *FieldError {
 var (
 	durationType = reflect.TypeOf(Duration{})
 	anyType      = reflect.TypeOf((*any)(nil)).Elem()
+	stepType     = reflect.TypeOf(Step{})
 )
 
 func kindName(n *yaml.Node) string {
@@ -387,11 +391,28 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) {
 		k, val := e.key, e.val
 		kp := joinPath(path, k.Value)
 		f, ok := info.byName[k.Value]
+		if !ok && info.Type == stepType && d.kinds.index(k.Value) >= 0 {
+			d.action(val, v.Addr().Interface().(*Step), k.Value, kp)
+			continue
+		}
 		if !ok {
-			d.errorf(k, kp, "%s", unknownFieldMessage(info, k.Value))
+			d.errorf(k, kp, "%s", d.unknownFieldMessage(info, k.Value))
 			continue
 		}
 		d.decodeValue(val, v.Field(f.index), kp)
+	}
+}
+
+// action decodes a step's block written under the action key kind into a
+// new block of that kind, as a pointer field is decoded (present, even
+// null or with problems, it is set). Of several action keys (a validation
+// error), the step keeps the first kind in the kinds' order.
+func (d *decoder) action(n *yaml.Node, st *Step, kind, path string) {
+	t, _ := d.kinds.BlockType(kind)
+	pv := reflect.New(reflect.PointerTo(t)).Elem()
+	d.decodeValue(n, pv, path)
+	if st.block == nil || d.kinds.index(kind) < d.kinds.index(st.kind) {
+		st.SetAction(kind, pv.Interface())
 	}
 }
 
@@ -411,8 +432,11 @@ type FieldInfo struct {
 	Enum     []string
 	Default  string
 	Schema   string
-	Type     reflect.Type
-	index    int
+	// Identifier, when set, says why the field is an identifier (tag
+	// identifier): it cannot hold a secret.
+	Identifier string
+	Type       reflect.Type
+	index      int
 }
 
 // StructInfo describes a spec struct: its fields in declaration order and
@@ -455,14 +479,15 @@ func structInfoOf(t reflect.Type) *StructInfo {
 			continue
 		}
 		fi := FieldInfo{
-			Name:     name,
-			GoName:   sf.Name,
-			Required: tag.Get("khook") == "required",
-			Doc:      tag.Get("doc"),
-			Default:  tag.Get("default"),
-			Schema:   tag.Get("schema"),
-			Type:     sf.Type,
-			index:    i,
+			Name:       name,
+			GoName:     sf.Name,
+			Required:   tag.Get("khook") == "required",
+			Doc:        tag.Get("doc"),
+			Default:    tag.Get("default"),
+			Schema:     tag.Get("schema"),
+			Identifier: tag.Get("identifier"),
+			Type:       sf.Type,
+			index:      i,
 		}
 		if e := tag.Get("enum"); e != "" {
 			fi.Enum = strings.Split(e, ",")
@@ -476,26 +501,9 @@ func structInfoOf(t reflect.Type) *StructInfo {
 	return actual.(*StructInfo)
 }
 
-// actionStructs maps each step type to its action struct, for hints about
-// fields written at the wrong level.
-var actionStructs = map[string]reflect.Type{
-	TypeHelm:    reflect.TypeOf(Helm{}),
-	TypeApply:   reflect.TypeOf(Apply{}),
-	TypeDelete:  reflect.TypeOf(Delete{}),
-	TypePatch:   reflect.TypeOf(Patch{}),
-	TypeWait:    reflect.TypeOf(Wait{}),
-	TypeRollout: reflect.TypeOf(Rollout{}),
-	TypeJob:     reflect.TypeOf(Job{}),
-}
-
-var skipIfHints = map[reflect.Type]string{
-	reflect.TypeOf(Delete{}):  "delete steps have no skipIf: an absent object is already a no-op (ignoreNotFound defaults to true)",
-	reflect.TypeOf(Patch{}):   "patch steps have no skipIf: strategic and merge patches are idempotent",
-	reflect.TypeOf(Wait{}):    "wait steps have no skipIf: a wait whose condition holds returns at once",
-	reflect.TypeOf(Rollout{}): "rollout steps have no skipIf: rollout status returns at once when the rollout is complete",
-}
-
-func unknownFieldMessage(info *StructInfo, key string) string {
+// unknownFieldMessage says that key is no field of the struct info
+// describes, with what the writer likely meant.
+func (d *decoder) unknownFieldMessage(info *StructInfo, key string) string {
 	msg := fmt.Sprintf("unknown field %q", key)
 	if note := nonASCIINote(key); note != "" {
 		msg = "unknown field: " + note
@@ -505,25 +513,30 @@ func unknownFieldMessage(info *StructInfo, key string) string {
 			}
 		}
 	}
-	if key == "skipIf" {
-		if h, ok := skipIfHints[info.Type]; ok {
-			return msg + ": " + h
+	if h, ok := reflect.New(info.Type).Interface().(Hinter); ok {
+		if hint := h.Hint(key); hint != "" {
+			return msg + ": " + hint
 		}
 	}
-	if key == "type" && info.Type == reflect.TypeOf(Step{}) {
-		return msg + ": the action key (helm, apply, delete, patch, wait, rollout or job) sets the step type"
+	step := info.Type == stepType
+	if key == "type" && step {
+		return msg + ": the action key (" + orList(d.kinds.nameList()) + ") sets the step type"
 	}
 	names := make([]string, len(info.Fields))
 	for i, f := range info.Fields {
 		names[i] = f.Name
 	}
+	if step {
+		names = append(names, d.kinds.nameList()...)
+	}
 	if s := closest(key, names); s != "" {
 		return msg + fmt.Sprintf(" (did you mean %q?)", s)
 	}
-	if info.Type == reflect.TypeOf(Step{}) {
-		for _, typ := range StepTypes {
-			if _, ok := structInfoOf(actionStructs[typ]).byName[key]; ok {
-				return msg + fmt.Sprintf(": %s is a field of the action block (for example under %s:), not of the step", key, typ)
+	if step {
+		for _, kind := range d.kinds.nameList() {
+			t, _ := d.kinds.BlockType(kind)
+			if _, ok := structInfoOf(t).byName[key]; ok {
+				return msg + fmt.Sprintf(": %s is a field of the action block (for example under %s:), not of the step", key, kind)
 			}
 		}
 	}

@@ -1,10 +1,24 @@
-package spec
+package spec_test
 
 import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"khook.io/core/spec"
+	"khook.io/core/steps/builtin"
+	"khook.io/core/steps/wait"
 )
+
+// kinds are the built-in step kinds, which the tests' specs use.
+func kinds(t testing.TB) *spec.StepKinds {
+	t.Helper()
+	reg, err := builtin.Registry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reg.Kinds()
+}
 
 const validDoc = "apiVersion: khook.io/v1\nkind: Khook\nmetadata: {name: x}\nsteps: [{name: a, wait: {for: delete, on: pods/x}}]\n"
 
@@ -36,8 +50,8 @@ func TestDecodeDocuments(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s, pos, errs := Decode([]byte(tt.text), "f.yaml", nil)
-			errs = append(errs, Validate(s, pos, ValidateOptions{})...)
+			s, pos, errs := spec.Decode([]byte(tt.text), "f.yaml", nil, kinds(t))
+			errs = append(errs, spec.Validate(s, pos, spec.ValidateOptions{})...)
 			if tt.want == "" {
 				if len(errs) > 0 {
 					t.Fatalf("want no problem, got:\n%v", errs)
@@ -57,8 +71,8 @@ func TestDecodeDocuments(t *testing.T) {
 // TestRequiredAtTheDocument: a missing top-level field is reported at the
 // document's first key, not without a line.
 func TestRequiredAtTheDocument(t *testing.T) {
-	s, pos, errs := Decode([]byte("# comment\n\napiVersion: khook.io/v1\nkind: Khook\n"), "f.yaml", nil)
-	errs = append(errs, Validate(s, pos, ValidateOptions{})...)
+	s, pos, errs := spec.Decode([]byte("# comment\n\napiVersion: khook.io/v1\nkind: Khook\n"), "f.yaml", nil, kinds(t))
+	errs = append(errs, spec.Validate(s, pos, spec.ValidateOptions{})...)
 	want := "f.yaml:3:1: metadata is required\nf.yaml:3:1: steps is required"
 	if got := errs.Sort().Error(); got != want {
 		t.Fatalf("got\n%s\nwant\n%s", got, want)
@@ -69,7 +83,7 @@ func TestRequiredAtTheDocument(t *testing.T) {
 // alias uses it.
 func TestAliasPositions(t *testing.T) {
 	text := "apiVersion: khook.io/v1\nkind: Khook\nmetadata: {name: x}\nx-args: &args [1, [2]]\nsteps:\n  - name: a\n    job: {image: *args, args: *args}\n"
-	_, _, errs := Decode([]byte(text), "f.yaml", nil)
+	_, _, errs := spec.Decode([]byte(text), "f.yaml", nil, kinds(t))
 	got := errs.Sort().Error()
 	for _, want := range []string{
 		`f.yaml:4:1: x-args: unknown field "x-args"`,
@@ -93,7 +107,7 @@ func TestAliasBomb(t *testing.T) {
 		fmt.Fprintf(&b, "  - name: s%d\n    patch: {target: a/b, patch: &l%d {a: [%s]}}\n", i, i, refs)
 	}
 	text := b.String()
-	_, pos, errs := Decode([]byte(text), "f.yaml", nil)
+	_, pos, errs := spec.Decode([]byte(text), "f.yaml", nil, kinds(t))
 	if len(errs) != 1 || !pos.Failed("") {
 		t.Fatalf("want one problem, got %d:\n%v", len(errs), errs)
 	}
@@ -115,7 +129,7 @@ func TestAliasesWithinReason(t *testing.T) {
 	for i := 1; i < 20; i++ {
 		fmt.Fprintf(&b, "  - name: s%d\n    helm: {chart: \"oci://r/c:1\", values: *v}\n", i)
 	}
-	_, _, errs := Decode([]byte(b.String()), "f.yaml", nil)
+	_, _, errs := spec.Decode([]byte(b.String()), "f.yaml", nil, kinds(t))
 	if len(errs) != 0 {
 		t.Fatalf("want no problem, got:\n%v", errs)
 	}
@@ -125,7 +139,7 @@ func TestAliasesWithinReason(t *testing.T) {
 // followed forever.
 func TestAliasCycle(t *testing.T) {
 	text := "apiVersion: khook.io/v1\nkind: Khook\nmetadata: {name: x}\nsteps:\n  - name: a\n    patch: {target: a/b, patch: &p {a: *p}}\n"
-	_, _, errs := Decode([]byte(text), "f.yaml", nil)
+	_, _, errs := spec.Decode([]byte(text), "f.yaml", nil, kinds(t))
 	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "steps[0].patch.patch: anchor 'p' value contains itself") {
 		t.Fatalf("got %v", errs)
 	}
@@ -156,8 +170,8 @@ steps:
   - name: e
     wait: &self {<<: *self}
 `
-	s, pos, errs := Decode([]byte(text), "f.yaml", nil)
-	errs = append(errs, Validate(s, pos, ValidateOptions{})...)
+	s, pos, errs := spec.Decode([]byte(text), "f.yaml", nil, kinds(t))
+	errs = append(errs, spec.Validate(s, pos, spec.ValidateOptions{})...)
 	want := "f.yaml:16:7: steps[2].job: a step has exactly one action key, but this one has wait and job\n" +
 		"f.yaml:18:19: steps[3].<<: a merge key (<<) takes a mapping or a list of mappings, not a list holding a number\n" +
 		"f.yaml:21:22: steps[4].wait.<<: a merge key (<<) cannot merge a mapping into itself"
@@ -168,10 +182,10 @@ steps:
 	if a.Timeout.Raw != "10m" || *a.Retries != 5 || a.OnError != "continue" {
 		t.Errorf("a: %+v", a)
 	}
-	if b.Name != "b" || b.Timeout.Raw != "10m" || *b.Retries != 2 || b.Wait.On != "pods/x" {
-		t.Errorf("b: %+v", b)
+	if bw := spec.BlockOf[wait.Wait](&b); b.Name != "b" || b.Timeout.Raw != "10m" || *b.Retries != 2 || bw.On != "pods/x" {
+		t.Errorf("b: %+v %+v", b, bw)
 	}
-	if c.Wait.On != "pods/y" || c.Wait.For != "delete" {
-		t.Errorf("c: %+v", c.Wait)
+	if cw := spec.BlockOf[wait.Wait](&c); c.Type() != wait.Type || cw.On != "pods/y" || cw.For != "delete" {
+		t.Errorf("c: %s %+v", c.Type(), cw)
 	}
 }

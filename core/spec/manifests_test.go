@@ -1,4 +1,4 @@
-package spec
+package spec_test
 
 import (
 	"encoding/binary"
@@ -7,18 +7,20 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf16"
+
+	"khook.io/core/spec"
 )
 
 // validateText decodes and validates a spec, returning its problems, one
 // per line as printed ("file:line:col: path: message").
-func validateText(t *testing.T, text string, mapPos PosMapper, dir string) []string {
+func validateText(t *testing.T, text string, mapPos spec.PosMapper, dir string) []string {
 	t.Helper()
-	s, pos, errs := Decode([]byte(text), "spec.yaml", mapPos)
+	s, pos, errs := spec.Decode([]byte(text), "spec.yaml", mapPos, kinds(t))
 	if len(errs) > 0 {
 		t.Fatalf("decode: %v", errs)
 	}
 	var out []string
-	for _, e := range Validate(s, pos, ValidateOptions{BaseDir: dir}).Sort() {
+	for _, e := range spec.Validate(s, pos, spec.ValidateOptions{BaseDir: dir}).Sort() {
 		out = append(out, e.Error())
 	}
 	return out
@@ -117,7 +119,7 @@ func TestValidateInlineManifestPositions(t *testing.T) {
 	}
 }
 
-// Positions go through the PosMapper, from the substituted text back to
+// Positions go through the spec.PosMapper, from the substituted text back to
 // the file as written.
 func TestValidateInlineManifestPositionsMapped(t *testing.T) {
 	text := manifestsHead + `        - inline: |
@@ -167,7 +169,7 @@ func TestDescribeInlineCountsObjects(t *testing.T) {
 		{"apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: ConfigMap, metadata: {name: a}}\n- {apiVersion: v1, kind: ConfigMap, metadata: {name: b}}\n", "inline (2 objects)"},
 		{"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\ndata:\n  x: |\n    ---\n    y\n", "inline (1 object)"},
 	} {
-		if got := (ManifestSource{Inline: tc.in}).Describe(); got != tc.want {
+		if got := (spec.ManifestSource{Inline: tc.in}).Describe(); got != tc.want {
 			t.Errorf("%q: %q, want %q", tc.in, got, tc.want)
 		}
 	}

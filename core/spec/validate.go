@@ -12,9 +12,6 @@ import (
 	"strconv"
 	"strings"
 
-	yaml "go.yaml.in/yaml/v3"
-
-	"khook.io/core/internal/yamlerr"
 	"khook.io/core/manifest/kubeyaml"
 )
 
@@ -31,7 +28,7 @@ type ValidateOptions struct {
 // variables (those are checked while loading: see package load) and
 // returns every problem found, positioned by pos.
 func Validate(s *Spec, pos *Positions, opts ValidateOptions) ErrorList {
-	v := &validator{pos: pos, opts: opts}
+	v := &validator{pos: pos, opts: opts, kinds: s.kinds}
 	if pos.Failed("") {
 		return nil // not a YAML document: nothing to check
 	}
@@ -40,9 +37,10 @@ func Validate(s *Spec, pos *Positions, opts ValidateOptions) ErrorList {
 }
 
 type validator struct {
-	pos  *Positions
-	opts ValidateOptions
-	errs ErrorList
+	pos   *Positions
+	opts  ValidateOptions
+	kinds *StepKinds
+	errs  ErrorList
 }
 
 func (v *validator) errf(path, format string, args ...any) {
@@ -58,7 +56,6 @@ func (v *validator) present(path string) bool { return v.pos.Has(path) }
 var (
 	dnsLabelRe     = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 	dnsSubdomainRe = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
-	envNameRe      = regexp.MustCompile(`^[-._a-zA-Z][-._a-zA-Z0-9]*$`)
 )
 
 // IsDNSLabel reports whether s is an RFC 1123 label (at most 63 characters).
@@ -187,15 +184,15 @@ func (v *validator) step(st *Step, p string, names map[string]int) {
 	v.enum(p+".onError", st.OnError, OnErrorFail, OnErrorContinue)
 
 	var actions []string
-	for _, t := range StepTypes {
-		if v.present(p + "." + t) {
-			actions = append(actions, t)
+	for _, k := range v.kinds.nameList() {
+		if v.present(p + "." + k) {
+			actions = append(actions, k)
 		}
 	}
 	switch len(actions) {
 	case 0:
 		if !v.misspelledAction(p) {
-			v.errf(p, "a step needs exactly one action key: helm, apply, delete, patch, wait, rollout or job")
+			v.errf(p, "a step needs exactly one action key: %s", orList(v.kinds.nameList()))
 		}
 		return
 	case 1:
@@ -203,22 +200,13 @@ func (v *validator) step(st *Step, p string, names map[string]int) {
 		v.errf(p+"."+actions[1], "a step has exactly one action key, but this one has %s", strings.Join(actions, " and "))
 		return
 	}
-	ap := p + "." + actions[0]
-	switch actions[0] {
-	case TypeHelm:
-		v.helm(st, ap)
-	case TypeApply:
-		v.apply(st.Apply, ap)
-	case TypeDelete:
-		v.delete(st.Delete, ap)
-	case TypePatch:
-		v.patch(st.Patch, ap)
-	case TypeWait:
-		v.wait(st.Wait, ap)
-	case TypeRollout:
-		v.rollout(st.Rollout, ap)
-	case TypeJob:
-		v.job(st.Job, ap)
+	if st.Type() != actions[0] || st.Action() == nil {
+		return // not decoded with these kinds
+	}
+	c := &Check{Step: st, Path: p + "." + actions[0], StepPath: p, v: v}
+	v.required(c.Path, st.Action())
+	if b, ok := st.Action().(Checker); ok {
+		b.Check(c)
 	}
 }
 
@@ -227,7 +215,7 @@ func (v *validator) step(st *Step, p string, names map[string]int) {
 func (v *validator) misspelledAction(p string) bool {
 	for path := range v.pos.failed {
 		key, ok := strings.CutPrefix(path, p+".")
-		if ok && !strings.ContainsAny(key, ".[") && !v.present(path) && closest(key, StepTypes) != "" {
+		if ok && !strings.ContainsAny(key, ".[") && !v.present(path) && closest(key, v.kinds.nameList()) != "" {
 			return true
 		}
 	}
@@ -332,96 +320,6 @@ func stripUserinfo(raw string) string {
 		return scheme + "://" + host
 	}
 	return scheme + "://" + host + "/" + path
-}
-
-func (v *validator) helm(st *Step, p string) {
-	h := st.Helm
-	v.required(p, h)
-	v.namespace(p+".namespace", h.Namespace)
-	v.skipIf(p+".skipIf", h.SkipIf, SkipIfInstalled, "helm")
-	release := h.Release
-	releasePath := p + ".release"
-	if release == "" {
-		release, releasePath = st.Name, strings.TrimSuffix(p, ".helm")+".name"
-	}
-	if release != "" && (len(release) > 53 || !dnsSubdomainRe.MatchString(release)) {
-		if h.Release == "" {
-			v.errf(releasePath, "%s", withNote(fmt.Sprintf("the step name is the release name by default, and %q is not a valid Helm release name (lowercase DNS name, at most 53 characters): set helm.release", release), release))
-		} else {
-			v.errf(releasePath, "%s", withNote(fmt.Sprintf("%q is not a valid Helm release name (lowercase DNS name, at most 53 characters)", release), release))
-		}
-	}
-	if h.Auth != nil {
-		v.required(p+".auth", h.Auth)
-	}
-	if h.Chart == "" {
-		return
-	}
-	ref, err := ParseChart(h.Chart)
-	if err != nil {
-		v.errf(p+".chart", "%v", err)
-		return
-	}
-	if ref.InlineVersion != "" && h.Version != "" {
-		form := "name:version"
-		if ref.Source == ChartFromOCI {
-			form = "an OCI :tag"
-		}
-		v.errf(p+".version", "the chart already pins its version with %s (%q): remove one of them", form, ref.InlineVersion)
-	}
-	if ref.Digest != "" && h.Version != "" {
-		v.errf(p+".version", "the chart already pins a digest (@%s): remove version", ref.Digest)
-	}
-	hasUserinfo := false
-	switch ref.Source {
-	case ChartFromRepo:
-		if h.Repo == "" {
-			v.errf(p, "repo is required for the bare chart name %q (or write a local path ./%s, or an oci:// reference)", ref.Name, ref.Name)
-		} else if u := v.httpURL(p+".repo", h.Repo); u != nil && u.User != nil {
-			hasUserinfo = true
-		}
-	case ChartFromOCI:
-		if h.Repo != "" {
-			v.errf(p+".repo", "an oci:// chart carries its registry: remove repo")
-		}
-		if ref.HasUserinfo {
-			hasUserinfo = true
-			if ref.Username == "" || ref.Password == "" {
-				v.errf(p+".chart", "URL credentials must be a full user:password@ pair (URL-encode special characters with ${VAR|urlquery})")
-			}
-		}
-	case ChartFromLocal:
-		if h.Repo != "" {
-			v.errf(p+".repo", "a local chart path takes no repo")
-		}
-		if h.Version != "" {
-			v.errf(p+".version", "a local chart path already pins the chart: remove version")
-		}
-		if h.Auth != nil {
-			v.errf(p+".auth", "a local chart path takes no auth")
-		}
-		if ref.Packaged {
-			v.localFile(p+".chart", h.Chart, "chart archive")
-		} else {
-			v.localChartDir(p+".chart", h.Chart)
-		}
-	}
-	if hasUserinfo && h.Auth != nil {
-		v.errf(p+".auth", "credentials are given twice: use either auth: or user:password@ in the URL, not both")
-	}
-	for i, src := range h.ValuesFrom {
-		sp := p + ".valuesFrom[" + strconv.Itoa(i) + "]"
-		switch {
-		case src.File != "" && src.URL != "":
-			v.errf(sp, "a valuesFrom entry has exactly one of file or url, not both")
-		case src.File != "":
-			v.valuesFile(sp+".file", src.File)
-		case src.URL != "":
-			v.httpURL(sp+".url", src.URL)
-		default:
-			v.errf(sp, "a valuesFrom entry needs one of file or url")
-		}
-	}
 }
 
 func (v *validator) manifests(p string, list []ManifestSource) {
@@ -544,37 +442,6 @@ func (v *validator) localFile(path, p, what string) ([]byte, bool) {
 	return data, true
 }
 
-func (v *validator) valuesFile(path, p string) {
-	data, ok := v.localFile(path, p, "values file")
-	if !ok {
-		return
-	}
-	var n yaml.Node
-	if err := yaml.Unmarshal(data, &n); err != nil {
-		e := yamlerr.Locate(data, err, nil)
-		v.errf(path, "values file %q, line %d, column %d: invalid YAML: %s", p, e.Line, e.Col, e.Msg)
-		return
-	}
-	if len(n.Content) > 0 && n.Content[0].Kind != yaml.MappingNode && !isNull(n.Content[0]) {
-		v.errf(path, "values file %q must hold a mapping, not %s", p, kindName(n.Content[0]))
-	}
-}
-
-func (v *validator) localChartDir(path, p string) {
-	fi, err := v.stat(p)
-	if err != nil {
-		v.errf(path, "local chart %q: %s", p, fsReason(err))
-		return
-	}
-	if !fi.IsDir() {
-		v.errf(path, "local chart %q is a file: a packaged chart ends in .tgz", p)
-		return
-	}
-	if _, err := v.stat(filepath.Join(p, "Chart.yaml")); err != nil {
-		v.errf(path, "local chart %q has no Chart.yaml", p)
-	}
-}
-
 func (v *validator) kustomizeDir(path, p string) {
 	fi, err := v.stat(p)
 	if err != nil {
@@ -605,71 +472,6 @@ func fsReason(err error) string {
 		return pe.Err.Error()
 	}
 	return err.Error()
-}
-
-func (v *validator) apply(a *Apply, p string) {
-	v.required(p, a)
-	v.namespace(p+".namespace", a.Namespace)
-	v.skipIf(p+".skipIf", a.SkipIf, SkipIfExists, "apply")
-	if a.CreateNamespace && a.Namespace == "" {
-		v.errf(p+".createNamespace", "createNamespace needs namespace: set the namespace to create")
-	}
-	if v.present(p + ".manifests") {
-		v.manifests(p+".manifests", a.Manifests)
-	}
-	if a.WaitFor != "" {
-		w, err := ParseWaitFor(a.WaitFor)
-		switch {
-		case err != nil:
-			v.errf(p+".waitFor", "%v", err)
-		case w.Kind == ForDelete:
-			v.errf(p+".waitFor", "waitFor cannot be delete: an apply step waits for what it applied to meet a condition; use a wait: step with for: delete")
-		}
-	}
-}
-
-func (v *validator) delete(d *Delete, p string) {
-	var forms []string
-	if d.Manifests != nil || v.present(p+".manifests") {
-		forms = append(forms, DeleteByManifests)
-	}
-	if d.Resource != "" || v.present(p+".resource") {
-		forms = append(forms, DeleteByResource)
-	}
-	if d.Release != "" || v.present(p+".release") {
-		forms = append(forms, DeleteByRelease)
-	}
-	if len(forms) != 1 {
-		if len(forms) == 0 {
-			v.errf(p, "delete needs exactly one of manifests, resource or release")
-		} else {
-			v.errf(p, "delete has exactly one form, but this one has %s", strings.Join(forms, " and "))
-		}
-		return
-	}
-	v.namespace(p+".namespace", d.Namespace)
-	notFor := func(form string, fields ...string) {
-		for _, f := range fields {
-			if v.present(p + "." + f) {
-				v.errf(p+"."+f, "%s does not apply to delete by %s", f, form)
-			}
-		}
-	}
-	switch forms[0] {
-	case DeleteByManifests:
-		notFor("manifests", "allNamespaces", "selector", "fieldSelector")
-		v.manifests(p+".manifests", d.Manifests)
-	case DeleteByRelease:
-		notFor("release", "allNamespaces", "selector", "fieldSelector")
-		if d.Release != "" && (len(d.Release) > 53 || !dnsSubdomainRe.MatchString(d.Release)) {
-			v.errf(p+".release", "%s", withNote(fmt.Sprintf("%q is not a valid Helm release name (lowercase DNS name, at most 53 characters)", d.Release), d.Release))
-		}
-		if d.Release == "" {
-			v.errf(p+".release", "must not be empty")
-		}
-	case DeleteByResource:
-		v.selection(p, "resource", d.Resource, d.Namespace, d.AllNamespaces, d.Selector, d.FieldSelector)
-	}
 }
 
 // selection checks the type-or-kind/name plus namespace and selector
@@ -703,151 +505,6 @@ func (v *validator) selection(p, field, res, ns string, all bool, sel, fsel stri
 	if fsel != "" {
 		if err := checkFieldSelector(fsel); err != nil {
 			v.errf(p+".fieldSelector", "%v", err)
-		}
-	}
-}
-
-func (v *validator) patch(pt *Patch, p string) {
-	v.required(p, pt)
-	v.namespace(p+".namespace", pt.Namespace)
-	v.enum(p+".type", pt.Type, PatchStrategic, PatchMerge, PatchJSON)
-	if pt.Target != "" {
-		ref, err := ParseResource(pt.Target)
-		if err != nil {
-			v.errf(p+".target", "%v", err)
-		} else if ref.Name == "" {
-			v.errf(p+".target", "%q: want kind/name, for example daemonset/aws-node", pt.Target)
-		}
-	}
-	if pt.Patch == nil {
-		return
-	}
-	bp := p + ".patch"
-	switch pt.PatchType() {
-	case PatchStrategic, PatchMerge:
-		m, ok := pt.Patch.(map[string]any)
-		if !ok {
-			v.errf(bp, "a %s patch is a mapping of the fields to change, not %s", pt.PatchType(), goKind(pt.Patch))
-		} else if len(m) == 0 {
-			v.errf(bp, "must not be empty")
-		}
-	case PatchJSON:
-		ops, ok := pt.Patch.([]any)
-		if !ok {
-			v.errf(bp, "a json patch is a list of operations (op, path, value), not %s", goKind(pt.Patch))
-			return
-		}
-		if len(ops) == 0 {
-			v.errf(bp, "must not be empty")
-		}
-		for i, op := range ops {
-			v.jsonPatchOp(bp+"["+strconv.Itoa(i)+"]", op)
-		}
-	}
-}
-
-func goKind(x any) string {
-	switch x.(type) {
-	case map[string]any:
-		return "a mapping"
-	case []any:
-		return "a list"
-	case string:
-		return "a string"
-	case bool:
-		return "a boolean"
-	case int, int64, float64, uint64:
-		return "a number"
-	}
-	return fmt.Sprintf("%T", x)
-}
-
-func (v *validator) jsonPatchOp(p string, x any) {
-	m, ok := x.(map[string]any)
-	if !ok {
-		v.errf(p, "a json patch operation is a mapping with op and path, not %s", goKind(x))
-		return
-	}
-	for k := range m {
-		if k != "op" && k != "path" && k != "value" && k != "from" {
-			v.errf(p, "unknown json patch field %q (want op, path, value, from)", k)
-		}
-	}
-	op, _ := m["op"].(string)
-	path, hasPath := m["path"].(string)
-	if !hasPath || !strings.HasPrefix(path, "/") && path != "" {
-		v.errf(p, "path must be a JSON pointer such as /spec/replicas")
-	}
-	_, hasValue := m["value"]
-	from, hasFrom := m["from"].(string)
-	switch op {
-	case "add", "replace", "test":
-		if !hasValue {
-			v.errf(p, "a %q operation needs value", op)
-		}
-	case "remove":
-	case "move", "copy":
-		if !hasFrom || (!strings.HasPrefix(from, "/") && from != "") {
-			v.errf(p, "a %q operation needs from, a JSON pointer", op)
-		}
-	case "":
-		v.errf(p, "op is required (add, remove, replace, move, copy or test)")
-	default:
-		v.errf(p, "op must be add, remove, replace, move, copy or test, not %q", op)
-	}
-}
-
-func (v *validator) wait(w *Wait, p string) {
-	v.required(p, w)
-	v.namespace(p+".namespace", w.Namespace)
-	if w.For != "" {
-		if _, err := ParseWaitFor(w.For); err != nil {
-			v.errf(p+".for", "%v", err)
-		}
-	}
-	if w.On != "" {
-		v.selection(p, "on", w.On, w.Namespace, w.AllNamespaces, w.Selector, w.FieldSelector)
-	}
-}
-
-func (v *validator) rollout(r *Rollout, p string) {
-	v.required(p, r)
-	v.namespace(p+".namespace", r.Namespace)
-	hasRestart, hasStatus := v.present(p+".restart"), v.present(p+".status")
-	switch {
-	case hasRestart && hasStatus:
-		v.errf(p, "rollout takes exactly one of restart or status, not both")
-		return
-	case !hasRestart && !hasStatus:
-		v.errf(p, "rollout needs one of restart or status")
-		return
-	}
-	field := "restart"
-	if hasStatus {
-		field = "status"
-	}
-	if r.Target() == "" {
-		v.errf(p+"."+field, "must not be empty")
-		return
-	}
-	if _, _, err := ParseRolloutTarget(r.Target()); err != nil {
-		v.errf(p+"."+field, "%v", err)
-	}
-}
-
-func (v *validator) job(j *Job, p string) {
-	v.required(p, j)
-	v.namespace(p+".namespace", j.Namespace)
-	v.skipIf(p+".skipIf", j.SkipIf, SkipIfSucceeded, "job")
-	if strings.ContainsAny(j.Image, " \t\n") {
-		v.errf(p+".image", "%q is not a valid image reference", j.Image)
-	}
-	if j.ServiceAccount != "" && !IsDNSSubdomain(j.ServiceAccount) {
-		v.errf(p+".serviceAccount", "%s", withNote(fmt.Sprintf("%q is not a valid ServiceAccount name", j.ServiceAccount), j.ServiceAccount))
-	}
-	for name := range j.Env {
-		if !envNameRe.MatchString(name) {
-			v.errf(p+".env."+name, "%s", withNote(fmt.Sprintf("%q is not a valid environment variable name", name), name))
 		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strings"
 	"sync"
@@ -174,36 +175,63 @@ func Canonical(st *spec.Step) (string, error) {
 }
 
 // normalize turns what JSON cannot encode (YAML maps with non-string keys)
-// into what it can; structs are re-encoded through JSON so nested values
-// are normalized too.
+// into what it can. A block (a pointer to a struct) is copied with each of
+// its fields of type any, map[string]any or []any normalized (a nil
+// map[string]any becomes an empty one); other fields, and nested structs,
+// are kept as they are.
 func normalize(v any) any {
+	if b := reflect.ValueOf(v); b.Kind() == reflect.Pointer && !b.IsNil() && b.Elem().Kind() == reflect.Struct {
+		return normalizeBlock(b.Elem())
+	}
+	return normalizeValue(v)
+}
+
+var (
+	anyType    = reflect.TypeFor[any]()
+	anyMapType = reflect.TypeFor[map[string]any]()
+	anyList    = reflect.TypeFor[[]any]()
+)
+
+// normalizeBlock is a copy of the struct b with its fields of type any,
+// map[string]any and []any normalized.
+func normalizeBlock(b reflect.Value) any {
+	c := reflect.New(b.Type()).Elem()
+	c.Set(b)
+	for i := 0; i < c.NumField(); i++ {
+		f := c.Field(i)
+		if !f.CanSet() {
+			continue
+		}
+		switch f.Type() {
+		case anyType, anyMapType, anyList:
+			if n := normalizeValue(f.Interface()); n != nil {
+				f.Set(reflect.ValueOf(n))
+			}
+		}
+	}
+	return c.Interface()
+}
+
+func normalizeValue(v any) any {
 	switch x := v.(type) {
 	case map[string]any:
 		out := make(map[string]any, len(x))
 		for k, e := range x {
-			out[k] = normalize(e)
+			out[k] = normalizeValue(e)
 		}
 		return out
 	case map[any]any:
 		out := make(map[string]any, len(x))
 		for k, e := range x {
-			out[fmt.Sprint(k)] = normalize(e)
+			out[fmt.Sprint(k)] = normalizeValue(e)
 		}
 		return out
 	case []any:
 		out := make([]any, len(x))
 		for i, e := range x {
-			out[i] = normalize(e)
+			out[i] = normalizeValue(e)
 		}
 		return out
-	case *spec.Helm:
-		c := *x
-		c.Values = normalize(x.Values).(map[string]any)
-		return c
-	case *spec.Patch:
-		c := *x
-		c.Patch = normalize(x.Patch)
-		return c
 	}
 	return v
 }

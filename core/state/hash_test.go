@@ -10,6 +10,7 @@ import (
 
 	"khook.io/core/load"
 	"khook.io/core/redact"
+	"khook.io/core/steps/builtin"
 	"khook.io/core/vars"
 )
 
@@ -23,7 +24,7 @@ func hashOf(t *testing.T, dir, stepYAML string, env ...string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var l load.Loader
+	l := load.Loader{Steps: builtin.Registry}
 	doc, err := l.Parse([]byte(head+stepYAML), "spec.yaml", dir, set, red)
 	if err != nil {
 		t.Fatal(err)

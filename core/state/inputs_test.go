@@ -37,7 +37,7 @@ func loadStep(t testing.TB, dir, stepYAML string, env ...string) (*spec.Step, *r
 	if err != nil {
 		t.Fatal(err)
 	}
-	var l load.Loader
+	l := load.Loader{Steps: builtin.Registry}
 	doc, err := l.Parse([]byte(head+stepYAML), "spec.yaml", dir, set, red)
 	if err != nil {
 		t.Fatal(err)

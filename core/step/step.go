@@ -1,9 +1,12 @@
-// Package step is the contract between the engine and the step types. An
-// Executor runs one step type; the entrypoint registers every executor
-// explicitly (no init(), no switch over kinds in the scheduler). Optional
-// capabilities are separate interfaces an executor may implement: Planner
-// (live plan), Destroyer (destroy), Differ (diff), InputDeclarer (what the
-// state record's input hash reads).
+// Package step is the contract between the engine and the step kinds. An
+// Executor runs one step kind and describes it to the spec (Kind: its
+// action key, its block's shape, validation and summary); the entrypoint
+// registers every executor explicitly (no init(), no switch over kinds
+// anywhere else), and the Registry built from them is what the loader,
+// the schema, the input hash and the run ask. Optional capabilities are
+// separate interfaces an executor may implement: Planner (live plan),
+// Destroyer (destroy), Differ (diff), InputDeclarer (what the state
+// record's input hash reads). docs/step-kinds.md says how to add a kind.
 package step
 
 import (
@@ -222,10 +225,12 @@ type Outcome struct {
 	Changed bool
 }
 
-// Executor runs one step type.
+// Executor runs one step kind.
 type Executor interface {
-	// Type is the action key the executor handles: helm, apply, ...
-	Type() string
+	// Kind describes the kind to the spec: its action key (helm, apply,
+	// ...), its block, which validates and summarizes itself, and a line
+	// about it.
+	Kind() spec.StepKind
 	// Run makes one attempt. The scheduler handles timeout, retries and
 	// onError; Run returns an error that says what failed.
 	Run(ctx context.Context, req *Request) (Outcome, error)
@@ -339,20 +344,27 @@ type Differ interface {
 	Diff(ctx context.Context, req *Request) (Diff, error)
 }
 
-// Registry maps step types to executors.
+// Registry maps step kinds to their executors, and holds the kinds'
+// descriptions (Kinds) in the order they were registered.
 type Registry struct {
 	byType map[string]Executor
+	kinds  *spec.StepKinds
 }
 
-// NewRegistry registers executors; two for one type is an error.
+// NewRegistry registers executors, in order: two of one kind, or a kind
+// the spec refuses (spec.NewStepKinds), is an error.
 func NewRegistry(execs ...Executor) (*Registry, error) {
 	r := &Registry{byType: make(map[string]Executor, len(execs))}
-	for _, e := range execs {
-		if _, dup := r.byType[e.Type()]; dup {
-			return nil, fmt.Errorf("two executors for step type %q", e.Type())
-		}
-		r.byType[e.Type()] = e
+	kinds := make([]spec.StepKind, len(execs))
+	for i, e := range execs {
+		kinds[i] = e.Kind()
+		r.byType[kinds[i].Name] = e
 	}
+	k, err := spec.NewStepKinds(kinds...)
+	if err != nil {
+		return nil, fmt.Errorf("step kinds: %w", err)
+	}
+	r.kinds = k
 	return r, nil
 }
 
@@ -363,6 +375,16 @@ func (r *Registry) Get(typ string) (Executor, bool) {
 	}
 	e, ok := r.byType[typ]
 	return e, ok
+}
+
+// Kinds returns the registered kinds' descriptions, in registration
+// order: what a spec's steps may be (package load decodes with them,
+// package schema describes them). A nil Registry has none.
+func (r *Registry) Kinds() *spec.StepKinds {
+	if r == nil {
+		return nil
+	}
+	return r.kinds
 }
 
 // Types lists the registered step types, sorted.

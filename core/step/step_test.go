@@ -1,12 +1,14 @@
 package step
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
 	"testing"
 
 	"khook.io/core/redact"
+	"khook.io/core/spec"
 )
 
 func TestRedacted(t *testing.T) {
@@ -119,5 +121,33 @@ func TestObjectsManager(t *testing.T) {
 	}
 	if m := (&Request{FieldManager: "ops"}).Objects(); m.FieldManager() != "ops" {
 		t.Errorf("configured field manager %q", m.FieldManager())
+	}
+}
+
+type kindBlock struct{}
+
+type kindExec struct{ name string }
+
+func (e kindExec) Kind() spec.StepKind                          { return spec.StepKind{Name: e.name, Block: new(kindBlock)} }
+func (kindExec) Run(context.Context, *Request) (Outcome, error) { return Outcome{}, nil }
+
+// TestRegistryKinds: the registry holds each executor by its kind's name
+// and the kinds in registration order; two of one kind are refused.
+func TestRegistryKinds(t *testing.T) {
+	r, err := NewRegistry(kindExec{"b"}, kindExec{"a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, ok := r.Get("a"); !ok || e.(kindExec).name != "a" {
+		t.Errorf("Get(a) = %v, %v", e, ok)
+	}
+	if got := strings.Join(r.Kinds().Names(), ","); got != "b,a" {
+		t.Errorf("kinds %s, want b,a (registration order)", got)
+	}
+	if got := strings.Join(r.Types(), ","); got != "a,b" {
+		t.Errorf("types %s, want a,b (sorted)", got)
+	}
+	if _, err := NewRegistry(kindExec{"a"}, kindExec{"a"}); err == nil || !strings.Contains(err.Error(), `two step kinds are named "a"`) {
+		t.Errorf("two of one kind: %v", err)
 	}
 }

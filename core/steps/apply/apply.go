@@ -70,14 +70,11 @@ type Executor struct{}
 // New returns the apply executor.
 func New(Options) *Executor { return &Executor{} }
 
-// Type returns "apply".
-func (e *Executor) Type() string { return spec.TypeApply }
-
 // Objects loads the step's manifests: the objects it applies, in order,
 // as written (namespaces are filled in per object by objects.Prepare,
 // once the object's kind is known to the cluster).
 func Objects(ctx context.Context, req *step.Request) ([]*unstructured.Unstructured, error) {
-	a := req.Step.Apply
+	a := spec.BlockOf[Apply](req.Step)
 	if a == nil {
 		return nil, errors.New("not an apply step")
 	}
@@ -91,7 +88,7 @@ func load(ctx context.Context, req *step.Request) ([]*unstructured.Unstructured,
 	if err != nil {
 		return nil, "", err
 	}
-	return objs, req.Namespace(req.Step.Apply.Namespace), nil
+	return objs, req.Namespace(spec.BlockOf[Apply](req.Step).Namespace), nil
 }
 
 // Run applies the step's objects and waits for waitFor.
@@ -101,13 +98,13 @@ func (e *Executor) Run(ctx context.Context, req *step.Request) (result step.Outc
 	if err != nil {
 		return step.Outcome{}, err
 	}
-	a := req.Step.Apply
+	a := spec.BlockOf[Apply](req.Step)
 	cond, err := waitCondition(a)
 	if err != nil {
 		return step.Outcome{}, err
 	}
 	m := req.Objects()
-	if a.SkipIf == spec.SkipIfExists {
+	if a.SkipIf == SkipIfExists {
 		targets, all, err := existing(ctx, m, objs, ns)
 		if err != nil {
 			return step.Outcome{}, err
@@ -144,7 +141,7 @@ func (e *Executor) Run(ctx context.Context, req *step.Request) (result step.Outc
 }
 
 // waitCondition parses waitFor; nil without one.
-func waitCondition(a *spec.Apply) (*spec.WaitFor, error) {
+func waitCondition(a *Apply) (*spec.WaitFor, error) {
 	if a.WaitFor == "" {
 		return nil, nil
 	}
@@ -165,7 +162,7 @@ func skipExisting(ctx context.Context, req *step.Request, targets []waiter.Targe
 	}
 	msg := reason
 	if cond != nil {
-		msg += "; " + req.Step.Apply.WaitFor + " met"
+		msg += "; " + spec.BlockOf[Apply](req.Step).WaitFor + " met"
 	}
 	return step.Outcome{Skipped: true, SkipReason: reason, Message: msg}, nil
 }
@@ -174,7 +171,7 @@ func skipExisting(ctx context.Context, req *step.Request, targets []waiter.Targe
 // establishes each CRD before the next object.
 func applyAll(ctx context.Context, req *step.Request, m *objects.Manager, objs []*unstructured.Unstructured, ns string) (objects.ChangeSet, []waiter.Target, error) {
 	var set objects.ChangeSet
-	opts := objects.ApplyOptions{ServerSide: req.Step.Apply.ServerSide, Warn: req.Warn}
+	opts := objects.ApplyOptions{ServerSide: spec.BlockOf[Apply](req.Step).ServerSide, Warn: req.Warn}
 	targets := make([]waiter.Target, 0, len(objs))
 	for i, o := range objs {
 		res, err := m.Apply(ctx, o, ns, opts)
@@ -225,9 +222,9 @@ func waitFor(ctx context.Context, req *step.Request, targets []waiter.Target, co
 	if cond == nil || len(targets) == 0 {
 		return nil
 	}
-	req.Logf("waiting for %s on %s", req.Step.Apply.WaitFor, english.CountNoun(len(targets), "object"))
+	req.Logf("waiting for %s on %s", spec.BlockOf[Apply](req.Step).WaitFor, english.CountNoun(len(targets), "object"))
 	if err := waiter.Until(ctx, req.Kube, targets, *cond, req.Progress); err != nil {
-		return fmt.Errorf("waitFor %s: %w", req.Step.Apply.WaitFor, err)
+		return fmt.Errorf("waitFor %s: %w", spec.BlockOf[Apply](req.Step).WaitFor, err)
 	}
 	return nil
 }
@@ -273,7 +270,7 @@ func (e *Executor) Destroy(ctx context.Context, req *step.Request) (result step.
 	if err != nil {
 		return step.Outcome{}, err
 	}
-	a := req.Step.Apply
+	a := spec.BlockOf[Apply](req.Step)
 	sum, err := req.Objects().Undo(ctx, objs, objects.UndoOptions{
 		Namespace: ns,
 		ForceCRDs: req.ForceCRDs,

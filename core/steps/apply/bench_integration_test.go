@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"khook.io/core/kube"
+	"khook.io/core/spec"
 	"khook.io/core/step"
 	"khook.io/core/steps/apply"
 	"khook.io/core/testing/steptest"
@@ -131,7 +132,7 @@ func benchApply(b *testing.B, c *testcluster.Cluster, clients *kube.Clients) {
 			n++
 			reqs := benchRequests(b, clients, ssa, fmt.Sprintf("v%d", n))
 			for _, r := range reqs {
-				r.Step.Apply.ServerSide = true
+				spec.BlockOf[apply.Apply](r.Step).ServerSide = true
 			}
 			b.StartTimer()
 			want := "10 configured"

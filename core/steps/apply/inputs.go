@@ -9,8 +9,9 @@ import (
 // manifest sources in order, a file as itself, a kustomization by every
 // file system call its build makes, a url by reference.
 func (e *Executor) Inputs(st *spec.Step, baseDir string) ([]step.Input, error) {
-	if st.Apply == nil {
+	a := spec.BlockOf[Apply](st)
+	if a == nil {
 		return nil, nil
 	}
-	return step.ManifestInputs(st.Apply.Manifests, baseDir), nil
+	return step.ManifestInputs(a.Manifests, baseDir), nil
 }

@@ -65,7 +65,7 @@ type preview struct {
 // read, or dry run, then says), as apply takes it. With resolveUnnamed,
 // objects named by generateName are resolved too.
 func walk(ctx context.Context, req *step.Request, objs []*unstructured.Unstructured, ns string, resolveUnnamed bool) (*preview, error) {
-	a := req.Step.Apply
+	a := spec.BlockOf[Apply](req.Step)
 	pv := &preview{m: req.Objects()}
 	// what this step itself creates before later objects need it
 	crds := map[schema.GroupKind]*unstructured.Unstructured{}
@@ -174,7 +174,7 @@ func (e *Executor) Plan(ctx context.Context, req *step.Request) (result step.Pre
 	if err != nil {
 		return step.Prediction{}, err
 	}
-	a := req.Step.Apply
+	a := spec.BlockOf[Apply](req.Step)
 	c := planCounts{ns: ns, serverSide: a.ServerSide}
 	if pv.createNamespace {
 		c.details = append(c.details, "Namespace/"+a.Namespace+": create (createNamespace)")
@@ -188,7 +188,7 @@ func (e *Executor) Plan(ctx context.Context, req *step.Request) (result step.Pre
 	switch {
 	case c.unknown > 0:
 		return step.Prediction{Action: plan.ActionUnknown, Reason: strings.Join(c.reasons, "; "), Details: c.details}, nil
-	case a.SkipIf == spec.SkipIfExists && c.absent == 0:
+	case a.SkipIf == SkipIfExists && c.absent == 0:
 		return step.Prediction{Action: plan.ActionSkip, Reason: allExist(exist), Details: c.details}, nil
 	case exist == 0:
 		return step.Prediction{Action: plan.ActionCreate, Details: c.details}, nil
@@ -343,8 +343,8 @@ func (e *Executor) Diff(ctx context.Context, req *step.Request) (result step.Dif
 	if err != nil {
 		return step.Diff{}, err
 	}
-	a := req.Step.Apply
-	if a.SkipIf == spec.SkipIfExists {
+	a := spec.BlockOf[Apply](req.Step)
+	if a.SkipIf == SkipIfExists {
 		_, all, err := existing(ctx, req.Objects(), objs, ns)
 		if err != nil {
 			return step.Diff{}, err

@@ -1,5 +1,7 @@
-// Package builtin lists the step executors khook ships. The entrypoints
+// Package builtin lists the step kinds khook ships. The entrypoints
 // register them explicitly by calling Registry; nothing registers itself.
+// Adding a kind is one package and one line in Executors
+// (docs/step-kinds.md).
 package builtin
 
 import (
@@ -13,11 +15,12 @@ import (
 	"khook.io/core/steps/wait"
 )
 
-// Registry returns every built-in executor. The helm executor also
-// uninstalls releases for delete's release form.
-func Registry() (*step.Registry, error) {
+// Executors returns a new executor of every built-in kind, in the order
+// the spec documents the kinds (the order messages list them in). The
+// helm executor also uninstalls releases for delete's release form.
+func Executors() []step.Executor {
 	h := helmstep.New(helmstep.Options{})
-	return step.NewRegistry(
+	return []step.Executor{
 		h,
 		apply.New(apply.Options{}),
 		deletestep.New(deletestep.Options{Releases: h}),
@@ -25,5 +28,10 @@ func Registry() (*step.Registry, error) {
 		wait.New(),
 		rollout.New(),
 		job.New(),
-	)
+	}
+}
+
+// Registry registers every built-in executor.
+func Registry() (*step.Registry, error) {
+	return step.NewRegistry(Executors()...)
 }

@@ -74,9 +74,6 @@ func New(opts Options) *Executor {
 	return &Executor{releases: opts.Releases}
 }
 
-// Type returns "delete".
-func (e *Executor) Type() string { return spec.TypeDelete }
-
 // ErrNoReleaseDeleter is returned for delete.release when no helm engine
 // was registered.
 var ErrNoReleaseDeleter = errors.New("delete by release needs the helm engine, and none is registered with the delete executor")
@@ -84,12 +81,12 @@ var ErrNoReleaseDeleter = errors.New("delete by release needs the helm engine, a
 // Run deletes what the step names and waits until it is gone.
 func (e *Executor) Run(ctx context.Context, req *step.Request) (result step.Outcome, err error) {
 	defer req.RedactOutcome(&result, &err)
-	d := req.Step.Delete
+	d := spec.BlockOf[Delete](req.Step)
 	if d == nil {
 		return step.Outcome{}, errors.New("not a delete step")
 	}
 	switch d.Form() {
-	case spec.DeleteByManifests:
+	case ByManifests:
 		objs, err := manifest.Load(ctx, d.Manifests, req.BaseDir, req.HTTP)
 		if err != nil {
 			return step.Outcome{}, err
@@ -103,9 +100,9 @@ func (e *Executor) Run(ctx context.Context, req *step.Request) (result step.Outc
 			return step.Outcome{}, err
 		}
 		return step.Outcome{Message: sum.Message(), Changed: len(sum.Deleted) > 0}, nil
-	case spec.DeleteByResource:
+	case ByResource:
 		return e.byResource(ctx, req, d)
-	case spec.DeleteByRelease:
+	case ByRelease:
 		if e.releases == nil {
 			return step.Outcome{}, ErrNoReleaseDeleter
 		}
@@ -151,7 +148,7 @@ func (s selection) String() string {
 	return b.String()
 }
 
-func resolve(ctx context.Context, req *step.Request, d *spec.Delete) (selection, error) {
+func resolve(ctx context.Context, req *step.Request, d *Delete) (selection, error) {
 	ref, err := spec.ParseResource(d.Resource)
 	if err != nil {
 		return selection{}, err
@@ -196,7 +193,7 @@ func (s selection) matches(ctx context.Context, c *kube.Clients) ([]*unstructure
 	return out, nil
 }
 
-func (e *Executor) byResource(ctx context.Context, req *step.Request, d *spec.Delete) (step.Outcome, error) {
+func (e *Executor) byResource(ctx context.Context, req *step.Request, d *Delete) (step.Outcome, error) {
 	s, err := resolve(ctx, req, d)
 	if err != nil {
 		return step.Outcome{}, err
@@ -256,12 +253,12 @@ func absentPhrase(s selection) string {
 // cluster.
 func (e *Executor) Plan(ctx context.Context, req *step.Request) (result step.Prediction, err error) {
 	defer req.RedactPrediction(&result, &err)
-	d := req.Step.Delete
+	d := spec.BlockOf[Delete](req.Step)
 	if d == nil {
 		return step.Prediction{}, errors.New("not a delete step")
 	}
 	switch d.Form() {
-	case spec.DeleteByManifests:
+	case ByManifests:
 		objs, err := manifest.Load(ctx, d.Manifests, req.BaseDir, req.HTTP)
 		if err != nil {
 			return step.Prediction{}, err
@@ -284,7 +281,7 @@ func (e *Executor) Plan(ctx context.Context, req *step.Request) (result step.Pre
 			p.Reason = fmt.Sprintf("%d absent: the step will fail (ignoreNotFound: false)", len(absent))
 		}
 		return p, nil
-	case spec.DeleteByResource:
+	case ByResource:
 		s, err := resolve(ctx, req, d)
 		if err != nil {
 			return step.Prediction{}, err
@@ -305,7 +302,7 @@ func (e *Executor) Plan(ctx context.Context, req *step.Request) (result step.Pre
 			p.Details = append(p.Details, "delete "+objects.RefFor(s.mapping, o.GetNamespace(), o.GetName()).String())
 		}
 		return p, nil
-	case spec.DeleteByRelease:
+	case ByRelease:
 		ns := req.Namespace(d.Namespace)
 		rc, ok := e.releases.(ReleaseChecker)
 		if !ok {

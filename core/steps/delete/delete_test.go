@@ -30,18 +30,20 @@ func (f *fakeReleases) ReleaseExists(context.Context, *step.Request, string, str
 	return f.exists, nil
 }
 
-func releaseReq(d *spec.Delete) *step.Request {
-	return &step.Request{Step: &spec.Step{Name: "rm", Delete: d}, Redactor: redact.New()}
+func releaseReq(d *Delete) *step.Request {
+	st := &spec.Step{Name: "rm"}
+	st.SetAction(Type, d)
+	return &step.Request{Step: st, Redactor: redact.New()}
 }
 
 func TestReleaseForm(t *testing.T) {
-	_, err := New(Options{}).Run(context.Background(), releaseReq(&spec.Delete{Release: "x"}))
+	_, err := New(Options{}).Run(context.Background(), releaseReq(&Delete{Release: "x"}))
 	if !errors.Is(err, ErrNoReleaseDeleter) {
 		t.Fatalf("err %v", err)
 	}
 
 	f := &fakeReleases{}
-	out, err := New(Options{Releases: f}).Run(context.Background(), releaseReq(&spec.Delete{Release: "nginx"}))
+	out, err := New(Options{Releases: f}).Run(context.Background(), releaseReq(&Delete{Release: "nginx"}))
 	if err != nil || out.Message != "uninstalled nginx" {
 		t.Fatalf("%v %q", err, out.Message)
 	}
@@ -49,7 +51,7 @@ func TestReleaseForm(t *testing.T) {
 		t.Errorf("defaults: got %v, want nginx default true", f.got)
 	}
 	no := false
-	req := releaseReq(&spec.Delete{Release: "nginx", IgnoreNotFound: &no})
+	req := releaseReq(&Delete{Release: "nginx", IgnoreNotFound: &no})
 	req.DefaultNamespace = "from-flag"
 	if _, err := New(Options{Releases: f}).Run(context.Background(), req); err != nil {
 		t.Fatal(err)
@@ -57,7 +59,7 @@ func TestReleaseForm(t *testing.T) {
 	if f.got[1] != "from-flag" || f.got[2] != false {
 		t.Errorf("got %v", f.got)
 	}
-	if _, err := New(Options{Releases: f}).Run(context.Background(), releaseReq(&spec.Delete{Release: "nginx", Namespace: "ingress"})); err != nil || f.got[1] != "ingress" {
+	if _, err := New(Options{Releases: f}).Run(context.Background(), releaseReq(&Delete{Release: "nginx", Namespace: "ingress"})); err != nil || f.got[1] != "ingress" {
 		t.Errorf("namespace: %v %v", err, f.got)
 	}
 
@@ -65,7 +67,7 @@ func TestReleaseForm(t *testing.T) {
 	red := redact.New()
 	red.Add("tok3n-value")
 	f.err = errors.New("uninstall failed: tok3n-value")
-	req = releaseReq(&spec.Delete{Release: "nginx"})
+	req = releaseReq(&Delete{Release: "nginx"})
 	req.Redactor = red
 	if _, err := New(Options{Releases: f}).Run(context.Background(), req); err == nil || strings.Contains(err.Error(), "tok3n-value") {
 		t.Errorf("err %v", err)
@@ -73,15 +75,15 @@ func TestReleaseForm(t *testing.T) {
 }
 
 func TestReleasePlan(t *testing.T) {
-	p, err := New(Options{Releases: &fakeReleases{exists: true}}).Plan(context.Background(), releaseReq(&spec.Delete{Release: "nginx", Namespace: "ingress"}))
+	p, err := New(Options{Releases: &fakeReleases{exists: true}}).Plan(context.Background(), releaseReq(&Delete{Release: "nginx", Namespace: "ingress"}))
 	if err != nil || p.Action != "delete" || p.Details[0] != "uninstall release nginx in namespace ingress" {
 		t.Errorf("%+v %v", p, err)
 	}
-	p, _ = New(Options{Releases: &fakeReleases{}}).Plan(context.Background(), releaseReq(&spec.Delete{Release: "nginx"}))
+	p, _ = New(Options{Releases: &fakeReleases{}}).Plan(context.Background(), releaseReq(&Delete{Release: "nginx"}))
 	if p.Action != "no-op" || p.Reason != "release nginx not found in namespace default" {
 		t.Errorf("%+v", p)
 	}
-	p, _ = New(Options{}).Plan(context.Background(), releaseReq(&spec.Delete{Release: "nginx"}))
+	p, _ = New(Options{}).Plan(context.Background(), releaseReq(&Delete{Release: "nginx"}))
 	if p.Action != "unknown" {
 		t.Errorf("%+v", p)
 	}

@@ -9,8 +9,9 @@ import (
 // manifest sources in order, a file as itself, a kustomization by every
 // file system call its build makes, a url by reference.
 func (e *Executor) Inputs(st *spec.Step, baseDir string) ([]step.Input, error) {
-	if st.Delete == nil {
+	d := spec.BlockOf[Delete](st)
+	if d == nil {
 		return nil, nil
 	}
-	return step.ManifestInputs(st.Delete.Manifests, baseDir), nil
+	return step.ManifestInputs(d.Manifests, baseDir), nil
 }

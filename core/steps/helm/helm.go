@@ -58,9 +58,6 @@ type Executor struct{}
 // New returns the helm executor.
 func New(Options) *Executor { return &Executor{} }
 
-// Type returns "helm".
-func (e *Executor) Type() string { return spec.TypeHelm }
-
 // Run installs or upgrades the step's release.
 func (e *Executor) Run(ctx context.Context, req *step.Request) (out step.Outcome, err error) {
 	defer req.RedactOutcome(&out, &err)
@@ -242,10 +239,10 @@ func runOf(req *step.Request) khelm.Run {
 
 // releaseOf is the step's desired release.
 func releaseOf(req *step.Request) (khelm.Release, error) {
-	if req.Step == nil || req.Step.Helm == nil {
+	h := spec.BlockOf[Helm](req.Step)
+	if h == nil {
 		return khelm.Release{}, errors.New("not a helm step")
 	}
-	h := req.Step.Helm
 	r := khelm.Release{
 		Name:            h.ReleaseName(req.Step.Name),
 		Namespace:       req.Namespace(h.Namespace),
@@ -254,7 +251,7 @@ func releaseOf(req *step.Request) (khelm.Release, error) {
 		CreateNamespace: h.CreateNamespace,
 		Atomic:          h.Atomic,
 		Wait:            h.Wait,
-		SkipIfInstalled: h.SkipIf == spec.SkipIfInstalled,
+		SkipIfInstalled: h.SkipIf == SkipIfInstalled,
 		Timeout:         req.Timeout,
 		Run:             runOf(req),
 		Replace:         req.Replace,

@@ -15,7 +15,7 @@ import (
 // a remote chart by reference, noted as remote when the reference does
 // not pin its content.
 func (e *Executor) Inputs(st *spec.Step, baseDir string) ([]step.Input, error) {
-	hs := st.Helm
+	hs := spec.BlockOf[Helm](st)
 	if hs == nil {
 		return nil, nil
 	}
@@ -55,7 +55,7 @@ func (e *Executor) Inputs(st *spec.Step, baseDir string) ([]step.Input, error) {
 // unpinnedChart says why a remote chart's content can change behind an
 // unchanged reference, or "" when the reference pins it: an OCI digest, or
 // an exact version (which chart repositories and registries publish once).
-func unpinnedChart(ref spec.ChartRef, hs *spec.Helm) string {
+func unpinnedChart(ref spec.ChartRef, hs *Helm) string {
 	switch ref.Source {
 	case spec.ChartFromOCI:
 		name := "chart oci://" + ref.Name

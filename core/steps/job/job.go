@@ -47,21 +47,20 @@ type Executor struct{}
 // New returns the job: executor.
 func New() *Executor { return &Executor{} }
 
-// Type is the action key.
-func (*Executor) Type() string { return spec.TypeJob }
-
 // ref is the step's Job.
 type ref struct {
 	ns, name string
 	subject  string // "Job ns/name"
+	job      *Job   // the step's block
 }
 
 func jobRef(req *step.Request) (ref, error) {
-	if req.Step.Job == nil {
+	j := spec.BlockOf[Job](req.Step)
+	if j == nil {
 		return ref{}, fmt.Errorf("step %s is not a job step", req.Step.Name)
 	}
-	ns := req.Namespace(req.Step.Job.Namespace)
-	return ref{ns: ns, name: req.Step.Name, subject: objects.Ref{Kind: "Job", Namespace: ns, Name: req.Step.Name}.Path()}, nil
+	ns := req.Namespace(j.Namespace)
+	return ref{ns: ns, name: req.Step.Name, subject: objects.Ref{Kind: "Job", Namespace: ns, Name: req.Step.Name}.Path(), job: j}, nil
 }
 
 // Owned reports whether khook manages j.
@@ -87,7 +86,7 @@ func notOwned(r ref) error {
 // Build returns the Job a step runs: named after the step, in ns, with
 // activeDeadlineSeconds from timeout (rounded up; none when timeout is 0).
 func Build(st *spec.Step, specName, ns string, timeout time.Duration) *batchv1.Job {
-	j := st.Job
+	j := spec.BlockOf[Job](st)
 	labels := map[string]string{objects.LabelManagedBy: objects.ManagedBy, LabelStep: st.Name}
 	if specName != "" && len(validation.IsValidLabelValue(specName)) == 0 {
 		labels[LabelSpec] = specName
@@ -152,7 +151,7 @@ func (e *Executor) Run(ctx context.Context, req *step.Request) (result step.Outc
 	}
 	jobs := req.Kube.Typed.BatchV1().Jobs(r.ns)
 	m := req.Objects()
-	if req.Step.Job.CreateNamespace {
+	if r.job.CreateNamespace {
 		// a user who may neither read nor create namespaces may still
 		// run Jobs in this one: the Job's creation says whether it is there
 		var unknown *objects.NamespaceUnknownError
@@ -168,7 +167,7 @@ func (e *Executor) Run(ctx context.Context, req *step.Request) (result step.Outc
 		return step.Outcome{}, fmt.Errorf("%s: %w", r.subject, err)
 	case !Owned(old):
 		return step.Outcome{}, notOwned(r)
-	case req.Step.Job.SkipIf == spec.SkipIfSucceeded && Succeeded(old):
+	case r.job.SkipIf == SkipIfSucceeded && Succeeded(old):
 		return step.Outcome{Skipped: true, SkipReason: r.subject + " already completed successfully" + completedAt(old)}, nil
 	}
 	if old != nil {
@@ -184,7 +183,7 @@ func (e *Executor) Run(ctx context.Context, req *step.Request) (result step.Outc
 		return step.Outcome{}, stopCreateOnInterrupt(ctx, req, r, err)
 	}
 	if err != nil {
-		if apierrors.IsNotFound(err) && !req.Step.Job.CreateNamespace {
+		if apierrors.IsNotFound(err) && !r.job.CreateNamespace {
 			return step.Outcome{}, fmt.Errorf("%s: namespace %s does not exist (set createNamespace: true, or order this step after the one creating it): %w", r.subject, r.ns, err)
 		}
 		return step.Outcome{}, fmt.Errorf("create %s: %w", r.subject, err)
@@ -368,7 +367,7 @@ func (e *Executor) Plan(ctx context.Context, req *step.Request) (result step.Pre
 	switch {
 	case err != nil && !apierrors.IsForbidden(err):
 		return step.Prediction{}, err
-	case err == nil && !ok && req.Step.Job.CreateNamespace:
+	case err == nil && !ok && r.job.CreateNamespace:
 		return step.Prediction{Action: plan.ActionRun, Reason: "create namespace " + r.ns + " and run " + r.subject}, nil
 	case err == nil && !ok:
 		return step.Prediction{Action: plan.ActionUnknown, Reason: "namespace " + r.ns + " does not exist yet"}, nil
@@ -381,7 +380,7 @@ func (e *Executor) Plan(ctx context.Context, req *step.Request) (result step.Pre
 		return step.Prediction{}, fmt.Errorf("%s: %w", r.subject, err)
 	case !Owned(old):
 		return step.Prediction{}, notOwned(r)
-	case req.Step.Job.SkipIf == spec.SkipIfSucceeded && Succeeded(old):
+	case r.job.SkipIf == SkipIfSucceeded && Succeeded(old):
 		return step.Prediction{Action: plan.ActionSkip, Reason: r.subject + " already completed successfully" + completedAt(old)}, nil
 	}
 	return step.Prediction{Action: plan.ActionRun, Reason: "replace the previous run's " + r.subject}, nil

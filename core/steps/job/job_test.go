@@ -18,11 +18,12 @@ import (
 )
 
 func TestBuild(t *testing.T) {
-	st := &spec.Step{Name: "migrate", Job: &spec.Job{
+	st := &spec.Step{Name: "migrate"}
+	st.SetAction(Type, &Job{
 		Image: "img:1", Command: []string{"sh"}, Args: []string{"-c", "x"},
 		Env:            map[string]string{"B": "2", "A": "1"},
 		ServiceAccount: "sa",
-	}}
+	})
 	j := Build(st, "platform", "ns", 90*time.Second+time.Millisecond)
 	if j.Name != "migrate" || j.Namespace != "ns" {
 		t.Errorf("name %s/%s", j.Namespace, j.Name)

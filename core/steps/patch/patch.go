@@ -37,9 +37,6 @@ var _ step.Differ = (*Executor)(nil)
 // New returns the patch: executor.
 func New() *Executor { return &Executor{} }
 
-// Type is the action key.
-func (*Executor) Type() string { return spec.TypePatch }
-
 // target is a resolved patch: its object, patch type and body.
 type target struct {
 	mapping      *meta.RESTMapping
@@ -54,7 +51,7 @@ type target struct {
 }
 
 func resolve(ctx context.Context, req *step.Request) (*target, error) {
-	p := req.Step.Patch
+	p := spec.BlockOf[Patch](req.Step)
 	if p == nil {
 		return nil, fmt.Errorf("step %s is not a patch step", req.Step.Name)
 	}
@@ -74,11 +71,11 @@ func resolve(ctx context.Context, req *step.Request) (*target, error) {
 	t := &target{mapping: m, name: ref.Name, typ: p.PatchType(), fieldManager: om.FieldManager(),
 		subject: objects.RefFor(m, ns, ref.Name).Path(), ri: om.Client(m, ns)}
 	switch t.typ {
-	case spec.PatchStrategic:
+	case Strategic:
 		t.patchType = types.StrategicMergePatchType
-	case spec.PatchMerge:
+	case Merge:
 		t.patchType = types.MergePatchType
-	case spec.PatchJSON:
+	case JSON:
 		t.patchType = types.JSONPatchType
 	default:
 		return nil, fmt.Errorf("patch.type %q: want strategic, merge or json", t.typ)

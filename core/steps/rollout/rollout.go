@@ -38,9 +38,6 @@ type Executor struct{}
 // New returns the rollout: executor.
 func New() *Executor { return &Executor{} }
 
-// Type is the action key.
-func (*Executor) Type() string { return spec.TypeRollout }
-
 // workload is a resolved rollout target.
 type workload struct {
 	mapping      *meta.RESTMapping
@@ -52,7 +49,7 @@ type workload struct {
 }
 
 func resolve(ctx context.Context, req *step.Request) (*workload, error) {
-	r := req.Step.Rollout
+	r := spec.BlockOf[Rollout](req.Step)
 	if r == nil {
 		return nil, fmt.Errorf("step %s is not a rollout step", req.Step.Name)
 	}
@@ -109,7 +106,7 @@ func (e *Executor) Run(ctx context.Context, req *step.Request) (result step.Outc
 	if err != nil {
 		return step.Outcome{}, err
 	}
-	if req.Step.Rollout.Restart != "" {
+	if spec.BlockOf[Rollout](req.Step).Restart != "" {
 		return w.restart(ctx)
 	}
 	return w.status(ctx, req)
@@ -242,7 +239,7 @@ func (e *Executor) Plan(ctx context.Context, req *step.Request) (result step.Pre
 	if err != nil {
 		return step.Prediction{}, fmt.Errorf("%s: %w", w.subject, err)
 	}
-	if req.Step.Rollout.Restart != "" {
+	if spec.BlockOf[Rollout](req.Step).Restart != "" {
 		return step.Prediction{Action: plan.ActionRestart, Reason: "restart " + w.subject}, nil
 	}
 	viewer, err := polymorphichelpers.StatusViewerFor(w.mapping.GroupVersionKind.GroupKind())

@@ -25,9 +25,6 @@ type Executor struct{}
 // New returns the wait: executor.
 func New() *Executor { return &Executor{} }
 
-// Type is the action key.
-func (*Executor) Type() string { return spec.TypeWait }
-
 // resolved is a wait step turned into a waiter target.
 type resolved struct {
 	target waiter.Target
@@ -39,7 +36,7 @@ type resolved struct {
 // resolve parses the step and maps its type. A type the cluster does not
 // serve is returned as kube's error (meta.IsNoMatchError finds it).
 func resolve(ctx context.Context, req *step.Request) (resolved, error) {
-	w := req.Step.Wait
+	w := spec.BlockOf[Wait](req.Step)
 	if w == nil {
 		return resolved{}, fmt.Errorf("step %s is not a wait step", req.Step.Name)
 	}

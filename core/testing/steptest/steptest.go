@@ -1,6 +1,7 @@
 // Package steptest builds real step requests for executor tests: a step
-// written as YAML, loaded and validated like a spec, with clients for the
-// test cluster.
+// written as YAML, loaded and validated like a spec (of the built-in step
+// kinds, unless told), with clients for the test cluster. A package that
+// the built-in kinds import (core/helm) cannot import it in its own tests.
 package steptest
 
 import (
@@ -23,6 +24,7 @@ import (
 	"khook.io/core/load"
 	"khook.io/core/redact"
 	"khook.io/core/step"
+	"khook.io/core/steps/builtin"
 	"khook.io/core/testing/testcluster"
 	"khook.io/core/vars"
 )
@@ -41,6 +43,9 @@ func Clients(t testing.TB, cfg *rest.Config) *kube.Clients {
 
 // Options tune Request.
 type Options struct {
+	// Steps builds the registry whose kinds the step may be; nil: the
+	// built-in kinds (steps/builtin.Registry).
+	Steps func() (*step.Registry, error)
 	// Env holds KHOOK_VAR_*/KHOOK_SECRET_* variables ("K=V").
 	Env []string
 	// BaseDir anchors local paths; defaults to the test's working directory.
@@ -81,7 +86,11 @@ func Request(t testing.TB, clients *kube.Clients, stepYAML string, opts Options)
 			b.WriteString("    " + line + "\n")
 		}
 	}
-	var l load.Loader
+	steps := opts.Steps
+	if steps == nil {
+		steps = builtin.Registry
+	}
+	l := load.Loader{Steps: steps}
 	doc, err := l.Parse([]byte(b.String()), filepath.Join(base, "steptest.yaml"), base, set, red)
 	if err != nil {
 		t.Fatalf("step does not validate: %v\n%s", err, b.String())

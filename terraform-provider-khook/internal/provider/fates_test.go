@@ -52,7 +52,7 @@ func TestPlanFatesAsCLI(t *testing.T) {
 				}
 				// the provider's rows, from the engine as it calls it
 				red := redact.New()
-				doc, err := (&load.Loader{}).Load(load.Options{File: "-", Stdin: strings.NewReader(text), Redactor: red})
+				doc, err := (&load.Loader{Steps: builtin.Registry}).Load(load.Options{File: "-", Stdin: strings.NewReader(text), Redactor: red})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -17,6 +17,7 @@ import (
 	"khook.io/core/plan"
 	"khook.io/core/redact"
 	"khook.io/core/state"
+	"khook.io/core/steps/builtin"
 	"khook.io/core/vars"
 )
 
@@ -167,7 +168,7 @@ func (m *specModel) loadSpec(ctx context.Context, secrets map[string]string, red
 	}
 	text := m.Spec.ValueString()
 	file := filepath.Join(base, specFile)
-	l := &load.Loader{}
+	l := &load.Loader{Steps: builtin.Registry}
 	return l.Load(load.Options{File: file, Vars: opts, Redactor: red, ReadFile: func(string) ([]byte, error) { return []byte(text), nil }})
 }
 
