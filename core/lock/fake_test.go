@@ -179,15 +179,24 @@ func (f *fakeLeases) Delete(_ context.Context, name string, opts metav1.DeleteOp
 	return nil
 }
 
-// Watch sends the events after the call (the lock watches from the
-// version it just read or wrote).
-func (f *fakeLeases) Watch(_ context.Context, _ metav1.ListOptions) (watch.Interface, error) {
+// Watch starts where the API server starts a watch without a
+// resourceVersion (the lock's): at the Lease as it is now, sent first as
+// an Added event, then every change after the call. A watch from a given
+// resourceVersion would replay what came after it: the fake keeps no
+// history, so it refuses one.
+func (f *fakeLeases) Watch(_ context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.down {
+	switch {
+	case f.down:
 		return nil, refusedErr()
+	case opts.ResourceVersion != "":
+		return nil, errors.New("fakeLeases: a watch from a resourceVersion is not modelled")
 	}
 	w := watch.NewRaceFreeFake()
+	if f.lease != nil {
+		w.Add(f.lease.DeepCopy())
+	}
 	f.watchers = append(f.watchers, w)
 	return w, nil
 }
