@@ -71,7 +71,7 @@ func TestPlanAgreesWithRun(t *testing.T) {
 	connect := func(level string, sel SelectOptions) *Cluster {
 		t.Helper()
 		red := redact.New()
-		doc, err := (&load.Loader{}).Load(load.Options{File: "-", Stdin: strings.NewReader(fmt.Sprintf(fatesSpec, ns)), Redactor: red,
+		doc, err := (&load.Loader{Steps: builtin.Registry}).Load(load.Options{File: "-", Stdin: strings.NewReader(fmt.Sprintf(fatesSpec, ns)), Redactor: red,
 			Vars: vars.Options{Set: []string{"LEVEL=" + level}, VarPrefix: vars.DefaultVarPrefix, SecretPrefix: vars.DefaultSecretPrefix}})
 		if err != nil {
 			t.Fatal(err)
