@@ -1,10 +1,8 @@
 package diff
 
 import (
-	"fmt"
 	"reflect"
 	"sort"
-	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
@@ -124,22 +122,4 @@ func bookkeeping(p FieldPath) bool {
 // pathString is p as FieldPath.String writes it, with a key that holds a
 // dot (an annotation's, a label's) quoted in brackets:
 // metadata.labels["app.kubernetes.io/name"].
-func pathString(p FieldPath) string {
-	var b strings.Builder
-	for i, e := range p {
-		switch {
-		case e.item && e.byName:
-			fmt.Fprintf(&b, "[name=%s]", e.name)
-		case e.item:
-			fmt.Fprintf(&b, "[%d]", e.index)
-		case strings.ContainsAny(e.key, `.[]" `) || e.key == "":
-			fmt.Fprintf(&b, "[%q]", e.key)
-		default:
-			if i > 0 {
-				b.WriteByte('.')
-			}
-			b.WriteString(e.key)
-		}
-	}
-	return b.String()
-}
+func pathString(p FieldPath) string { return p.format(true) }

@@ -40,7 +40,12 @@ type elem struct {
 type FieldPath []elem
 
 // String is the path in jsonpath-like form: spec.containers[name=web].env[name=TOKEN].value.
-func (p FieldPath) String() string {
+func (p FieldPath) String() string { return p.format(false) }
+
+// format writes p; with quote, a key that holds a dot, a bracket, a quote
+// or a space (an annotation's, a label's), or the empty key, is quoted in
+// brackets: metadata.labels["app.kubernetes.io/name"].
+func (p FieldPath) format(quote bool) string {
 	var b strings.Builder
 	for i, e := range p {
 		switch {
@@ -48,6 +53,8 @@ func (p FieldPath) String() string {
 			fmt.Fprintf(&b, "[name=%s]", e.name)
 		case e.item:
 			fmt.Fprintf(&b, "[%d]", e.index)
+		case quote && (strings.ContainsAny(e.key, `.[]" `) || e.key == ""):
+			fmt.Fprintf(&b, "[%q]", e.key)
 		default:
 			if i > 0 {
 				b.WriteByte('.')
