@@ -66,18 +66,11 @@ var Categories = []string{CatChange, CatUnchanged, CatUnavailable, CatResumed, C
 func (c *Cluster) Diff(ctx context.Context, parallelism int) ([]*StepDiff, error) {
 	c.sink = event.Discard
 	c.noteLock(ctx)
-	rec, ins, err := c.readRecord(ctx)
+	r, err := c.dispose(ctx, CommandDiff)
 	if err != nil {
 		return nil, err
 	}
-	resumed := make([]bool, len(c.doc.Spec.Steps))
-	if rec != nil {
-		resumed = Resumes(c.doc, rec, hashesOf(ins))
-	}
-	disp := Dispose(c.doc, CommandDiff, c.opts.Selection, Facts{Resumed: resumed})
-	if err := CheckBlocked(c.doc, disp); err != nil {
-		return nil, err
-	}
+	disp := r.disp
 	steps := c.doc.Spec.Steps
 	results := make([]*StepDiff, len(steps))
 	g, gctx := errgroup.WithContext(ctx)

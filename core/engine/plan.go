@@ -52,18 +52,11 @@ func (c *Cluster) Plan(ctx context.Context) (*PlanResult, error) {
 	if ctx.Err() != nil {
 		return nil, &StoppedError{Cause: context.Cause(ctx)}
 	}
-	rec, ins, err := c.readRecord(ctx)
+	r, err := c.dispose(ctx, CommandPlan)
 	if err != nil {
 		return nil, err
 	}
-	resumed := make([]bool, len(c.doc.Spec.Steps))
-	if rec != nil {
-		resumed = Resumes(c.doc, rec, hashesOf(ins))
-	}
-	disp := Dispose(c.doc, CommandPlan, c.opts.Selection, Facts{Resumed: resumed})
-	if err := CheckBlocked(c.doc, disp); err != nil {
-		return nil, err
-	}
+	disp := r.disp
 	dry := c.dryRunTriggers(ctx, disp)
 	byName := make(map[string]*plan.Step, len(p.Steps))
 	for k := range p.Steps {
@@ -90,8 +83,8 @@ func (c *Cluster) Plan(ctx context.Context) (*PlanResult, error) {
 	applyFates(c.doc, p, disp)
 	markHashCannotSee(p, c.doc, c.registry)
 	res := &PlanResult{Plan: p, Dispositions: disp}
-	if rec != nil {
-		res.Status = c.compare(rec, ins, resumed)
+	if r.rec != nil {
+		res.Status = c.compare(r.rec, r.ins, r.resumed)
 	}
 	return res, nil
 }

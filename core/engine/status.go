@@ -45,6 +45,35 @@ func (c *Cluster) Status(ctx context.Context) (*state.Status, error) {
 	return st, nil
 }
 
+// recorded is what the state record says of a command about to run: the
+// record (nil without one), every step's inputs, which steps the record
+// resumes, and the fate each step gets.
+type recorded struct {
+	rec     *state.Record
+	ins     []*state.Inputs
+	resumed []bool
+	disp    []Disposition
+}
+
+// dispose reads the record and gives each step the fate command gives it;
+// an error when the record cannot be read or --no-needs leaves a step
+// blocked.
+func (c *Cluster) dispose(ctx context.Context, command Command) (*recorded, error) {
+	rec, ins, err := c.readRecord(ctx)
+	if err != nil {
+		return nil, err
+	}
+	resumed := make([]bool, len(c.doc.Spec.Steps))
+	if rec != nil {
+		resumed = Resumes(c.doc, rec, hashesOf(ins))
+	}
+	disp := Dispose(c.doc, command, c.opts.Selection, Facts{Resumed: resumed})
+	if err := CheckBlocked(c.doc, disp); err != nil {
+		return nil, err
+	}
+	return &recorded{rec: rec, ins: ins, resumed: resumed, disp: disp}, nil
+}
+
 // readRecord reads the state record, without writing it, and reads every
 // step's inputs (their hashes) to compare with it: nil without a state:
 // block or a record.
