@@ -25,13 +25,9 @@ func setPath(obj map[string]any, p fieldpath.Path, v any, present bool) {
 	if len(p) == 0 {
 		return
 	}
-	var parent any = obj
-	for _, pe := range p[:len(p)-1] {
-		next, ok := child(parent, pe)
-		if !ok {
-			return
-		}
-		parent = next
+	parent, ok := parentOf(obj, p)
+	if !ok {
+		return
 	}
 	last := p[len(p)-1]
 	switch c := parent.(type) {
@@ -60,17 +56,24 @@ func setPath(obj map[string]any, p fieldpath.Path, v any, present bool) {
 
 // setList puts l at the list field p of obj.
 func setList(obj map[string]any, p fieldpath.Path, l []any) {
+	parent, _ := parentOf(obj, p)
+	if m, ok := parent.(map[string]any); ok && p[len(p)-1].FieldName != nil {
+		m[*p[len(p)-1].FieldName] = l
+	}
+}
+
+// parentOf is the value that holds the last element of the non-empty path
+// p in obj; false when obj does not have it.
+func parentOf(obj map[string]any, p fieldpath.Path) (any, bool) {
 	var parent any = obj
 	for _, pe := range p[:len(p)-1] {
 		next, ok := child(parent, pe)
 		if !ok {
-			return
+			return nil, false
 		}
 		parent = next
 	}
-	if m, ok := parent.(map[string]any); ok && p[len(p)-1].FieldName != nil {
-		m[*p[len(p)-1].FieldName] = l
-	}
+	return parent, true
 }
 
 func child(v any, pe fieldpath.PathElement) (any, bool) {
