@@ -13,6 +13,9 @@
 #                         first Deployment created to the last one Current
 #                         by kstatus, seen by a watch outside khook
 #                         (khook-testcluster ready)
+#   lead                  from the wait: true apply's start to the first
+#                         Deployment seen (the process starting, loading,
+#                         rendering, creating what comes before)
 #   lag                   how long after that the wait: true apply ended
 #                         (the wait noticing, helm's release record,
 #                         khook's state record, the process exiting)
@@ -111,6 +114,7 @@ timed() {
 	fi
 	end=$(date +%s%N)
 	echo $(((end - start) / 1000000)) >>"$tmp/$label"
+	echo $((start / 1000000)) >"$tmp/start"
 	echo $((end / 1000000)) >"$tmp/end"
 }
 
@@ -127,13 +131,14 @@ watch_ready() {
 }
 
 # pace_and_lag IMPL: after the timed apply, notes the cluster's pace (first
-# Deployment seen to the last Current) and khook's lag (last Current to the
-# apply's end).
+# Deployment seen to the last Current), khook's lead (the apply's start to
+# the first Deployment seen) and lag (last Current to the apply's end).
 pace_and_lag() {
 	wait "$ready_pid"
 	local first current
 	first=$(awk '$1 == "first" { print $2 }' "$tmp/ready")
 	current=$(awk '$1 == "current" { print $2 }' "$tmp/ready")
+	echo $((first - $(cat "$tmp/start"))) >>"$tmp/$1-lead"
 	echo $((current - first)) >>"$tmp/$1-pace"
 	echo $(($(cat "$tmp/end") - current)) >>"$tmp/$1-lag"
 }
@@ -172,7 +177,7 @@ echo "machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg); me
 printf '%-16s' ""
 printf ' %12s' "${variants[@]}"
 echo
-for m in install wait pace lag noop destroy real-wait real-destroy; do
+for m in install wait lead pace lag noop destroy real-wait real-destroy; do
 	printf '%-16s' "$m"
 	for impl in "${variants[@]}"; do printf ' %12s' "$(median "$impl-$m")"; done
 	echo
