@@ -13,12 +13,15 @@
 #                         first Deployment created to the last one Current
 #                         by kstatus, seen by a watch outside khook
 #                         (khook-testcluster ready)
-#   lead                  from the wait: true apply's start to the first
-#                         Deployment seen (the process starting, loading,
-#                         rendering, creating what comes before)
 #   lag                   how long after that the wait: true apply ended
 #                         (the wait noticing, helm's release record,
 #                         khook's state record, the process exiting)
+#   lead                  from the wait: true apply's start to the first
+#                         Deployment seen (the process starting, loading,
+#                         rendering, creating what comes before)
+# The wait: true apply starts on a settled cluster: it waits until the
+# no-wait install's Deployments are Current. (The no-wait apply ends about
+# 0.1 s before they are, and that work used to slow the next apply.)
 # Scenario "real-shaped": ten releases of a chart with three Deployments
 # (2 replicas), a StatefulSet, a DaemonSet, two Services, a PVC bound to a
 # PV and a post-install hook Job (kwok completes Job pods after 1 s),
@@ -160,7 +163,12 @@ for round in $(seq "$runs"); do
 		nowait="$(spec "nowait-$impl-$round" "$charts/cmdeploy" "nw-$impl-$round" false)"
 		wait="$(spec "wait-$impl-$round" "$charts/cmdeploy" "w-$impl-$round" true)"
 		real="$(spec "real-$impl-$round" "$charts/platform" "rs-$impl-$round" true)"
+		# the wait: true apply starts on a settled cluster: the no-wait
+		# install ends before the cluster has made its Deployments Current,
+		# and that work would otherwise slow the next apply
+		watch_ready "nw-$impl-$round"
 		timed "$impl-install" "$bin" apply -f "$nowait"
+		wait "$ready_pid"
 		watch_ready "w-$impl-$round"
 		timed "$impl-wait" "$bin" apply -f "$wait"
 		pace_and_lag "$impl"
@@ -186,5 +194,5 @@ echo
 for impl in "${variants[@]}"; do
 	i="$(median "$impl-install")" w="$(median "$impl-wait")" d="$(median "$impl-destroy")" p="$(median "$impl-pace")" l="$(median "$impl-lag")"
 	awk -v impl="$impl" -v i="$i" -v w="$w" -v d="$d" -v p="$p" -v l="$l" 'BEGIN {
-		printf "%s: wait adds %.2f s over no wait (target <= 0.20): the cluster took %.2f s from the first Deployment to the last Current, the apply ended %.2f s after; destroy / no-wait install = %.2f (target <= 2), destroy %.2f s (target <= 0.72)\n", impl, w - i, p, l, d / i, d }'
+		printf "%s: wait adds %.2f s over no wait (target < 0.10): the cluster took %.2f s from the first Deployment to the last Current, the apply ended %.2f s after; destroy / no-wait install = %.2f (target <= 2), destroy %.2f s (target <= 0.72)\n", impl, w - i, p, l, d / i, d }'
 done
