@@ -443,12 +443,25 @@ func TestRevertKeepsSecretsOutOfTheRecord(t *testing.T) {
 	if _, err := c.Typed.CoreV1().ConfigMaps(ns).Create(ctx(t), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "conf"}, Data: map[string]string{"url": "https://db?password=" + old}}, metav1.CreateOptions{FieldManager: "team-a"}); err != nil {
 		t.Fatal(err)
 	}
+	// as kubectl's client-side apply creates it: its last-applied
+	// configuration holds the old value of the field khook writes a
+	// secret into
+	applied := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "applied", Annotations: map[string]string{
+		corev1.LastAppliedConfigAnnotation: `{"apiVersion":"v1","data":{"password":"` + old + `"},"kind":"ConfigMap","metadata":{"annotations":{},"name":"applied","namespace":"` + ns + `"}}` + "\n",
+	}}, Data: map[string]string{"password": old}}
+	if _, err := c.Typed.CoreV1().ConfigMaps(ns).Create(ctx(t), applied, metav1.CreateOptions{FieldManager: "kubectl-client-side-apply"}); err != nil {
+		t.Fatal(err)
+	}
 	mine := []*unstructured.Unstructured{
 		obj(t, "apiVersion: v1\nkind: Secret\nmetadata: {name: creds}\nstringData: {password: "+planted+", extra: x}\n"),
 		obj(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: conf}\ndata: {url: \"https://db?password="+planted+"\"}\n"),
+		obj(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: applied}\ndata: {password: "+planted+"}\n"),
 	}
 	for _, o := range mine {
-		if _, err := khook.Apply(ctx(t), o, ns, objects.ApplyOptions{}); err != nil {
+		// server-side, khook's apply does not carry the last-applied
+		// annotation: the earlier one is recorded as another writer's
+		opts := objects.ApplyOptions{ServerSide: o.GetName() == "applied"}
+		if _, err := khook.Apply(ctx(t), o, ns, opts); err != nil {
 			t.Fatal(err)
 		}
 	}
