@@ -142,6 +142,9 @@ type Options struct {
 	// Logs reads the last log lines of a crashing container (for a
 	// failure's report; a progress line goes without).
 	Logs bool
+	// Redact masks secrets in the log output before it is cut to its
+	// bounds (nil: none).
+	Redact func(string) string
 }
 
 // Diagnoser finds causes with a run's clients. It is safe for concurrent
@@ -180,7 +183,7 @@ func (d *Diagnoser) Diagnose(ctx context.Context, objs []*unstructured.Unstructu
 	}
 	c := best.cause
 	if opts.Logs && best.logs != nil {
-		c.Logs = w.logs(best.logs)
+		c.Logs = w.logs(best.logs, opts.Redact)
 	}
 	return &c
 }

@@ -23,8 +23,9 @@ const (
 // logs returns the container's last log lines as a suffix ("; last 3 log
 // lines:\n    ..."), bounded to LogTailLines lines and LogMaxBytes, or a
 // note saying why there are none. A container waiting to restart has the
-// lines of its last run.
-func (w *walk) logs(c *container) string {
+// lines of its last run. redact, when set, masks secrets in the whole
+// output first, so that no cut leaves a part of one.
+func (w *walk) logs(c *container, redact func(string) string) string {
 	if !w.spend() {
 		return ""
 	}
@@ -34,6 +35,9 @@ func (w *walk) logs(c *container) string {
 	}).Do(w.ctx).Raw()
 	if err != nil {
 		return "; its logs are unavailable: " + logsError(err)
+	}
+	if redact != nil {
+		raw = []byte(redact(string(raw)))
 	}
 	return FormatLogs(raw)
 }

@@ -148,7 +148,7 @@ func (c *Client) configuration(namespace string) (*configuration, error) {
 	// every client-side create (a client-side release's hooks) without
 	// Helm's process-wide lock; server-side ones are Helm's own: see
 	// kubeClient.Create
-	wrapped := &kubeClient{Client: kc, clients: c.env.Kube, log: c.env.logf, clientSideCreates: true}
+	wrapped := &kubeClient{Client: kc, clients: c.env.Kube, log: c.env.logf, clientSideCreates: true, red: c.env.Redactor}
 	cfg.KubeClient = wrapped
 	return &configuration{Configuration: cfg, log: log, kube: wrapped}, nil
 }

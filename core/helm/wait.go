@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"khook.io/core/kube"
+	"khook.io/core/redact"
 	"khook.io/core/waiter"
 )
 
@@ -57,6 +58,9 @@ type kubeClient struct {
 	// clientSideCreates: the operation applies client-side, so Create
 	// creates without Helm's process-wide lock (see Create).
 	clientSideCreates bool
+	// red masks secrets in what a wait's error carries: Helm keeps that
+	// error in the release record.
+	red *redact.Redactor
 }
 
 var _ helmkube.InterfaceWaitOptions = (*kubeClient)(nil)
@@ -78,7 +82,7 @@ func (k *kubeClient) GetWaiterWithOptions(ws helmkube.WaitStrategy, opts ...helm
 	// every time) is built only when a hook or a deletion is waited for:
 	// most releases have no hooks.
 	helms := sync.OnceValues(func() (helmkube.Waiter, error) { return k.Client.GetWaiterWithOptions(ws, opts...) })
-	return &readyWaiter{helm: helms, hooksOnly: hooksOnly, clients: k.clients, ctx: ctx, log: k.log}, nil
+	return &readyWaiter{helm: helms, hooksOnly: hooksOnly, clients: k.clients, ctx: ctx, log: k.log, red: k.red}, nil
 }
 
 // readyWaiter waits for a release's resources with core/waiter and
@@ -92,6 +96,7 @@ type readyWaiter struct {
 	clients   *kube.Clients
 	ctx       context.Context
 	log       func(format string, args ...any)
+	red       *redact.Redactor
 }
 
 // WatchUntilReady waits for a hook's resources as Helm 4's status watcher
@@ -216,11 +221,11 @@ func (w *readyWaiter) run(targets []waiter.Target, timeout time.Duration, what s
 		defer cancel()
 	}
 	progress := func(line string) { w.log("%s", line) }
-	err := waiter.Wait(ctx, w.clients, waiter.Options{Targets: targets, Check: check, What: what, Progress: progress, FinalDiagnosis: finalDiagnosis})
+	err := waiter.Wait(ctx, w.clients, waiter.Options{Targets: targets, Check: check, What: what, Progress: progress, FinalDiagnosis: finalDiagnosis, Redact: w.red.String})
 	if err != nil && ctx.Err() != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
 		err = fmt.Errorf("%w: %w", err, ctx.Err())
 	}
-	return err
+	return w.red.Error(err) // before Helm records it in the release
 }
 
 // alwaysReady are the kinds kstatus judges Current whenever they exist

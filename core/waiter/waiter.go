@@ -95,17 +95,26 @@ type Target struct {
 // their current values change ("waiting for condition Ready on 2 of 3
 // pods: Pod ns/a: status False (ContainersNotReady) (and 1 more)").
 func Until(ctx context.Context, c *kube.Clients, targets []Target, cond spec.WaitFor, progress func(string)) error {
+	opts, err := ForCondition(targets, cond, progress)
+	if err != nil {
+		return err
+	}
+	return Wait(ctx, c, opts)
+}
+
+// ForCondition is the wait Until waits: for cond on targets.
+func ForCondition(targets []Target, cond spec.WaitFor, progress func(string)) (Options, error) {
 	opts := Options{Targets: targets, What: Describe(cond), Progress: progress}
 	if cond.Kind == spec.ForDelete {
 		opts.Gone = true
-	} else {
-		cc, err := NewCondition(cond)
-		if err != nil {
-			return err
-		}
-		opts.Check = cc.Check
+		return opts, nil
 	}
-	return Wait(ctx, c, opts)
+	cc, err := NewCondition(cond)
+	if err != nil {
+		return Options{}, err
+	}
+	opts.Check = cc.Check
+	return opts, nil
 }
 
 // Options is a wait in its general form: Until with a condition of the
@@ -132,6 +141,23 @@ type Options struct {
 	// its deadline (zero: DefaultFinalDiagnosis); when it finds nothing in
 	// time, the last diagnosis since the objects last changed is used.
 	FinalDiagnosis time.Duration
+	// Redact masks secrets in a crashing container's log lines before
+	// they are cut to their bounds, so that no part of a secret is left
+	// (nil: the lines are kept as read).
+	Redact func(string) string
+}
+
+// finalDiagnosis is FinalDiagnosis, or its default.
+func (o Options) finalDiagnosis() time.Duration {
+	if o.FinalDiagnosis <= 0 {
+		return DefaultFinalDiagnosis
+	}
+	return o.FinalDiagnosis
+}
+
+// diagnosis is how a failure's diagnosis reads: with the logs, redacted.
+func (o Options) diagnosis() diagnose.Options {
+	return diagnose.Options{Logs: true, Redact: o.Redact}
 }
 
 // Wait blocks until every target is ready by opts, ctx ends, an API error
@@ -230,7 +256,7 @@ func Wait(ctx context.Context, c *kube.Clients, opts Options) error {
 		if synced {
 			ev, err := evaluate(snapshot(watches), opts)
 			if err != nil {
-				return failed(ctx, d, err)
+				return failed(ctx, d, err, opts)
 			}
 			if ev.ready() {
 				return nil
@@ -305,14 +331,14 @@ func resetTimer(t *time.Timer, dur time.Duration) {
 
 // failed is the error of an object that can never become ready (its check
 // failed), with the diagnosis of that object.
-func failed(ctx context.Context, d *diagnose.Diagnoser, err error) error {
+func failed(ctx context.Context, d *diagnose.Diagnoser, err error, opts Options) error {
 	var cf *checkFailure
 	if !errors.As(err, &cf) {
 		return err
 	}
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), DefaultFinalDiagnosis) // the deadline may be near or past
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opts.finalDiagnosis()) // the deadline may be near or past
 	defer cancel()
-	cause := d.Diagnose(dctx, []*unstructured.Unstructured{cf.obj}, diagnose.Options{Logs: true})
+	cause := d.Diagnose(dctx, []*unstructured.Unstructured{cf.obj}, opts.diagnosis())
 	if cause == nil {
 		return cf.err
 	}
@@ -839,13 +865,9 @@ func expired(ctx context.Context, d *diagnose.Diagnoser, scopes []*scopeWatch, l
 	}
 	e := &waitError{msg: b.String(), cause: ctx.Err()}
 	if objs := last.objects(); verb == "timed out" && synced && !down && len(objs) > 0 {
-		bound := opts.FinalDiagnosis
-		if bound <= 0 {
-			bound = DefaultFinalDiagnosis
-		}
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opts.finalDiagnosis())
 		defer cancel()
-		if e.diagnosis = d.Diagnose(dctx, objs, diagnose.Options{Logs: true}); e.diagnosis == nil {
+		if e.diagnosis = d.Diagnose(dctx, objs, opts.diagnosis()); e.diagnosis == nil {
 			e.diagnosis = found
 		}
 	}

@@ -223,7 +223,12 @@ func waitFor(ctx context.Context, req *step.Request, targets []waiter.Target, co
 		return nil
 	}
 	req.Logf("waiting for %s on %s", spec.BlockOf[Apply](req.Step).WaitFor, english.CountNoun(len(targets), "object"))
-	if err := waiter.Until(ctx, req.Kube, targets, *cond, req.Progress); err != nil {
+	opts, err := waiter.ForCondition(targets, *cond, req.Progress)
+	if err == nil {
+		opts.Redact = req.Redactor.String
+		err = waiter.Wait(ctx, req.Kube, opts)
+	}
+	if err != nil {
 		return fmt.Errorf("waitFor %s: %w", spec.BlockOf[Apply](req.Step).WaitFor, err)
 	}
 	return nil

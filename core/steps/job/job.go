@@ -226,6 +226,7 @@ func (e *Executor) wait(ctx context.Context, req *step.Request, m *objects.Manag
 		What:     "completion",
 		Check:    check(created.UID),
 		Progress: req.Progress,
+		Redact:   req.Redactor.String,
 	})
 	var f *failure
 	switch {

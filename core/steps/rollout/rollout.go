@@ -178,6 +178,7 @@ func (w *workload) status(ctx context.Context, req *step.Request) (step.Outcome,
 		What:     "rollout",
 		Check:    w.check(viewer),
 		Progress: req.Progress,
+		Redact:   req.Redactor.String,
 	})
 	if err != nil {
 		return step.Outcome{}, err

@@ -82,7 +82,12 @@ func (e *Executor) Run(ctx context.Context, req *step.Request) (result step.Outc
 		return step.Outcome{}, err
 	}
 	began := time.Now()
-	if err := waiter.Until(ctx, req.Kube, []waiter.Target{r.target}, r.cond, req.Progress); err != nil {
+	opts, err := waiter.ForCondition([]waiter.Target{r.target}, r.cond, req.Progress)
+	if err != nil {
+		return step.Outcome{}, err
+	}
+	opts.Redact = req.Redactor.String
+	if err := waiter.Wait(ctx, req.Kube, opts); err != nil {
 		return step.Outcome{}, err
 	}
 	return step.Outcome{Message: fmt.Sprintf("%s holds for %s (waited %s)",
