@@ -18,10 +18,6 @@ import (
 	"khook.io/core/redact"
 )
 
-// ContextVar is the variable that holds, in a fleet run, the name of the
-// kubeconfig context of the cluster the spec runs on.
-const ContextVar = fleet.ContextVar
-
 // defaultFleetParallelism is how many clusters a fleet run runs at once.
 const defaultFleetParallelism = 4
 

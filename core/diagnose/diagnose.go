@@ -194,8 +194,6 @@ type finding struct {
 	rank  int // how specific: the highest wins (see the rank constants)
 	depth int // how far below a waited-on object: the deeper wins a tie
 	logs  *container
-	// pod is the Pod it is about; group findings of Pods share a key.
-	pod string
 }
 
 // container names a container whose logs explain a cause.
@@ -492,7 +490,7 @@ func (w *walk) pods(pods []corev1.Pod, cut bool, depth int, jobFailed bool) {
 		if !ok {
 			continue // ready, done, or going away
 		}
-		f := finding{cause: Cause{Object: kindName("Pod", p.Namespace, p.Name), Reason: st.reason, Text: st.text, Warning: st.warning}, rank: st.rank, depth: depth, logs: st.logs, pod: p.Name}
+		f := finding{cause: Cause{Object: kindName("Pod", p.Namespace, p.Name), Reason: st.reason, Text: st.text, Warning: st.warning}, rank: st.rank, depth: depth, logs: st.logs}
 		if st.rank <= rankNotReady || st.claims {
 			quiet = append(quiet, p)
 			if st.claims {
@@ -515,7 +513,7 @@ func (w *walk) pods(pods []corev1.Pod, cut bool, depth int, jobFailed bool) {
 			if !st.claims {
 				if ev, ok := w.warning(p.Namespace, p.UID); ok {
 					found = true
-					add(finding{cause: Cause{Object: name, Reason: ev.Reason, Text: ReasonMessage(ev.Reason, ev.Message), Warning: true}, rank: eventRank(ev.Reason), depth: depth, pod: p.Name})
+					add(finding{cause: Cause{Object: name, Reason: ev.Reason, Text: ReasonMessage(ev.Reason, ev.Message), Warning: true}, rank: eventRank(ev.Reason), depth: depth})
 				}
 			}
 			if st.claims || p.Status.Phase == corev1.PodPending {
@@ -538,12 +536,12 @@ func (w *walk) pods(pods []corev1.Pod, cut bool, depth int, jobFailed bool) {
 			if f != nil {
 				found = true
 				rf := *f
-				rf.cause.Object, rf.pod = name, p.Name
+				rf.cause.Object = name
 				add(rf)
 			}
 		}
 		if !found && !st.claims {
-			add(finding{cause: Cause{Object: name, Reason: st.reason, Text: st.text, Warning: st.warning}, rank: st.rank, depth: depth, pod: p.Name})
+			add(finding{cause: Cause{Object: name, Reason: st.reason, Text: st.text, Warning: st.warning}, rank: st.rank, depth: depth})
 		}
 	}
 	for _, key := range order {

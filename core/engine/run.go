@@ -163,12 +163,6 @@ func (c *Cluster) attempt(i int, timeout time.Duration, fn func(context.Context,
 	}
 }
 
-// Command is the run's command.
-func (r *Run) Command() Command { return r.command }
-
-// Cluster is the run's cluster.
-func (r *Run) Cluster() *Cluster { return r.c }
-
 // Order is the steps' order in progress: the DAG's, reversed for destroy.
 func (r *Run) Order() []int { return r.order }
 

@@ -614,12 +614,6 @@ func (l *Lock) held(lease *coordinationv1.Lease, sent time.Time) {
 	go l.watch()
 }
 
-// Holder is who holds the lock: this run.
-func (l *Lock) Holder() Holder { return l.me }
-
-// Location is the Lease's.
-func (l *Lock) Location() Location { return l.loc }
-
 // TookOver is the holder whose lock this run took over: one that stopped
 // renewing (killed), or, when Broken, one whose lock force-unlock broke.
 // Nil when the lock was free. Either way that run is gone.

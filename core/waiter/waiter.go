@@ -378,20 +378,6 @@ func CauseOf(err error) *diagnose.Cause {
 	return nil
 }
 
-// Unexplained returns err's message without the cause it carries (for
-// a caller that words the cause itself).
-func Unexplained(err error) string {
-	var de *diagnosedError
-	if errors.As(err, &de) {
-		return de.err.Error()
-	}
-	var we *waitError
-	if errors.As(err, &we) {
-		return we.msg
-	}
-	return err.Error()
-}
-
 // Ready looks once, without watching: it reports whether every target
 // meets cond now, and when not, a line naming what is not ready and why
 // (for a live plan: no-op or wait). A List error is returned as is (with
