@@ -277,6 +277,9 @@ type Lock struct {
 	suspect  bool
 	lostErr  error
 	released bool
+	// renewErr is why the last renewal failed (nil: it did not), for
+	// the message of a write that waited for one in vain
+	renewErr error
 	// changed is closed, and replaced, whenever the above change
 	changed chan struct{}
 
@@ -662,15 +665,22 @@ func (l *Lock) Fence(ctx context.Context) error {
 		select {
 		case <-changed:
 		case <-ctx.Done():
-			return fmt.Errorf("run lock of state record %s not confirmed by the API server since %s ago: %w", l.loc, l.sinceConfirmed().Round(time.Second), ctx.Err())
+			since, why := l.unconfirmed()
+			return fmt.Errorf("run lock of state record %s not confirmed by the API server since %s ago%s: %w", l.loc, since.Round(time.Second), why, context.Cause(ctx))
 		}
 	}
 }
 
-func (l *Lock) sinceConfirmed() time.Duration {
+// unconfirmed is how long ago the lock was last confirmed, and why the
+// last renewal failed (" (the last renewal: ...)"; empty when it did not).
+func (l *Lock) unconfirmed() (time.Duration, string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.clock.Since(l.confirmed)
+	why := ""
+	if l.renewErr != nil {
+		why = " (the last renewal: " + kube.Reason(l.renewErr) + ")"
+	}
+	return l.clock.Since(l.confirmed), why
 }
 
 // broadcast wakes the writers waiting in Fence; l.mu is held.
@@ -708,6 +718,9 @@ func (l *Lock) renew() {
 		case <-l.kick:
 		}
 		err := l.renewOnce()
+		l.mu.Lock()
+		l.renewErr = err
+		l.mu.Unlock()
 		switch {
 		case err == nil || !refused(err):
 			refusedSince = time.Time{}

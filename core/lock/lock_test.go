@@ -10,6 +10,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"khook.io/core/kube"
 )
 
 // The lock's decisions under clocks and outages, on fake clocks
@@ -343,5 +345,35 @@ func TestRefusedRenewals(t *testing.T) {
 			t.Errorf("a write after the refusals: %v", err)
 		}
 		_ = holder.Release(context.Background())
+	})
+}
+
+// A write that waits in vain for the lock's confirmation says why the
+// renewals fail, in the words of the error they got.
+func TestFenceSaysWhyRenewalsFail(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeLeases()
+		hc := clocktesting.NewFakeClock(base)
+		holder, err := acquire(context.Background(), f, testLoc, testHolder("aaaa"), Options{Clock: hc})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.setDown(true)
+		step(RenewDeadline+2*time.Second, hc)
+		ctx, cancel := context.WithCancel(context.Background())
+		wrote := make(chan error, 1)
+		go func() { wrote <- holder.Fence(ctx) }()
+		step(2*time.Second, hc)
+		cancel()
+		err = <-wrote
+		want := "(the last renewal: " + kube.Reason(refusedErr()) + ")"
+		if err == nil || !strings.Contains(err.Error(), want) || !errors.Is(err, context.Canceled) {
+			t.Fatalf("the held write: %v\nwant it to say %q and wrap the cancellation", err, want)
+		}
+		f.setDown(false)
+		step(2*time.Second, hc)
+		if err := holder.Release(context.Background()); err != nil {
+			t.Fatal(err)
+		}
 	})
 }
