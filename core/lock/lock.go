@@ -993,6 +993,9 @@ func ForceUnlock(ctx context.Context, c kubernetes.Interface, loc Location, id s
 	}
 	broken.Annotations[annBroken] = id
 	_, err = leases.Update(ctx, broken, metav1.UpdateOptions{FieldManager: ManagedBy})
+	if apierrors.IsConflict(err) && brokenBy(ctx, leases, loc.Name, id) {
+		return h, nil // this break landed; its answer was lost, and the resend conflicted
+	}
 	switch {
 	case apierrors.IsConflict(err):
 		return h, fmt.Errorf("run lock of state record %s changed while unlocking (its holder renewed it: it is alive); nothing was unlocked", loc)
@@ -1002,4 +1005,11 @@ func ForceUnlock(ctx context.Context, c kubernetes.Interface, loc Location, id s
 		return h, fmt.Errorf("run lock of state record %s: break: %w", loc, err)
 	}
 	return h, nil
+}
+
+// brokenBy reports whether the Lease name is free with the mark of a
+// break of run id.
+func brokenBy(ctx context.Context, leases coordinationclient.LeaseInterface, name, id string) bool {
+	lease, err := leases.Get(ctx, name, metav1.GetOptions{})
+	return err == nil && holderOf(lease).ID == "" && lease.Annotations[annBroken] == id
 }
