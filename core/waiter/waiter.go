@@ -218,12 +218,12 @@ func Wait(ctx context.Context, c *kube.Clients, opts Options) error {
 		stall.Stop()
 	}
 	var (
-		diagnosis  chan *diagnose.Cause // the running diagnosis's result, nil when none runs
-		stopDiag   context.CancelFunc
-		shown      string          // the cause progress shows, "" when none
-		found      *diagnose.Cause // the last diagnosis since the objects last changed
-		changes    int             // progress seen: changes of the not-ready objects' state
-		diagnosed  int             // changes when the running diagnosis began
+		diagnosis chan *diagnose.Cause // the running diagnosis's result, nil when none runs
+		stopDiag  context.CancelFunc
+		shown     string          // the cause progress shows, "" when none
+		found     *diagnose.Cause // the last diagnosis since the objects last changed
+		// cancelDiag stops the running diagnosis: a change of the objects
+		// makes its result past, and it is never received
 		cancelDiag = func() {
 			if stopDiag != nil {
 				stopDiag()
@@ -273,7 +273,6 @@ func Wait(ctx context.Context, c *kube.Clients, opts Options) error {
 				// progress: what a diagnosis found may be past; look
 				// again only once the objects stop changing
 				lastProgress = pk
-				changes++
 				found = nil
 				cancelDiag()
 				if !opts.Gone {
@@ -289,14 +288,14 @@ func Wait(ctx context.Context, c *kube.Clients, opts Options) error {
 				break
 			}
 			dctx, stop := context.WithTimeout(ctx, RediagnoseEvery)
-			stopDiag, diagnosis, diagnosed = stop, make(chan *diagnose.Cause, 1), changes
+			stopDiag, diagnosis = stop, make(chan *diagnose.Cause, 1)
 			out, objs := diagnosis, last.objects()
 			running.Go(func() { out <- d.Diagnose(dctx, objs, diagnose.Options{}) }) // nor a diagnosis
 		case cause := <-diagnosis:
 			cancelDiag()
 			resetTimer(stall, RediagnoseEvery)
-			if changes != diagnosed {
-				break
+			if down, _, _ := conn.state(); down {
+				break // the API server went away: what it could not read is not gone
 			}
 			found = cause
 			line := ""
@@ -856,6 +855,8 @@ func expired(ctx context.Context, d *diagnose.Diagnoser, scopes []*scopeWatch, l
 		if e.diagnosis = d.Diagnose(dctx, objs, opts.diagnosis()); e.diagnosis == nil {
 			e.diagnosis = found
 		}
+	} else if down {
+		e.diagnosis = found // what the cluster said before it went away
 	}
 	return e
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"khook.io/core/diagnose"
 	"khook.io/core/kube"
 )
 
@@ -49,5 +50,11 @@ func TestUnreachableInProgressAndTimeout(t *testing.T) {
 	}
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Error("the timeout does not wrap context.DeadlineExceeded")
+	}
+	// what a diagnosis found before the outage is the cause at the timeout
+	found := &diagnose.Cause{Object: "Pod ns/a", Reason: "Unschedulable", Text: "0/1 nodes are available", Warning: true}
+	err = expired(ctx, nil, nil, last, true, conn, Options{What: "condition Ready"}, found)
+	if c := CauseOf(err); c != found || !strings.Contains(err.Error(), "; cause: Pod ns/a") {
+		t.Errorf("timeout while unreachable, after a diagnosis: %q (cause %+v), want the cause found before", err, c)
 	}
 }
