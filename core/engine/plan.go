@@ -168,7 +168,7 @@ func (c *Cluster) livePlan(ctx context.Context) *plan.Plan {
 // dryRunTriggers diffs each step some conditional step is triggered by
 // (a server-side dry run, as diff does), so that the plan predicts
 // whether it changes anything: a live plan's configure does not say.
-// A trigger that is not selected, excluded or resumed is not diffed, nor
+// A trigger apply skips (as ResolveTriggers reads it) is not diffed, nor
 // one whose diff fails (its plan action decides).
 func (c *Cluster) dryRunTriggers(ctx context.Context, disp []Disposition) map[int]bool {
 	out := map[int]bool{}
@@ -177,7 +177,7 @@ func (c *Cluster) dryRunTriggers(ctx context.Context, disp []Disposition) map[in
 			continue
 		}
 		for _, j := range disp[i].Triggers {
-			if _, done := out[j]; done || disp[j].Resumed || disp[j].Fate == FateNotSelected || disp[j].Fate == FateExcluded {
+			if _, done := out[j]; done || disp[j].Fate.Skipped() || disp[j].Fate == FateBlocked {
 				continue
 			}
 			exec, err := c.executor(j)
