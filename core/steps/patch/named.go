@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
+	"sort"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -132,15 +134,22 @@ func pointerPath(ptr string) fieldPath {
 // status aside. What a controller writes meanwhile elsewhere (a
 // Deployment's revision annotation, any status) is not the patch's doing.
 func patchChanged(named []fieldPath, live, out *unstructured.Unstructured) bool {
+	return len(patchChanges(named, live, out)) > 0
+}
+
+// patchChanges lists, sorted, the fields patchChanged counts: those that
+// differ between live and out within a field the patch names, status
+// aside.
+func patchChanges(named []fieldPath, live, out *unstructured.Unstructured) []string {
+	var changed []string
 	for _, c := range changedPaths(live, out) {
 		if len(c) > 0 && c[0] == "status" {
 			continue
 		}
-		for _, n := range named {
-			if c.within(n) {
-				return true
-			}
+		if slices.ContainsFunc(named, c.within) {
+			changed = append(changed, c.String())
 		}
 	}
-	return false
+	sort.Strings(changed)
+	return changed
 }

@@ -127,7 +127,9 @@ func (e *Executor) Plan(ctx context.Context, req *step.Request) (result step.Pre
 		return step.Prediction{}, err
 	}
 	diff.Learn(req.Redactor, dry.Object, live.Object)
-	changed := ChangedFields(live, dry)
+	// as Run decides: what a controller writes between the read and the
+	// dry run (a rolling Deployment's status) is not the patch's doing
+	changed := patchChanges(t.named, live, dry)
 	if len(changed) == 0 {
 		return step.Prediction{Action: plan.ActionNoOp, Reason: t.subject + " already matches the patch"}, nil
 	}
