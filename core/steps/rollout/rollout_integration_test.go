@@ -10,9 +10,11 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"khook.io/core/kube"
 	khplan "khook.io/core/plan"
@@ -119,6 +121,10 @@ func TestProgressDeadlineFailsAtOnce(t *testing.T) {
 	c, ns := steptest.Setup(t, "rollout-deadline")
 	// no node matches: the pods stay Pending, the rollout cannot progress
 	steptest.Create(t, c, ns, workload("Deployment", "stuck", "  progressDeadlineSeconds: 1\n", `nodeSelector: {khook.io/none: "true"}`))
+	// the controller may declare the deadline exceeded at once (see
+	// below), before the scheduler has said why the pod waits: the step
+	// starts once the cluster has said it, which a real deadline allows
+	unschedulable(t, c, ns)
 	req := request(t, c, "name: s\nrollout:\n  status: deployment/stuck\n  namespace: "+ns, time.Minute)
 	began := time.Now()
 	_, err := run(t, req)
@@ -244,5 +250,28 @@ func TestTargetFormsAsKubectl(t *testing.T) {
 	req := request(t, c, "name: r\nrollout:\n  status: deployments.v1beta2.apps/web\n  namespace: "+ns, time.Minute)
 	if _, err := run(t, req); err == nil || !strings.Contains(err.Error(), `the server doesn't have a resource type "deployments"`) {
 		t.Errorf("an unserved version: %v", err)
+	}
+}
+
+// unschedulable waits until a pod of ns has PodScheduled=False (the
+// scheduler's verdict).
+func unschedulable(t *testing.T, c *kube.Clients, ns string) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		pods, err := c.Typed.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, p := range pods.Items {
+			for _, cond := range p.Status.Conditions {
+				if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse {
+					return true, nil
+				}
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("no pod of %s was found unschedulable: %v", ns, err)
 	}
 }
