@@ -43,6 +43,9 @@ type Record struct {
 	UpdatedAt    time.Time  `json:"updatedAt"`
 	FinishedAt   *time.Time `json:"finishedAt,omitempty"`
 	Salt         string     `json:"salt"`
+	// TraceID is the OpenTelemetry trace of the run (hex), "" when the
+	// run was not traced.
+	TraceID string `json:"traceId,omitempty"`
 	// Trimmed says what the record left out to fit its Secret (the step
 	// details, ...), "" when nothing.
 	Trimmed string                 `json:"trimmed,omitempty"`
