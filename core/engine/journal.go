@@ -10,6 +10,7 @@ import (
 	"khook.io/core/lock"
 	"khook.io/core/run"
 	"khook.io/core/state"
+	"khook.io/core/timeline"
 	"khook.io/core/version"
 )
 
@@ -127,8 +128,11 @@ func (rs *journal) sink(next event.Sink, ru *Run) event.Sink {
 		index[st.Name] = i
 	}
 	red, tasks, command, disp := ru.c.red, ru.tasks, ru.command, ru.disp
+	// when each attempt ran and waited, for the timeline picture
+	times := timeline.NewCollector()
 	return event.SinkFunc(func(e event.Event) {
 		next.Emit(e)
+		times.Emit(e)
 		i, ok := index[e.Step]
 		if !ok {
 			return
@@ -146,6 +150,10 @@ func (rs *journal) sink(next event.Sink, ru *Run) event.Sink {
 			return
 		}
 		r := state.StepRecord{Type: e.Type, Hash: rs.hashes[i], Reads: rs.reads[i], Attempts: e.Attempt, DurationMs: e.Elapsed.Milliseconds(), FinishedAt: time.Now().UTC()}
+		if start, tl := timeline.Record(times.Attempts(e.Step)); !start.IsZero() {
+			start = start.UTC()
+			r.StartedAt, r.Timeline = &start, tl
+		}
 		switch {
 		case command == CommandDestroy:
 			r.Hash, r.Reads = "", nil
