@@ -70,9 +70,12 @@ func (t *Trace) Cluster(context string, fleet bool) *Sink {
 	if fleet {
 		s.ctx, s.cluster = t.tracer.Start(t.ctx, "cluster "+t.red.String(context), trace.WithAttributes(attr))
 		s.root = s.cluster
-	} else {
+	} else if context != "" {
 		t.root.SetAttributes(attr)
 	}
+	t.mu.Lock()
+	t.clusters = append(t.clusters, s)
+	t.mu.Unlock()
 	return s
 }
 

@@ -121,6 +121,10 @@ type Trace struct {
 	where    []string // what the spans go to
 	warned   sync.Once
 	ended    bool
+	// clusters are the sinks of the run's clusters, ended with the run
+	// when their run did not end them (a fleet that never ran)
+	mu       sync.Mutex
+	clusters []*Sink
 }
 
 // Start starts tracing a command's run: nil when the environment and
@@ -264,6 +268,13 @@ func (t *Trace) SetSpec(name string) {
 	}
 }
 
+// SetContext names the cluster a single run runs on (khook.context).
+func (t *Trace) SetContext(name string) {
+	if t != nil {
+		t.root.SetAttributes(attribute.String("khook.context", t.red.String(name)))
+	}
+}
+
 // Describe says where the spans went: "sent by OTLP/gRPC, written to x".
 func (t *Trace) Describe() string {
 	if t == nil {
@@ -280,6 +291,11 @@ func (t *Trace) End(exitCode int, err error) {
 		return
 	}
 	t.ended = true
+	t.mu.Lock()
+	for _, s := range t.clusters {
+		s.End("", nil)
+	}
+	t.mu.Unlock()
 	t.root.SetAttributes(attribute.Int("process.exit.code", exitCode))
 	if exitCode != 0 {
 		msg := fmt.Sprintf("exit code %d", exitCode)
