@@ -241,12 +241,16 @@ func (o *RunOptions) runOne(ctx context.Context) (err error) {
 		}
 	}
 	spans.Steps(traceSteps(doc, r.Dispositions()))
-	var times *timeline.Collector
+	p := o.Progress.progress(o.Command, doc, r.Order())
+	var (
+		times *timeline.Collector
+		sink  event.Sink = p
+	)
 	if o.Trace.Timeline != "" {
 		times = timeline.NewCollector()
+		sink = event.Tee(p, times)
 	}
-	p := o.Progress.progress(o.Command, doc, r.Order())
-	res, stateErr := r.Execute(ctx, event.Tee(p, times), o.Parallelism)
+	res, stateErr := r.Execute(ctx, sink, o.Parallelism)
 	p.Close()
 	if res == nil {
 		return stateErr

@@ -91,9 +91,14 @@ type SinkFunc func(Event)
 func (f SinkFunc) Emit(e Event) { f(e) }
 
 // Discard drops every event.
-var Discard Sink = SinkFunc(func(Event) {})
+var Discard Sink = discard{}
 
-// Tee sends every event to each non-nil sink, in order.
+type discard struct{}
+
+func (discard) Emit(Event) {}
+
+// Tee sends every event to each sink, in order; nil and Discard are
+// left out.
 func Tee(sinks ...Sink) Sink {
 	var out []Sink
 	for _, s := range sinks {
