@@ -171,6 +171,12 @@ func Start(ctx context.Context, o Options) (*Trace, error) {
 	if len(exporters) == 0 {
 		return nil, nil
 	}
+	t.start(ctx, o, getenv, exporters)
+	return t, nil
+}
+
+// start starts the provider with exporters and the run's span.
+func (t *Trace) start(ctx context.Context, o Options, getenv func(string) string, exporters []sdktrace.SpanExporter) {
 	res, err := resource.New(ctx,
 		resource.WithAttributes(attribute.String("service.name", "khook"), attribute.String("service.version", version.Get().Version)),
 		resource.WithFromEnv(), // OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES
@@ -201,7 +207,6 @@ func Start(ctx context.Context, o Options) (*Trace, error) {
 	}
 	t.ctx, t.root = t.tracer.Start(parent, "khook "+o.Command, trace.WithSpanKind(trace.SpanKindInternal),
 		trace.WithAttributes(attribute.String("khook.command", o.Command), attribute.String("khook.version", version.Get().Version)))
-	return t, nil
 }
 
 // newExporter builds the exporter OTEL_TRACES_EXPORTER names: otlp over
