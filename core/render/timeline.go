@@ -114,11 +114,11 @@ func drawTimeline(b *strings.Builder, r *timeline.Run, red *redact.Redactor) {
 			steps[r.Steps[i].Name] = &r.Steps[i]
 		}
 		first, last := steps[path[0]], steps[path[len(path)-1]]
-		line = fmt.Sprintf("critical path (the needs: chain that set the total): %s, %s from its first start to its last end", strings.Join(path, " → "), tlDuration(last.End().Sub(first.Start())))
+		line = fmt.Sprintf("critical path (the needs: chain that set the total): %s, %s", strings.Join(path, " → "), tlDuration(last.End().Sub(first.Start())))
 	}
-	fmt.Fprintf(b, `<text x="%d" y="42" fill="#333333">%s</text>`+"\n", tlLabelX, esc(line))
+	fmt.Fprintf(b, `<text x="%d" y="44" fill="#333333">%s</text>`+"\n", tlLabelX, esc(line))
 	if r.TraceID != "" {
-		fmt.Fprintf(b, `<text x="%d" y="42" fill="#666666" text-anchor="end">trace %s</text>`+"\n", tlPlotX1, esc(r.TraceID))
+		fmt.Fprintf(b, `<text x="%d" y="22" fill="#666666" font-size="11" text-anchor="end">trace %s</text>`+"\n", tlPlotX1, esc(r.TraceID))
 	}
 
 	// the axis: ticks and their labels, a line across the rows
@@ -230,16 +230,23 @@ func cutName(s string) string {
 	return s
 }
 
-// tlTick is the axis's tick spacing: 1, 2 or 5 times a power of ten
-// milliseconds, at most about ten ticks.
+// tlTicks are the axis's possible tick spacings.
+var tlTicks = []time.Duration{
+	time.Millisecond, 2 * time.Millisecond, 5 * time.Millisecond, 10 * time.Millisecond, 20 * time.Millisecond, 50 * time.Millisecond,
+	100 * time.Millisecond, 200 * time.Millisecond, 500 * time.Millisecond, time.Second, 2 * time.Second, 5 * time.Second,
+	10 * time.Second, 15 * time.Second, 30 * time.Second, time.Minute, 2 * time.Minute, 5 * time.Minute, 10 * time.Minute,
+	15 * time.Minute, 30 * time.Minute, time.Hour, 2 * time.Hour, 6 * time.Hour, 12 * time.Hour, 24 * time.Hour,
+}
+
+// tlTick is the axis's tick spacing: the smallest of tlTicks that makes
+// at most ten ticks.
 func tlTick(total time.Duration) time.Duration {
-	for unit := time.Millisecond; ; unit *= 10 {
-		for _, m := range []time.Duration{1, 2, 5} {
-			if total/(m*unit) <= 10 {
-				return m * unit
-			}
+	for _, d := range tlTicks {
+		if total/d <= 10 {
+			return d
 		}
 	}
+	return total / 10
 }
 
 // tlDuration writes a duration as the axis and titles show it.
