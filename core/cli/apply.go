@@ -263,7 +263,7 @@ func (o *RunOptions) runOne(ctx context.Context) (err error) {
 		for i, d := range disp {
 			resumed[doc.Spec.Steps[i].Name] = d.Fate == engine.FateResume
 		}
-		tl := times.Run(doc.Spec.Metadata.Name, o.Command, o.trace.ID(), timelineDefs(doc), func(n string) bool { return resumed[n] })
+		tl := times.Run(doc.Spec.Metadata.Name, o.Command, o.trace.ID(), timelineDefs(doc, o.Command), func(n string) bool { return resumed[n] })
 		if werr := writeTimeline(o.Trace.Timeline, tl, o.Redactor); werr != nil && err == nil && stateErr == nil {
 			err = werr
 		}
