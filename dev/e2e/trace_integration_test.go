@@ -451,3 +451,57 @@ func keys(m map[string][]otlpSpan) []string {
 	}
 	return out
 }
+
+// TestFleetTrace: a fleet run is one trace, with a span per cluster under
+// the run's, each cluster's record and steps under its own, and the trace
+// id at the top of -o json.
+func TestFleetTrace(t *testing.T) {
+	ns := testcluster.Get(t).NewNamespace(t, "tracefleet")
+	kubeconfig, _ := oneClusterTwice(t)
+	spec := writeSpec(t, fmt.Sprintf(oneClusterSpec, ns, "rec-${KHOOK_CONTEXT}"))
+	grpcAddr, _, out := otlpReceiver(t)
+	env := []string{"KUBECONFIG=" + kubeconfig, "OTEL_EXPORTER_OTLP_ENDPOINT=http://" + grpcAddr, "OTEL_EXPORTER_OTLP_PROTOCOL=grpc"}
+	res := run(t, bins.Kubectl, env, "", "apply", "-f", spec, "--contexts", "one-a,one-b", "-o", "json")
+	if res.Code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", res.Code, res.Stdout, res.Stderr)
+	}
+	var rep struct {
+		TraceID  string
+		Clusters []struct{ Context string }
+	}
+	if err := json.Unmarshal([]byte(res.Stdout), &rep); err != nil || len(rep.TraceID) != 32 || len(rep.Clusters) != 2 {
+		t.Fatalf("-o json: %v %+v\n%s", err, rep, res.Stdout)
+	}
+	spans, _ := received(t, out)
+	byID := map[string]otlpSpan{}
+	for _, s := range spans {
+		byID[s.SpanID] = s
+		if s.TraceID != rep.TraceID {
+			t.Errorf("span %q in trace %s, not the fleet's %s", s.Name, s.TraceID, rep.TraceID)
+		}
+	}
+	clusters := map[string]string{} // span id -> context
+	for _, s := range spans {
+		if strings.HasPrefix(s.Name, "cluster ") {
+			if byID[s.ParentSpanID].Name != "khook apply" {
+				t.Errorf("%s is under %q", s.Name, byID[s.ParentSpanID].Name)
+			}
+			clusters[s.SpanID] = s.attr("khook.context")
+		}
+	}
+	steps := map[string]bool{}
+	for _, s := range spans {
+		if s.Name == "apply config" || s.Name == "record" || s.Name == "lock" {
+			ctx, ok := clusters[s.ParentSpanID]
+			if !ok {
+				t.Errorf("%s is under %q, not a cluster's span", s.Name, byID[s.ParentSpanID].Name)
+			}
+			if s.Name == "apply config" {
+				steps[ctx] = true
+			}
+		}
+	}
+	if len(clusters) != 2 || !steps["one-a"] || !steps["one-b"] {
+		t.Errorf("cluster spans %v, steps under them %v", clusters, steps)
+	}
+}
