@@ -44,11 +44,24 @@ demo: build cluster-up ## build both plugins, start the local test control plane
 	@echo "Stop it:       make cluster-down"
 
 # What the tests need beyond Go: libxml2's development files, pkg-config and
-# a C compiler for the schema check. Installed with apt-get when missing and
-# make runs as root (CI: a fresh Debian machine); otherwise make names them.
+# a C compiler for the schema check, and headless Chromium, in which the
+# timeline picture's test opens it (core/render: it is a test failure
+# without it under make, KHOOK_TEST_BROWSER). Installed with apt-get when
+# missing and make runs as root (CI: a fresh Debian machine); otherwise make
+# names them.
 TESTDEPS_CHECK := pkg-config --exists libxml-2.0 2>/dev/null && command -v "$$($(GO) env CC)" >/dev/null
 .PHONY: test-deps
-test-deps: ## install the tests' system packages when missing (Debian, as root: libxml2-dev pkg-config gcc)
+test-deps: ## install the tests' system packages when missing (Debian, as root: libxml2-dev pkg-config gcc, chromium)
+	@if ! command -v chromium >/dev/null; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+			echo "==> apt-get install chromium (the timeline picture's browser test: core/render)"; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; \
+		else \
+			echo "make test needs headless Chromium for the timeline picture's test: sudo apt-get install chromium" >&2; \
+			exit 1; \
+		fi; \
+		command -v chromium >/dev/null || { echo "test-deps: chromium still missing after apt-get install chromium" >&2; exit 1; }; \
+	fi
 ifneq ($(filter libxml2,$(TESTTAGS)),)
 	@if ! { $(TESTDEPS_CHECK); }; then \
 		pkgs="libxml2-dev pkg-config gcc libc6-dev"; \
@@ -69,7 +82,7 @@ vet: test-deps ## go vet every module
 
 .PHONY: test-unit
 test-unit: vet build ## unit tests only: fast, offline, no cluster (the CLI end-to-end tests use bin/)
-	KHOOK_BIN=$(BIN) $(GO) test -race -count=1 -tags '$(TESTTAGS)' $(MODULES)
+	KHOOK_BIN=$(BIN) KHOOK_TEST_BROWSER=1 $(GO) test -race -count=1 -tags '$(TESTTAGS)' $(MODULES)
 
 .PHONY: test
 # testbin first: the unit tests run kubectl too (kubectl_complete-khook).
@@ -85,7 +98,18 @@ test: testbin test-unit test-dist-host test-integration ## everything: unit test
 # before the cluster starts. The six-platform release and its krew manifest
 # are `make test-dist` (about 18 minutes of cross-compiling on 2 cores when
 # cold: docs/plugins.md).
-test-integration: test-deps build helm-tools tofu
+test-integration: test-deps build helm-tools tofu otlpsink
+test-integration: export KHOOK_OTLPSINK := $(OTLPSINK)
+
+# The OTLP receiver the trace tests send to: the OpenTelemetry Collector's
+# own receiver in a small program (hack/otlpsink, a tools module outside
+# go.work, like the test cluster's), handed to go build every time (its
+# cache makes a no-op rebuild about a second; cold, about 2 minutes).
+OTLPSINK := $(CACHE)/otlpsink/otlpsink
+.PHONY: otlpsink
+otlpsink: ## build the OTLP receiver of the trace tests (hack/otlpsink) into .cache/otlpsink
+	@mkdir -p $(dir $(OTLPSINK))
+	cd hack/otlpsink && GOWORK=off CGO_ENABLED=0 GOFLAGS=-mod=readonly $(GO) build -trimpath -o $(OTLPSINK) .
 
 .PHONY: help
 help:

@@ -8,6 +8,13 @@
 #
 #   BEFORE=75a0f50 bench/noop.sh
 #   RUNS=15 BEFORE=main bench/noop.sh
+#   BEFORE_BIN=/tmp/khook-main TRACED=1 bench/noop.sh
+#
+# BEFORE_BIN names a binary built already (a checkout's, built outside the
+# repo) instead of a commit to build. TRACED=1 adds a third variant, the
+# build after the change with tracing on: its spans sent by OTLP/gRPC to
+# the OpenTelemetry Collector's receiver (hack/otlpsink, $OTLPSINK, default
+# .cache/otlpsink/otlpsink: make otlpsink), started here on loopback.
 #
 # Runs against the cluster KUBECONFIG names (a test cluster: make
 # cluster-up), in a namespace of its own, removed at the end.
@@ -15,14 +22,17 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 runs="${RUNS:-11}"
 go="${GO:-go}"
-before="${BEFORE:?BEFORE=<commit> names the build to compare with}"
+before="${BEFORE:-}"
+[[ -n "$before" || -n "${BEFORE_BIN:-}" ]] || { echo "BEFORE=<commit> or BEFORE_BIN=<binary> names the build to compare with" >&2; exit 2; }
 : "${KUBECONFIG:?KUBECONFIG must name a test cluster}"
 kubectl="${KHOOK_TESTBIN:-$root/.cache/testbin/bin}/kubectl"
 charts="$root/core/testing/chartrepo/testdata/charts"
 
 tmp="$(mktemp -d)"
 ns="noop-bench-$$"
+sink_pid=
 cleanup() {
+	[[ -z "$sink_pid" ]] || kill "$sink_pid" 2>/dev/null || true
 	"$kubectl" delete namespace "$ns" --wait=false >/dev/null 2>&1 || true
 	if [[ -d "$tmp/before-src" ]]; then
 		git -C "$root" worktree remove --force "$tmp/before-src" >&2 || true
@@ -33,8 +43,26 @@ trap cleanup EXIT
 
 echo "building..." >&2
 (cd "$root/kubectl-khook" && CGO_ENABLED=0 "$go" build -trimpath -o "$tmp/khook-after" .)
-git -C "$root" worktree add --detach "$tmp/before-src" "$before" >&2
-(cd "$tmp/before-src/kubectl-khook" && CGO_ENABLED=0 "$go" build -trimpath -o "$tmp/khook-before" .)
+if [[ -n "${BEFORE_BIN:-}" ]]; then
+	cp "$BEFORE_BIN" "$tmp/khook-before"
+	before="$BEFORE_BIN"
+else
+	git -C "$root" worktree add --detach "$tmp/before-src" "$before" >&2
+	(cd "$tmp/before-src/kubectl-khook" && CGO_ENABLED=0 "$go" build -trimpath -o "$tmp/khook-before" .)
+fi
+variants=(before after)
+traced_env=()
+if [[ -n "${TRACED:-}" ]]; then
+	sink="${OTLPSINK:-$root/.cache/otlpsink/otlpsink}"
+	port=$((20000 + RANDOM % 20000))
+	"$sink" -grpc "127.0.0.1:$port" -http "127.0.0.1:$((port + 1))" -out "$tmp/spans.jsonl" >"$tmp/sink.out" 2>&1 &
+	sink_pid=$!
+	for _ in $(seq 50); do grep -q ready "$tmp/sink.out" && break; sleep 0.1; done
+	grep -q ready "$tmp/sink.out" || { cat "$tmp/sink.out" >&2; exit 1; }
+	cp "$tmp/khook-after" "$tmp/khook-traced"
+	traced_env=(OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$port" OTEL_EXPORTER_OTLP_PROTOCOL=grpc)
+	variants+=(traced)
+fi
 
 "$kubectl" create namespace "$ns" >/dev/null
 "$kubectl" wait --for=create serviceaccount/default -n "$ns" --timeout=60s >/dev/null
@@ -51,8 +79,10 @@ spec="$tmp/spec.yaml"
 # $tmp/VARIANT; it must change nothing.
 timed() {
 	local start end
+	local env=()
+	[[ $1 != traced ]] || env=("${traced_env[@]}")
 	start=$(date +%s%N)
-	"$tmp/khook-$1" apply -f "$spec" -o json >"$tmp/out" 2>&1 || { cat "$tmp/out" >&2; exit 1; }
+	env "${env[@]}" "$tmp/khook-$1" apply -f "$spec" -o json >"$tmp/out" 2>&1 || { cat "$tmp/out" >&2; exit 1; }
 	end=$(date +%s%N)
 	if grep -q '"message": *"upgraded\|repaired' "$tmp/out"; then
 		echo "$1: the no-op re-run changed something" >&2
@@ -63,9 +93,17 @@ timed() {
 }
 
 for round in $(seq "$runs"); do
-	if ((round % 2)); then order=(before after); else order=(after before); fi
+	# the order turns every round, so that each variant sees each place
+	n=${#variants[@]}
+	order=()
+	for k in $(seq 0 $((n - 1))); do order+=("${variants[$(((k + round) % n))]}"); done
+	if ((n == 2)); then
+		if ((round % 2)); then order=(before after); else order=(after before); fi
+	fi
 	for v in "${order[@]}"; do timed "$v"; done
-	echo "round $round: before $(tail -1 "$tmp/before") ms, after $(tail -1 "$tmp/after") ms" >&2
+	line="round $round:"
+	for v in "${variants[@]}"; do line+=" $v $(tail -1 "$tmp/$v") ms"; done
+	echo "$line" >&2
 done
 
 median() { sort -n "$1" | awk '{ t[NR] = $1 } END { printf "%.3f", t[int((NR + 1) / 2)] / 1000 }'; }
@@ -76,3 +114,9 @@ echo "no-op re-run, 10 charts: before ($before) median $(median "$tmp/before") s
 echo "median of the per-round ratios after/before: $(sort -n "$tmp/ratio" | awk '{ t[NR] = $1 } END { printf "%.3f", t[int((NR + 1) / 2)] }')"
 echo "before: $(tr '\n' ' ' <"$tmp/before")"
 echo "after:  $(tr '\n' ' ' <"$tmp/after")"
+if [[ -n "${TRACED:-}" ]]; then
+	paste "$tmp/before" "$tmp/traced" | awk '{ printf "%.4f\n", $2 / $1 }' >"$tmp/ratio-traced"
+	echo "traced (OTLP/gRPC to the collector's receiver): median $(median "$tmp/traced") s; median of the per-round ratios traced/before: $(sort -n "$tmp/ratio-traced" | awk '{ t[NR] = $1 } END { printf "%.3f", t[int((NR + 1) / 2)] }')"
+	echo "traced: $(tr '\n' ' ' <"$tmp/traced")"
+	echo "spans received: $(grep -o '"spanId"' "$tmp/spans.jsonl" | wc -l) in $(wc -l <"$tmp/spans.jsonl") requests"
+fi

@@ -11,9 +11,12 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"khook.io/core/engine"
+	"khook.io/core/event"
 	"khook.io/core/redact"
 	"khook.io/core/render"
 	"khook.io/core/run"
+	"khook.io/core/timeline"
+	"khook.io/core/tracing"
 )
 
 // RunFlags are the flags of the commands that run steps (apply, destroy).
@@ -33,6 +36,8 @@ type RunFlags struct {
 	// the steps make, helm's included ("": khook's "khook", and helm's
 	// "helm" for helm's writes).
 	FieldManager string
+	// Trace is --trace-file and --timeline.
+	Trace TraceFlags
 }
 
 // NewRunFlags returns apply's and destroy's flags with their defaults.
@@ -52,6 +57,7 @@ func (f *RunFlags) AddFlags(cmd *cobra.Command, contextFlag string) {
 	cmd.Flags().IntVar(&f.Parallelism, "parallelism", defaultParallelism, "how many steps may run at once (0: no limit); with --contexts, on each cluster")
 	AddFieldManagerFlag(cmd, &f.FieldManager)
 	cmd.Flags().DurationVar(&f.LockTimeout, "lock-timeout", 0, "with a state record: how long to wait for the run lock when another run holds it (0: fail at once, naming the holder)")
+	f.Trace.AddFlags(cmd)
 }
 
 // RunOptions is a ready-to-run apply or destroy.
@@ -73,6 +79,12 @@ type RunOptions struct {
 	Progress ProgressOutput
 	Redactor *redact.Redactor
 	Clusters *Clusters
+	// Trace is --trace-file and --timeline; Environ the environment the
+	// OpenTelemetry variables are read from (nil: the process's).
+	Trace   TraceFlags
+	Environ []string
+	// trace is the run's trace, nil when it is not traced.
+	trace *tracing.Trace
 }
 
 // ToOptions resolves the flags of command ("apply" or "destroy").
@@ -86,7 +98,7 @@ func (f *RunFlags) ToOptions(command string, streams genericiooptions.IOStreams,
 	if err := checkFieldManager(f.FieldManager); err != nil {
 		return nil, err
 	}
-	if err := errors.Join(f.Fleet.check(), f.Select.check()); err != nil {
+	if err := errors.Join(f.Fleet.check(), f.Select.check(), f.Trace.check(f.Fleet.enabled())); err != nil {
 		return nil, err
 	}
 	so, err := f.Spec.ToOptions(src)
@@ -94,7 +106,7 @@ func (f *RunFlags) ToOptions(command string, streams genericiooptions.IOStreams,
 		return nil, err
 	}
 	return &RunOptions{Command: command, Spec: so, Fleet: f.Fleet, Output: f.Output.value, Parallelism: f.Parallelism, LockTimeout: f.LockTimeout, Select: f.Select, Destroy: f.Destroy, FieldManager: f.FieldManager,
-		Streams: streams, Progress: progress, Redactor: src.Redactor, Clusters: clusters}, nil
+		Streams: streams, Progress: progress, Redactor: src.Redactor, Clusters: clusters, Trace: f.Trace, Environ: src.Environ}, nil
 }
 
 // newRunCommand is apply's or destroy's command, cmd its help.
@@ -174,25 +186,39 @@ destroy -f bootstrap.yaml --contexts 'staging-*'`),
 // record's run lock from before it reads the record until it ends;
 // destroy takes it before it shows its plan and holds it through the
 // question, so what runs is what was approved.
-func (o *RunOptions) Run(ctx context.Context) error {
+func (o *RunOptions) Run(ctx context.Context) (err error) {
 	if o.asks() && !isTerminal(o.Streams.In) {
 		return o.refuseWithoutTerminal()
 	}
+	if o.trace, err = o.startTrace(ctx); err != nil {
+		return err
+	}
+	defer func() { o.endTrace(o.trace, err) }()
 	if o.Fleet.enabled() {
 		return o.runFleet(ctx)
 	}
+	return o.runOne(ctx)
+}
+
+// runOne is Run on the connection's one cluster.
+func (o *RunOptions) runOne(ctx context.Context) (err error) {
+	// the cluster's spans: the run's lock, record, steps
+	spans := o.trace.Cluster("", false)
+	defer func() { spans.End("", err) }()
 	doc, err := o.Spec.Load()
 	if err != nil {
 		return err
 	}
+	o.trace.SetSpec(doc.Spec.Metadata.Name)
 	sel, err := o.Select.resolve(doc, engine.Command(o.Command), o.Streams.ErrOut)
 	if err != nil {
 		return err
 	}
-	c, err := o.Clusters.connect(ctx, doc, o.engineOptions(sel))
+	c, err := o.Clusters.connect(ctx, doc, o.engineOptions(sel), spans)
 	if err != nil {
 		return err
 	}
+	o.trace.SetContext(c.Name())
 	if o.Command == "destroy" && o.Destroy.DryRun {
 		v := render.DestroyPlanView{Spec: doc.Spec.Metadata.Name, Clusters: []render.DestroyCluster{o.destroyCluster(ctx, c, "", nil)}}
 		if err := ctx.Err(); err != nil { // Ctrl-C while destroy planned: no plan to show
@@ -214,13 +240,34 @@ func (o *RunOptions) Run(ctx context.Context) error {
 			return err
 		}
 	}
+	spans.Steps(traceSteps(doc, r.Dispositions()))
 	p := o.Progress.progress(o.Command, doc, r.Order())
-	res, stateErr := r.Execute(ctx, p, o.Parallelism)
+	var (
+		times *timeline.Collector
+		sink  event.Sink = p
+	)
+	if o.Trace.Timeline != "" {
+		times = timeline.NewCollector()
+		sink = event.Tee(p, times)
+	}
+	res, stateErr := r.Execute(ctx, sink, o.Parallelism)
 	p.Close()
 	if res == nil {
 		return stateErr
 	}
+	spans.End(res.Status, stateErr)
 	err = o.finish(c, res, stateErr)
+	if times != nil {
+		disp := r.Dispositions()
+		resumed := make(map[string]bool, len(disp))
+		for i, d := range disp {
+			resumed[doc.Spec.Steps[i].Name] = d.Fate == engine.FateResume
+		}
+		tl := times.Run(doc.Spec.Metadata.Name, o.Command, o.trace.ID(), timelineDefs(doc, o.Command), func(n string) bool { return resumed[n] })
+		if werr := writeTimeline(o.Trace.Timeline, tl, o.Redactor); werr != nil && err == nil && stateErr == nil {
+			err = werr
+		}
+	}
 	var exitErr *ExitError
 	if res.Status == run.RunInterrupted && (err == nil || errors.As(err, &exitErr)) {
 		// the summary said so; the state record's error, if any, follows
@@ -235,7 +282,7 @@ func (o *RunOptions) Run(ctx context.Context) error {
 
 // engineOptions are the engine's options of the run.
 func (o *RunOptions) engineOptions(sel *engine.Selection) engine.Options {
-	return engine.Options{Selection: sel, FieldManager: o.FieldManager, ForceCRDs: o.Destroy.ForceCRDs}
+	return engine.Options{Selection: sel, FieldManager: o.FieldManager, ForceCRDs: o.Destroy.ForceCRDs, TraceID: o.trace.ID()}
 }
 
 // finish prints the run's result on cluster c (stateErr is the error of
@@ -246,9 +293,11 @@ func (o *RunOptions) finish(c *engine.Cluster, res *run.Result, stateErr error) 
 	var err error
 	switch o.Output {
 	case "json":
-		err = render.JSON(o.Streams.Out, render.Report(name, o.Command, res))
+		rep := render.Report(name, o.Command, res)
+		rep.TraceID = o.trace.ID()
+		err = render.JSON(o.Streams.Out, rep)
 	case "junit":
-		cr := render.ClusterRun{Context: c.Name(), Status: res.Status, Result: res, Duration: res.Duration, Started: time.Now().Add(-res.Duration)}
+		cr := render.ClusterRun{Context: c.Name(), Status: res.Status, Result: res, Duration: res.Duration, Started: time.Now().Add(-res.Duration), TraceID: o.trace.ID()}
 		if stateErr != nil {
 			cr.Err = stateErr.Error()
 		}

@@ -10,6 +10,7 @@ import (
 	"khook.io/core/kube"
 	"khook.io/core/render"
 	"khook.io/core/run"
+	"khook.io/core/tracing"
 )
 
 // fleetMember is one cluster of a fleet run: connected once, its run
@@ -19,6 +20,8 @@ type fleetMember struct {
 	c       *engine.Cluster
 	r       *engine.Run
 	id      kube.ClusterID
+	// spans are the cluster's in the fleet's trace (nil: not traced)
+	spans *tracing.Sink
 	started time.Time
 	// err: the cluster cannot be used (unreachable, its identity
 	// unreadable, its lock held, its turn never came); it fails alone.
@@ -41,6 +44,7 @@ func (o *RunOptions) runFleet(ctx context.Context) error {
 	}
 	command := engine.Command(o.Command)
 	doc := members[0].Doc
+	o.trace.SetSpec(doc.Spec.Metadata.Name)
 	if _, err := o.Select.resolve(doc, command, nil); err != nil {
 		return err
 	}
@@ -114,7 +118,7 @@ func (o *RunOptions) runFleet(ctx context.Context) error {
 func (o *RunOptions) connectFleet(ctx context.Context, members []*fleet.Member, progress *render.FleetProgress) []*fleetMember {
 	fm := make([]*fleetMember, len(members))
 	for i, m := range members {
-		fm[i] = &fleetMember{Member: m, started: time.Now()}
+		fm[i] = &fleetMember{Member: m, started: time.Now(), spans: o.trace.Cluster(m.Context, true)}
 	}
 	e := o.Clusters.engine()
 	fleet.Visit(ctx, len(fm), o.Fleet.Parallelism, func(ctx context.Context, i int) error {
@@ -128,7 +132,11 @@ func (o *RunOptions) connectFleet(ctx context.Context, members []*fleet.Member, 
 		if err != nil {
 			return err
 		}
-		if m.c, err = e.Connect(ctx, m.Doc, target(m.Getter, notes, notes), o.engineOptions(sel)); err != nil {
+		t := target(m.Getter, notes, notes)
+		if m.spans != nil {
+			t.Events = m.spans
+		}
+		if m.c, err = e.Connect(ctx, m.Doc, t, o.engineOptions(sel)); err != nil {
 			return err
 		}
 		m.id, err = m.c.ID(ctx)
@@ -186,11 +194,13 @@ func (o *RunOptions) runMember(ctx context.Context, m *fleetMember, cp *render.C
 		}
 		defer r.Release()
 	}
+	m.spans.Steps(traceSteps(m.Doc, r.Dispositions()))
 	res, stateErr := r.Execute(ctx, cp, o.Parallelism)
 	if res == nil {
 		return o.memberFailed(ctx, m, cp, steps, stateErr)
 	}
-	cr := render.ClusterRun{Context: m.Context, Started: started}
+	m.spans.End(res.Status, stateErr)
+	cr := render.ClusterRun{Context: m.Context, Started: started, TraceID: o.trace.ID()}
 	cr.Result, cr.Status, cr.Duration = res, res.Status, time.Since(cr.Started)
 	if stateErr != nil {
 		cr.Err = o.Redactor.String(stateErr.Error())
@@ -205,10 +215,11 @@ func (o *RunOptions) runMember(ctx context.Context, m *fleetMember, cp *render.C
 // memberFailed ends a cluster's run before its steps ran (interrupted
 // when ctx was cancelled).
 func (o *RunOptions) memberFailed(ctx context.Context, m *fleetMember, cp *render.ClusterProgress, steps []render.StepInfo, err error) render.ClusterRun {
-	cr := render.ClusterRun{Context: m.Context, Started: m.started, Status: run.RunFailed, Err: o.Redactor.String(err.Error())}
+	cr := render.ClusterRun{Context: m.Context, Started: m.started, Status: run.RunFailed, Err: o.Redactor.String(err.Error()), TraceID: o.trace.ID()}
 	if ctx.Err() != nil {
 		cr.Status = run.RunInterrupted
 	}
+	m.spans.End(cr.Status, err)
 	first, _, _ := strings.Cut(cr.Err, "\n")
 	cr.Result = render.NotRun(steps, "not run: "+first)
 	cr.Duration = time.Since(cr.Started)

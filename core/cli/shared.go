@@ -13,6 +13,7 @@ import (
 	"khook.io/core/redact"
 	"khook.io/core/render"
 	"khook.io/core/step"
+	"khook.io/core/tracing"
 )
 
 // What the commands share is handed to each explicitly, as kubectl hands
@@ -100,13 +101,18 @@ func target(getter genericclioptions.RESTClientGetter, warnings, notes io.Writer
 	return engine.Target{Getter: getter, Warnings: warnings, Notes: render.Notes(notes)}
 }
 
-// connect connects the connection's cluster for doc (checked up front).
-func (c *Clusters) connect(ctx context.Context, doc *load.Document, o engine.Options) (*engine.Cluster, error) {
+// connect connects the connection's cluster for doc (checked up front);
+// events, when not nil, receives every event of its runs (the trace).
+func (c *Clusters) connect(ctx context.Context, doc *load.Document, o engine.Options, events *tracing.Sink) (*engine.Cluster, error) {
 	var w io.Writer
 	if c != nil {
 		w = c.Warnings
 	}
-	return c.engine().Connect(ctx, doc, target(c.getter(), w, w), o)
+	t := target(c.getter(), w, w)
+	if events != nil {
+		t.Events = events
+	}
+	return c.engine().Connect(ctx, doc, t, o)
 }
 
 // registry is the step executors, nil without them (the offline commands

@@ -15,6 +15,7 @@ import (
 	"khook.io/core/redact"
 	"khook.io/core/render"
 	"khook.io/core/state"
+	"khook.io/core/timeline"
 )
 
 // StatusFlags are status's flags.
@@ -23,6 +24,8 @@ type StatusFlags struct {
 	Fleet  FleetFlags
 	Output *outputFlag
 	Select SelectFlags
+	// Timeline is --timeline: the last run drawn into a file.
+	Timeline string
 }
 
 // NewStatusFlags returns status's flags with their defaults.
@@ -37,6 +40,7 @@ func (f *StatusFlags) AddFlags(cmd *cobra.Command, contextFlag string) {
 	f.Fleet.AddFlags(cmd, contextFlag)
 	f.Output.add(cmd, "output", "o", "output format")
 	f.Select.AddFlags(cmd, "status")
+	cmd.Flags().StringVar(&f.Timeline, "timeline", "", "draw the last run the record keeps into FILE as a timeline picture (SVG; HTML when FILE ends in .html): a bar per step and attempt on a time axis, colour by outcome, waits shaded, the critical path marked")
 }
 
 // StatusOptions is a ready-to-run status.
@@ -52,6 +56,8 @@ type StatusOptions struct {
 	// connection's cluster's, checked first.
 	Clients func(context.Context) (*kube.Clients, error)
 	Select  SelectFlags
+	// Timeline is --timeline ("": none).
+	Timeline string
 }
 
 // NewCmdStatus is the status command.
@@ -83,14 +89,15 @@ status -f bootstrap.yaml --contexts 'prod-*'`),
 
 // ToOptions resolves the flags.
 func (f *StatusFlags) ToOptions(streams genericiooptions.IOStreams, src SpecSource, clusters *Clusters) (*StatusOptions, error) {
-	if err := errors.Join(f.Fleet.check(), f.Select.check()); err != nil {
+	tf := TraceFlags{Timeline: f.Timeline}
+	if err := errors.Join(f.Fleet.check(), f.Select.check(), tf.check(f.Fleet.enabled())); err != nil {
 		return nil, err
 	}
 	so, err := f.Spec.ToOptions(src)
 	if err != nil {
 		return nil, err
 	}
-	return &StatusOptions{Spec: so, Fleet: f.Fleet, Output: f.Output.value, Streams: streams, Redactor: src.Redactor, Clusters: clusters, Select: f.Select}, nil
+	return &StatusOptions{Spec: so, Fleet: f.Fleet, Output: f.Output.value, Streams: streams, Redactor: src.Redactor, Clusters: clusters, Select: f.Select, Timeline: f.Timeline}, nil
 }
 
 // Run reads the record and shows it; with --contexts, every cluster's.
@@ -108,6 +115,15 @@ func (o *StatusOptions) Run(ctx context.Context) error {
 	st, err := o.status(ctx, doc, target(o.Clusters.getter(), o.Streams.ErrOut, o.Streams.ErrOut))
 	if err != nil {
 		return err
+	}
+	if o.Timeline != "" {
+		if st == nil {
+			sp := doc.Spec
+			return fmt.Errorf("--timeline: %s is not applied yet: no state record at %s, no run to draw", sp.Metadata.Name, state.Location{Namespace: sp.StateNamespace(), Name: sp.StateSecretName()})
+		}
+		if err := writeTimeline(o.Timeline, timeline.FromRecord(st.Record, timelineDefs(doc, st.Record.Command)), o.Redactor); err != nil {
+			return err
+		}
 	}
 	return o.print(st, doc, o.Streams.Out)
 }

@@ -68,6 +68,11 @@ type Target struct {
 	// Notes receives the notes of operations on the cluster; nil drops
 	// them.
 	Notes func(Note)
+	// Events receives every event of the cluster's runs besides the
+	// progress sink Execute is given, from the start: the phases of the
+	// run lock and the state record too, which come before Execute (the
+	// CLI's trace). Nil drops them.
+	Events event.Sink
 }
 
 // Options are the day-2 settings of one command on a cluster.
@@ -80,6 +85,9 @@ type Options struct {
 	FieldManager string
 	// ForceCRDs is destroy's --force-crds.
 	ForceCRDs bool
+	// TraceID is the id of the trace the command's run belongs to
+	// (OpenTelemetry, hex), kept in the state record; "": none.
+	TraceID string
 }
 
 // Cluster is one spec connected to one cluster: what plan, diff, status
@@ -97,6 +105,9 @@ type Cluster struct {
 	releaseNotes bool
 	// sink receives the run's events (progress lines of the executors).
 	sink event.Sink
+	// events receives the run's events besides the progress (Target.Events;
+	// never nil)
+	events event.Sink
 	// run identifies the run to its steps (see takeLock).
 	run    step.Run
 	warned sync.Map // step name + "\x00" + text → struct{}
@@ -118,14 +129,14 @@ func (e *Engine) Connect(ctx context.Context, doc *load.Document, t Target, o Op
 		return nil, err
 	}
 	return &Cluster{red: e.redactor(), doc: doc, clients: clients, registry: reg, http: fetch.NewClient(), namespace: defaultNamespace(t.Getter),
-		opts: o, notes: t.Notes, releaseNotes: e.ReleaseNotes, sink: event.Discard}, nil
+		opts: o, notes: t.Notes, releaseNotes: e.ReleaseNotes, sink: event.Tee(t.Events), events: event.Tee(t.Events)}, nil
 }
 
 // Attach is Connect with clients built and checked already (a caller's
 // own, a test's fake clientset): nothing is checked.
 func (e *Engine) Attach(doc *load.Document, clients *kube.Clients, t Target, o Options) *Cluster {
 	return &Cluster{red: e.redactor(), doc: doc, clients: clients, registry: e.registry(), http: fetch.NewClient(), namespace: "default",
-		opts: o, notes: t.Notes, releaseNotes: e.ReleaseNotes, sink: event.Discard}
+		opts: o, notes: t.Notes, releaseNotes: e.ReleaseNotes, sink: event.Tee(t.Events), events: event.Tee(t.Events)}
 }
 
 // Clients builds and checks the clients of t's cluster.
@@ -246,6 +257,19 @@ func defaultNamespace(getter genericclioptions.RESTClientGetter) string {
 		return "default"
 	}
 	return ns
+}
+
+// phase reports a phase of the run itself (the run lock, the state
+// record) to the run's events; the function it returns ends it.
+func (c *Cluster) phase(phase, detail string) func(error) {
+	c.events.Emit(event.Event{Kind: event.PhaseStarted, Time: time.Now(), Phase: phase, Detail: detail})
+	return func(err error) {
+		e := event.Event{Kind: event.PhaseEnded, Time: time.Now(), Phase: phase, Detail: detail}
+		if err != nil {
+			e.Message = err.Error()
+		}
+		c.events.Emit(e)
+	}
 }
 
 // executor is step i's executor.

@@ -10,6 +10,7 @@ import (
 	"khook.io/core/lock"
 	"khook.io/core/run"
 	"khook.io/core/state"
+	"khook.io/core/timeline"
 	"khook.io/core/version"
 )
 
@@ -37,7 +38,9 @@ func (c *Cluster) openState(ctx context.Context, lk *lock.Lock) (*journal, error
 		return nil, nil
 	}
 	loc := state.Location{Namespace: sp.StateNamespace(), Name: sp.StateSecretName()}
+	end := c.phase(event.PhaseRecord, "read state record "+loc.String())
 	store, err := state.Open(ctx, c.clients.Typed, loc, sp.Metadata.Name)
+	end(err)
 	if err != nil {
 		return nil, err
 	}
@@ -68,13 +71,17 @@ func (rs *journal) begin(ctx context.Context, r *Run) error {
 	}
 	changing := rs.changing(r)
 	rs.changes = changing
-	return rs.store.Begin(ctx, state.Run{
+	end := r.c.phase(event.PhaseRecord, "mark the run begun in state record "+rs.store.Location().String())
+	err := rs.store.Begin(ctx, state.Run{
 		Command:      string(r.command),
 		SpecHash:     rs.specHash(doc),
 		KhookVersion: version.Get().Version,
+		TraceID:      r.c.opts.TraceID,
 		Steps:        names,
 		Changing:     changing,
 	})
+	end(err)
+	return err
 }
 
 // changing lists the steps a run may change, with why:
@@ -121,8 +128,11 @@ func (rs *journal) sink(next event.Sink, ru *Run) event.Sink {
 		index[st.Name] = i
 	}
 	red, tasks, command, disp := ru.c.red, ru.tasks, ru.command, ru.disp
+	// when each attempt ran and waited, for the timeline picture
+	times := timeline.NewCollector()
 	return event.SinkFunc(func(e event.Event) {
 		next.Emit(e)
+		times.Emit(e)
 		i, ok := index[e.Step]
 		if !ok {
 			return
@@ -140,6 +150,10 @@ func (rs *journal) sink(next event.Sink, ru *Run) event.Sink {
 			return
 		}
 		r := state.StepRecord{Type: e.Type, Hash: rs.hashes[i], Reads: rs.reads[i], Attempts: e.Attempt, DurationMs: e.Elapsed.Milliseconds(), FinishedAt: time.Now().UTC()}
+		if start, tl := timeline.Record(times.Attempts(e.Step)); !start.IsZero() {
+			start = start.UTC()
+			r.StartedAt, r.Timeline = &start, tl
+		}
 		switch {
 		case command == CommandDestroy:
 			r.Hash, r.Reads = "", nil
@@ -194,10 +208,14 @@ func (rs *journal) sink(next event.Sink, ru *Run) event.Sink {
 
 // finish records how the run ended; after a fully successful destroy it
 // deletes the record instead.
-func (rs *journal) finish(ctx context.Context, command Command, runStatus string) error {
+func (rs *journal) finish(ctx context.Context, c *Cluster, command Command, runStatus string) (err error) {
 	if command == CommandDestroy && runStatus == run.RunOK && !rs.partial {
+		end := c.phase(event.PhaseRecord, "delete state record "+rs.store.Location().String())
+		defer func() { end(err) }()
 		return rs.store.Delete(ctx)
 	}
+	end := c.phase(event.PhaseRecord, "record how the run ended in state record "+rs.store.Location().String())
+	defer func() { end(err) }()
 	if err := rs.store.Finish(ctx, runStatus); err != nil {
 		return fmt.Errorf("%w (the run itself ended %s)", err, runStatus)
 	}

@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/kubernetes"
 
+	"khook.io/core/event"
 	"khook.io/core/load"
 	"khook.io/core/lock"
 	"khook.io/core/objects"
@@ -53,6 +54,7 @@ func (c *Cluster) takeLock(ctx context.Context, command Command, timeout time.Du
 	if t := c.clients.Config.Timeout; t > 0 {
 		requestTimeout = t
 	}
+	end := c.phase(event.PhaseLock, "run lock of state record "+loc.String())
 	lk, err := lock.Acquire(ctx, c.clients.Typed, loc, me, lock.Options{
 		Timeout:        timeout,
 		RequestTimeout: requestTimeout,
@@ -64,6 +66,7 @@ func (c *Cluster) takeLock(ctx context.Context, command Command, timeout time.Du
 		},
 		EnsureNamespace: func(ctx context.Context) error { return c.ensureStateNamespace(ctx, loc.Namespace) },
 	})
+	end(err)
 	if apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("state record's namespace %s does not exist, and the credentials may not create it: create it first, or set state.namespace to one that exists (%w)", loc.Namespace, err)
 	}

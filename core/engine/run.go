@@ -155,6 +155,9 @@ func withNote(fn run.AttemptFunc, note string) run.AttemptFunc {
 func (c *Cluster) attempt(i int, timeout time.Duration, fn func(context.Context, *step.Request) (step.Outcome, error)) run.AttemptFunc {
 	return func(ctx context.Context, attempt int) (run.Outcome, error) {
 		req := c.request(i, attempt, timeout, c.sink)
+		// the phases and the causes of waits deep inside the step go to
+		// the run's events
+		ctx = event.WithAttempt(ctx, c.sink, req.Step.Name, req.Step.Type(), attempt)
 		if req.Warn != nil {
 			ctx = kube.WithWarnings(ctx, req.Warn) // the API server's warnings of the step's requests
 		}
@@ -186,7 +189,8 @@ func (r *Run) Execute(ctx context.Context, progress event.Sink, parallelism int)
 		progress = event.Discard
 	}
 	c := r.c
-	c.sink = progress
+	c.sink = event.Tee(progress, c.events)
+	progress = c.sink
 	if r.rs != nil {
 		pctx, cancel := c.preflight(ctx)
 		err := r.rs.begin(pctx, r)
@@ -212,7 +216,7 @@ func (r *Run) Execute(ctx context.Context, progress event.Sink, parallelism int)
 		store.Abandon()
 		return res, lost
 	}
-	err := r.rs.finish(ctx, r.command, res.Status)
+	err := r.rs.finish(ctx, c, r.command, res.Status)
 	if lost != nil {
 		return res, errors.Join(lost, err)
 	}

@@ -4,7 +4,10 @@
 // passes that text through the redactor first.
 package event
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // Kind names what happened.
 type Kind string
@@ -22,6 +25,32 @@ const (
 	StepInterrupted Kind = "step-interrupted"
 	StepSkipped     Kind = "step-skipped"
 	RunFinished     Kind = "run-finished"
+	// PhaseStarted and PhaseEnded bound a phase of a run (Step empty: the
+	// run lock, the state record) or of a step's attempt (fetching and
+	// rendering, the install or apply, a wait, a chart's hooks): Phase
+	// names it, and PhaseEnded's Message is its error ("" when it
+	// succeeded). Progress shows none of them; the trace and the timeline
+	// are drawn from them.
+	PhaseStarted Kind = "phase-started"
+	PhaseEnded   Kind = "phase-ended"
+	// StepCause is a cause a wait of the step's attempt found for being
+	// stuck (Message: what is wrong, and the object), when it appears or
+	// changes, and the cause its failure ends with (Final).
+	StepCause Kind = "step-cause"
+)
+
+// The phases the engine and the step kinds report (PhaseStarted's Phase).
+const (
+	PhaseLock    = "lock"   // taking the state record's run lock
+	PhaseRecord  = "record" // reading or writing the state record
+	PhaseFetch   = "fetch"  // fetching sources: a chart, values, manifests
+	PhaseRender  = "render" // rendering a chart (a dry run) to compare it
+	PhaseInstall = "install"
+	PhaseUpgrade = "upgrade"
+	PhaseApply   = "apply" // writing objects: apply, patch, a Job's create
+	PhaseDelete  = "delete"
+	PhaseWait    = "wait" // waiting for objects to become ready or gone
+	PhaseHook    = "hook" // waiting for a chart's hook to complete
 )
 
 // Event is one thing that happened during a run.
@@ -41,6 +70,12 @@ type Event struct {
 	// StepInterrupted) or the
 	// run's (RunFinished).
 	Elapsed time.Duration
+	// Phase names the phase (PhaseStarted, PhaseEnded); Detail says what
+	// it is about ("chart cmdeploy 0.1.0", "state record ns/x"), raw.
+	Phase  string
+	Detail string
+	// Final: the cause a failed wait ends with (StepCause).
+	Final bool
 }
 
 // Sink receives events. Implementations must be safe for concurrent use;
@@ -56,4 +91,81 @@ type SinkFunc func(Event)
 func (f SinkFunc) Emit(e Event) { f(e) }
 
 // Discard drops every event.
-var Discard Sink = SinkFunc(func(Event) {})
+var Discard Sink = discard{}
+
+type discard struct{}
+
+func (discard) Emit(Event) {}
+
+// Tee sends every event to each sink, in order; nil and Discard are
+// left out.
+func Tee(sinks ...Sink) Sink {
+	var out []Sink
+	for _, s := range sinks {
+		if s != nil && s != Discard {
+			out = append(out, s)
+		}
+	}
+	switch len(out) {
+	case 0:
+		return Discard
+	case 1:
+		return out[0]
+	}
+	return SinkFunc(func(e Event) {
+		for _, s := range out {
+			s.Emit(e)
+		}
+	})
+}
+
+// What code deep inside a step (a helm install, a wait) reports of the
+// attempt it serves goes through the attempt's context: the engine puts
+// the attempt there (WithAttempt), and Phase and Cause emit events for it
+// to the run's sink. Without one they do nothing.
+
+type attemptKey struct{}
+
+// attempt is the step attempt a context serves.
+type attempt struct {
+	sink    Sink
+	step    string
+	typ     string
+	attempt int
+}
+
+// WithAttempt returns ctx serving attempt n of the named step of type
+// typ: the phases and causes reported through it go to sink.
+func WithAttempt(ctx context.Context, sink Sink, step, typ string, n int) context.Context {
+	if sink == nil {
+		sink = Discard
+	}
+	return context.WithValue(ctx, attemptKey{}, &attempt{sink: sink, step: step, typ: typ, attempt: n})
+}
+
+// Phase reports that a phase of the attempt ctx serves begins (detail
+// says what it is about); the function it returns reports its end, err
+// its error (nil: it succeeded). Without an attempt in ctx, nothing is
+// reported.
+func Phase(ctx context.Context, phase, detail string) func(err error) {
+	a, _ := ctx.Value(attemptKey{}).(*attempt)
+	if a == nil {
+		return func(error) {}
+	}
+	a.sink.Emit(Event{Kind: PhaseStarted, Time: time.Now(), Step: a.step, Type: a.typ, Attempt: a.attempt, Phase: phase, Detail: detail})
+	return func(err error) {
+		e := Event{Kind: PhaseEnded, Time: time.Now(), Step: a.step, Type: a.typ, Attempt: a.attempt, Phase: phase, Detail: detail}
+		if err != nil {
+			e.Message = err.Error()
+		}
+		a.sink.Emit(e)
+	}
+}
+
+// Cause reports a cause a wait of the attempt ctx serves found for being
+// stuck (final: the cause its failure ends with).
+func Cause(ctx context.Context, cause string, final bool) {
+	if a, _ := ctx.Value(attemptKey{}).(*attempt); a != nil && cause != "" {
+		a.sink.Emit(Event{Kind: StepCause, Time: time.Now(), Step: a.step, Type: a.typ, Attempt: a.attempt, Message: cause, Final: final})
+	}
+}

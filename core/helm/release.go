@@ -21,6 +21,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"khook.io/core/event"
 	"khook.io/core/objects"
 )
 
@@ -366,12 +367,15 @@ func (c *Client) apply(ctx context.Context, r Release) (Result, error) {
 			return res, pend.err()
 		}
 	}
+	endFetch := event.Phase(ctx, event.PhaseFetch, "chart and values of release "+r.Name)
 	ch, err := c.loadChart(ctx, r.Source)
 	if err != nil {
+		endFetch(err)
 		return res, err
 	}
 	res.Chart, res.ChartRef = ch.String(), ch.Ref
 	vals, err := c.values(ctx, r.ValuesFrom, r.Values)
+	endFetch(err)
 	if err != nil {
 		return res, err
 	}
@@ -433,7 +437,9 @@ func (c *Client) install(ctx context.Context, cfg *configuration, r Release, ch 
 	in.DisableOpenAPIValidation = noClientValidation
 	in.Labels = labels
 	c.env.logf("installing chart %s as release %s in %s", ch.Ref, r.Name, r.Namespace)
+	endInstall := event.Phase(ctx, event.PhaseInstall, "chart "+ch.Ref+" as release "+r.Name)
 	rel, err := v1Release(in.RunWithContext(ctx, chrt, vals))
+	endInstall(err)
 	if err != nil {
 		return res, operationError(ctx, "install", cfg, in.Timeout, r.Wait || r.Atomic, err)
 	}
@@ -484,7 +490,9 @@ func (c *Client) upgrade(ctx context.Context, cfg *configuration, r Release, ch 
 	up.DisableOpenAPIValidation = noClientValidation
 	up.Labels = labels // merged by helm with the last revision's
 	c.readyUpgrade(cfg, up, r, ch, last, res)
+	endUpgrade := event.Phase(ctx, event.PhaseUpgrade, "release "+r.Name+" to chart "+ch.Ref)
 	rel, err := v1Release(up.RunWithContext(ctx, r.Name, chrt, vals))
+	endUpgrade(err)
 	if err != nil {
 		return res, operationError(ctx, "upgrade", cfg, up.Timeout, r.Wait || r.Atomic, err)
 	}
@@ -506,7 +514,9 @@ func (c *Client) unchanged(ctx context.Context, cfg *configuration, r Release, c
 		!sameValues(last.Config, vals) {
 		return false, nil
 	}
+	endRender := event.Phase(ctx, event.PhaseRender, "chart "+ch.Ref+" (a server-side dry run, to compare with revision "+fmt.Sprint(last.Version)+")")
 	rendered, err := c.render(ctx, cfg, r, ch, vals)
+	endRender(err)
 	if err != nil {
 		return false, err
 	}

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"khook.io/core/event"
 	"khook.io/core/kube"
 	"khook.io/core/redact"
 	"khook.io/core/waiter"
@@ -113,7 +114,7 @@ func (w *readyWaiter) WatchUntilReady(resources helmkube.ResourceList, timeout t
 	if timeout <= 0 {
 		timeout = helmkube.DefaultStatusWatcherTimeout
 	}
-	return w.run(targets, timeout, "completion of the hook", hookCheck)
+	return w.run(targets, timeout, "completion of the hook", event.PhaseHook, hookCheck)
 }
 
 // finalDiagnosis bounds the diagnosis of a wait that timed out. It is
@@ -201,13 +202,13 @@ func (w *readyWaiter) wait(resources helmkube.ResourceList, timeout time.Duratio
 		}
 		targets = append(targets, waiter.Target{Mapping: info.Mapping, Namespace: info.Namespace, Name: info.Name})
 	}
-	return w.run(targets, timeout, "readiness", waiter.KStatus)
+	return w.run(targets, timeout, "readiness", event.PhaseWait, waiter.KStatus)
 }
 
 // run waits for targets by check, bounded by timeout and ctx; progress
 // goes to the operation's log (a stuck wait's cause included) and a
 // timeout's error says what was not ready and why.
-func (w *readyWaiter) run(targets []waiter.Target, timeout time.Duration, what string, check waiter.CheckFunc) error {
+func (w *readyWaiter) run(targets []waiter.Target, timeout time.Duration, what, phase string, check waiter.CheckFunc) error {
 	if len(targets) == 0 {
 		return nil
 	}
@@ -221,7 +222,7 @@ func (w *readyWaiter) run(targets []waiter.Target, timeout time.Duration, what s
 		defer cancel()
 	}
 	progress := func(line string) { w.log("%s", line) }
-	err := waiter.Wait(ctx, w.clients, waiter.Options{Targets: targets, Check: check, What: what, Progress: progress, FinalDiagnosis: finalDiagnosis, Redact: w.red.String})
+	err := waiter.Wait(ctx, w.clients, waiter.Options{Targets: targets, Check: check, What: what, Phase: phase, Progress: progress, FinalDiagnosis: finalDiagnosis, Redact: w.red.String})
 	if err != nil && ctx.Err() != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
 		err = fmt.Errorf("%w: %w", err, ctx.Err())
 	}

@@ -26,6 +26,8 @@ type ClusterRun struct {
 	Result   *run.Result
 	Started  time.Time
 	Duration time.Duration
+	// TraceID is the run's trace (OpenTelemetry), "" when not traced.
+	TraceID string
 }
 
 // counts counts the cluster's steps by status.
@@ -78,11 +80,14 @@ func FleetStatus(runs []ClusterRun) string {
 
 // FleetReport is the JSON form of a fleet run (apply --contexts -o json).
 type FleetReport struct {
-	Name       string          `json:"name"`
-	Command    string          `json:"command"`
-	Status     string          `json:"status"`
-	DurationMs int64           `json:"durationMs"`
-	Clusters   []ClusterReport `json:"clusters"`
+	Name       string `json:"name"`
+	Command    string `json:"command"`
+	Status     string `json:"status"`
+	DurationMs int64  `json:"durationMs"`
+	// TraceID is the fleet run's trace (one for every cluster), "" when
+	// it was not traced.
+	TraceID  string          `json:"traceId,omitempty"`
+	Clusters []ClusterReport `json:"clusters"`
 }
 
 // ClusterReport is one cluster of a FleetReport.
@@ -110,6 +115,9 @@ func NewFleetReport(name, command string, runs []ClusterRun, d time.Duration) Fl
 			cr.Steps = Report(name, command, c.Result).Steps
 		}
 		r.Clusters[i] = cr
+		if c.TraceID != "" {
+			r.TraceID = c.TraceID
+		}
 	}
 	return r
 }

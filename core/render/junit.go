@@ -32,6 +32,9 @@ func JUnit(w io.Writer, name, command string, runs []ClusterRun, d time.Duration
 			{Name: "khook.context", Value: c.Context},
 			{Name: "khook.status", Value: c.Status},
 		}}}
+		if c.TraceID != "" {
+			s.Properties.Properties = append(s.Properties.Properties, junitProperty{Name: "khook.traceId", Value: c.TraceID})
+		}
 		if !c.Started.IsZero() {
 			s.Timestamp = c.Started.UTC().Format("2006-01-02T15:04:05Z")
 		}

@@ -46,7 +46,11 @@ func TestJUnitIsValidAgainstTheSchema(t *testing.T) {
 	red := redact.New()
 	red.Add(plantedSecret)
 	var b bytes.Buffer
-	if err := JUnit(&b, "platform", "apply", fleetRuns(), 41*time.Second, red); err != nil {
+	runs := fleetRuns()
+	for i := range runs {
+		runs[i].TraceID = "0af7651916cd43dd8448eb211c80319c" // a traced run's
+	}
+	if err := JUnit(&b, "platform", "apply", runs, 41*time.Second, red); err != nil {
 		t.Fatal(err)
 	}
 	out := b.Bytes()
@@ -66,6 +70,11 @@ func TestJUnitIsValidAgainstTheSchema(t *testing.T) {
 	}
 	if doc.Tests != 10 || doc.Failures != 2 || doc.Errors != 2 || len(doc.Suites) != 4 {
 		t.Errorf("testsuites: tests %d failures %d errors %d suites %d", doc.Tests, doc.Failures, doc.Errors, len(doc.Suites))
+	}
+	for _, s := range doc.Suites {
+		if p := s.Properties.Properties; p[len(p)-1] != (junitProperty{Name: "khook.traceId", Value: "0af7651916cd43dd8448eb211c80319c"}) {
+			t.Errorf("suite %s: properties %v, want the trace id last", s.Name, p)
+		}
 	}
 	us := doc.Suites[1]
 	if us.Name != "prod-us" || us.Tests != 3 || us.Failures != 2 || us.Time != "35.000" {

@@ -40,6 +40,9 @@ func StatusText(w io.Writer, st *state.Status) error {
 		fmt.Fprintf(w, ", finished %s (%s)", r.FinishedAt.UTC().Format(time.RFC3339), fmtDuration(r.FinishedAt.Sub(r.StartedAt)))
 	}
 	fmt.Fprintln(w)
+	if r.TraceID != "" {
+		fmt.Fprintf(w, "Trace %s\n", r.TraceID)
+	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "STEP\tTYPE\tSTATUS\tATTEMPTS\tDURATION\tNEXT APPLY\tDETAIL")

@@ -12,11 +12,14 @@ import (
 
 // RunReport is the JSON form of a finished run (apply -o json).
 type RunReport struct {
-	Name       string       `json:"name"`
-	Command    string       `json:"command"`
-	Status     string       `json:"status"`
-	DurationMs int64        `json:"durationMs"`
-	Steps      []StepReport `json:"steps"`
+	Name       string `json:"name"`
+	Command    string `json:"command"`
+	Status     string `json:"status"`
+	DurationMs int64  `json:"durationMs"`
+	// TraceID is the run's trace (OpenTelemetry, 32 hex digits), "" when
+	// the run was not traced.
+	TraceID string       `json:"traceId,omitempty"`
+	Steps   []StepReport `json:"steps"`
 }
 
 // StepReport is one step of a RunReport.

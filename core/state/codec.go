@@ -104,16 +104,18 @@ func compress(rec *Record) ([]byte, error) {
 }
 
 // trims are the ways the record shrinks when it does not fit, in order,
-// each on top of the ones before: what each step did (Detail), then the
-// kustomize: reads (an optimisation: without them the next run builds to
-// check the hash), then the error texts, first cut short, then dropped.
-// Step names, types, hashes, statuses, attempts and times always stay:
-// they decide what the next run resumes.
+// each on top of the ones before: what each step did (Detail), then when
+// each attempt ran and waited (the timeline picture then draws a step as
+// one bar), then the kustomize: reads (an optimisation: without them the
+// next run builds to check the hash), then the error texts, first cut
+// short, then dropped. Step names, types, hashes, statuses, attempts and
+// times always stay: they decide what the next run resumes.
 var trims = []struct {
 	what string
 	trim func(*StepRecord)
 }{
 	{"details", func(s *StepRecord) { s.Detail = "" }},
+	{"attempt timelines", func(s *StepRecord) { s.Timeline = nil }},
 	{"kustomize reads", func(s *StepRecord) { s.Reads = nil }},
 	{"error texts cut to 64 characters", func(s *StepRecord) { s.Error = cut(s.Error, shortError) }},
 	{"error texts", func(s *StepRecord) { s.Error = "" }},

@@ -83,7 +83,7 @@ func mustJSON(t *testing.T, rec *Record) []byte {
 }
 
 // TestEncodeShrinksInOrder: a record over the budget loses, in order, the
-// details, the kustomize reads, the length of the error texts and then
+// details, the attempts' timelines, the kustomize reads, the length of the error texts and then
 // the error texts, and never a name, hash or status.
 func TestEncodeShrinksInOrder(t *testing.T) {
 	base := func() *Record {
@@ -94,6 +94,12 @@ func TestEncodeShrinksInOrder(t *testing.T) {
 				Error:  Truncate(fmt.Sprintf("apply %d failed: %s", i, randomHash()+randomHash()+randomHash())),
 				Detail: randomHash() + randomHash(),
 				Reads:  map[string][]string{"kustomize": {"read " + randomHash(), "stat " + randomHash()}},
+			}
+			// attempts with their waits, at times that differ per step
+			for a := int64(0); a < 3; a++ {
+				o := int64(i)*7919%100000 + a*12345
+				rec.Steps[fmt.Sprintf("s%d", i)].Timeline = append(rec.Steps[fmt.Sprintf("s%d", i)].Timeline,
+					AttemptTimes{Start: o, End: o + 4321 + int64(i), Waits: [][2]int64{{o + 17, o + 999 + int64(i)*3}, {o + 1500, o + 4000 + int64(i)}}})
 			}
 		}
 		return rec
@@ -137,7 +143,7 @@ func TestEncodeShrinksInOrder(t *testing.T) {
 				if s == nil || s.Hash != want.Hash || s.Status != want.Status || s.Type != want.Type || s.Attempts != want.Attempts {
 					t.Fatalf("%s: %+v, want %+v", name, s, want)
 				}
-				kept := []bool{s.Detail != "", s.Reads != nil, s.Error == want.Error, s.Error != ""}
+				kept := []bool{s.Detail != "", s.Timeline != nil, s.Reads != nil, s.Error == want.Error, s.Error != ""}
 				for i, k := range kept {
 					if k != (i >= trim) {
 						t.Fatalf("%s after %d trims: %q kept: %v", name, trim, trims[i].what, k)

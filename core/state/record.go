@@ -3,6 +3,7 @@ package state
 import (
 	"crypto/rand"
 	"encoding/base64"
+	"slices"
 	"time"
 	"unicode/utf8"
 )
@@ -43,6 +44,9 @@ type Record struct {
 	UpdatedAt    time.Time  `json:"updatedAt"`
 	FinishedAt   *time.Time `json:"finishedAt,omitempty"`
 	Salt         string     `json:"salt"`
+	// TraceID is the OpenTelemetry trace of the run (hex), "" when the
+	// run was not traced.
+	TraceID string `json:"traceId,omitempty"`
 	// Trimmed says what the record left out to fit its Secret (the step
 	// details, ...), "" when nothing.
 	Trimmed string                 `json:"trimmed,omitempty"`
@@ -61,11 +65,26 @@ type StepRecord struct {
 	// redacted and truncated before they are recorded.
 	Error  string `json:"error,omitempty"`
 	Detail string `json:"detail,omitempty"`
+	// StartedAt is when the step's first attempt began (nil: it never
+	// started, or an earlier khook recorded it); Timeline is when each of
+	// its attempts ran and waited, for the timeline picture (status
+	// --timeline). Times only: nothing of what the step did.
+	StartedAt *time.Time     `json:"startedAt,omitempty"`
+	Timeline  []AttemptTimes `json:"timeline,omitempty"`
 	// Reads are the file system calls ("op path", paths relative to the
 	// kustomization) the build of each kustomize: source made when Hash
 	// was computed, by source; the next run replays them to check the
 	// hash without building. File paths only, never content.
 	Reads map[string][]string `json:"reads,omitempty"`
+}
+
+// AttemptTimes is when one attempt of a step ran, in milliseconds after
+// the step's StartedAt: from Start to End, waiting (for objects to become
+// ready or gone, for a chart's hooks) during Waits.
+type AttemptTimes struct {
+	Start int64      `json:"start"`
+	End   int64      `json:"end"`
+	Waits [][2]int64 `json:"waits,omitempty"`
 }
 
 // Resumes reports whether a step with this input hash may be skipped: it
@@ -109,6 +128,11 @@ func (r *Record) clone() *Record {
 	c.Steps = make(map[string]*StepRecord, len(r.Steps))
 	for k, v := range r.Steps {
 		s := *v
+		if v.StartedAt != nil {
+			t := *v.StartedAt
+			s.StartedAt = &t
+		}
+		s.Timeline = slices.Clone(v.Timeline)
 		c.Steps[k] = &s
 	}
 	if r.FinishedAt != nil {

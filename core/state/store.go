@@ -269,6 +269,8 @@ func (s *Store) Err() error {
 // Run is what Begin records of the run it marks started.
 type Run struct {
 	Command, SpecHash, KhookVersion string
+	// TraceID is the run's trace (OpenTelemetry), "" when none.
+	TraceID string
 	// Steps are the spec's steps; records of other steps are dropped.
 	Steps []string
 	// Changing maps each step the run may change (undo, replace, re-run
@@ -314,6 +316,7 @@ func (s *Store) Begin(ctx context.Context, r Run) error {
 	}
 	s.rec.Version, s.rec.Spec, s.rec.SpecHash, s.rec.KhookVersion = RecordVersion, s.spec, r.SpecHash, r.KhookVersion
 	s.rec.Command, s.rec.RunStatus, s.rec.StartedAt, s.rec.FinishedAt = r.Command, "running", now, nil
+	s.rec.TraceID = r.TraceID
 	s.version++
 	s.mu.Unlock()
 	if err := s.write(ctx); err != nil {

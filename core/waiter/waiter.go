@@ -56,6 +56,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"khook.io/core/diagnose"
+	"khook.io/core/event"
 	"khook.io/core/kube"
 	"khook.io/core/spec"
 )
@@ -134,6 +135,10 @@ type Options struct {
 	// current value of one, changes, and when the cause a diagnosis finds
 	// appears or changes.
 	Progress func(string)
+	// Phase is the phase of the step's attempt the wait is reported as
+	// (event.Phase): event.PhaseWait when empty, event.PhaseHook for a
+	// chart's hook.
+	Phase string
 	// StallAfter is how long the watched objects may go without a change
 	// before the wait is diagnosed; zero is DefaultStallAfter.
 	StallAfter time.Duration
@@ -163,7 +168,7 @@ func (o Options) diagnosis() diagnose.Options {
 // Wait blocks until every target is ready by opts, ctx ends, an API error
 // makes waiting pointless (forbidden, unknown type), or opts.Check returns
 // an error.
-func Wait(ctx context.Context, c *kube.Clients, opts Options) error {
+func Wait(ctx context.Context, c *kube.Clients, opts Options) (err error) {
 	if len(opts.Targets) == 0 {
 		return nil
 	}
@@ -176,6 +181,19 @@ func Wait(ctx context.Context, c *kube.Clients, opts Options) error {
 			opts.What = "deletion"
 		}
 	}
+	// the wait is a phase of the step's attempt, and the cause its
+	// failure ends with that attempt's cause (the trace, the timeline)
+	phase := opts.Phase
+	if phase == "" {
+		phase = event.PhaseWait
+	}
+	end := event.Phase(ctx, phase, opts.What)
+	defer func() {
+		if cause := CauseOf(err); cause != nil {
+			event.Cause(ctx, cause.Brief(), true)
+		}
+		end(err)
+	}()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
@@ -308,6 +326,7 @@ func Wait(ctx context.Context, c *kube.Clients, opts Options) error {
 			shown = line
 			if opts.Progress != nil {
 				if line != "" {
+					event.Cause(ctx, line, false)
 					opts.Progress("stuck: " + line)
 				} else {
 					opts.Progress(last.progressLine(opts.What)) // the cause is gone

@@ -51,6 +51,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"khook.io/core/event"
 	"khook.io/core/internal/english"
 	"khook.io/core/manifest"
 	"khook.io/core/objects"
@@ -94,7 +95,9 @@ func load(ctx context.Context, req *step.Request) ([]*unstructured.Unstructured,
 // Run applies the step's objects and waits for waitFor.
 func (e *Executor) Run(ctx context.Context, req *step.Request) (result step.Outcome, err error) {
 	defer req.RedactOutcome(&result, &err)
+	endFetch := event.Phase(ctx, event.PhaseFetch, "manifests")
 	objs, ns, err := load(ctx, req)
+	endFetch(err)
 	if err != nil {
 		return step.Outcome{}, err
 	}
@@ -122,7 +125,9 @@ func (e *Executor) Run(ctx context.Context, req *step.Request) (result step.Outc
 			req.Logf("namespace %s created", a.Namespace)
 		}
 	}
+	endApply := event.Phase(ctx, event.PhaseApply, fmt.Sprintf("%d objects", len(objs)))
 	set, targets, err := applyAll(ctx, req, m, objs, ns)
+	endApply(err)
 	if err != nil {
 		return step.Outcome{}, err
 	}
@@ -271,7 +276,9 @@ func existing(ctx context.Context, m *objects.Manager, objs []*unstructured.Unst
 // --force-crds. Objects already gone count as success.
 func (e *Executor) Destroy(ctx context.Context, req *step.Request) (result step.Outcome, err error) {
 	defer req.RedactOutcome(&result, &err)
+	endFetch := event.Phase(ctx, event.PhaseFetch, "manifests")
 	objs, ns, err := load(ctx, req)
+	endFetch(err)
 	if err != nil {
 		return step.Outcome{}, err
 	}

@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"khook.io/core/event"
 	"khook.io/core/kube"
 	"khook.io/core/objects"
 	"khook.io/core/plan"
@@ -176,7 +177,9 @@ func (e *Executor) Run(ctx context.Context, req *step.Request) (result step.Outc
 			return step.Outcome{}, err
 		}
 	}
+	endCreate := event.Phase(ctx, event.PhaseApply, "create Job "+r.ns+"/"+req.Step.Name)
 	created, err := jobs.Create(ctx, Build(req.Step, req.SpecName, r.ns, req.Timeout), metav1.CreateOptions{FieldManager: m.FieldManager()})
+	endCreate(err)
 	if err != nil && errors.Is(ctx.Err(), context.Canceled) {
 		// interrupted while the create was in flight: the server may have
 		// created the Job all the same

@@ -18,6 +18,9 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/types"
+	"go.opentelemetry.io/otel/propagation"
+	oteltrace "go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc/metadata"
 
 	"khook.io/core/engine"
 	"khook.io/core/event"
@@ -28,6 +31,7 @@ import (
 	"khook.io/core/run"
 	"khook.io/core/state"
 	"khook.io/core/steps/builtin"
+	"khook.io/core/tracing"
 )
 
 // Default timeouts of the operations, on top of the spec's own per step.
@@ -113,9 +117,40 @@ const parallelism = 16
 // notes and the API server's warnings go to standard error (Terraform's
 // log), redacted.
 func connect(ctx context.Context, c connection, doc *load.Document, red *redact.Redactor, fieldManager types.String) (*engine.Cluster, error) {
+	return connectTraced(ctx, c, doc, red, fieldManager, nil, "")
+}
+
+// connectTraced is connect with the run's events going to spans (nil:
+// not traced) and the trace's id kept in the state record.
+func connectTraced(ctx context.Context, c connection, doc *load.Document, red *redact.Redactor, fieldManager types.String, spans *tracing.Sink, traceID string) (*engine.Cluster, error) {
 	log := red.Writer(os.Stderr)
 	e := &engine.Engine{Steps: builtin.Registry, Redactor: red}
-	return e.Connect(ctx, doc, engine.Target{Getter: newGetter(c), Warnings: log, Notes: render.Notes(log)}, engine.Options{FieldManager: fieldManager.ValueString()})
+	t := engine.Target{Getter: newGetter(c), Warnings: log, Notes: render.Notes(log)}
+	if spans != nil {
+		t.Events = spans
+	}
+	return e.Connect(ctx, doc, t, engine.Options{FieldManager: fieldManager.ValueString(), TraceID: traceID})
+}
+
+// callerSpan is the span the provider's call belongs to: one in ctx, or
+// the W3C trace context in the gRPC call's metadata (a Terraform or
+// OpenTofu whose plugin client propagates it); invalid when neither
+// (tracing.Start then reads TRACEPARENT from the environment).
+func callerSpan(ctx context.Context) oteltrace.SpanContext {
+	if sc := oteltrace.SpanContextFromContext(ctx); sc.IsValid() {
+		return sc
+	}
+	md, ok := metadata.FromIncomingContext(ctx)
+	if !ok {
+		return oteltrace.SpanContext{}
+	}
+	carrier := propagation.MapCarrier{}
+	for _, k := range []string{"traceparent", "tracestate"} {
+		if v := md.Get(k); len(v) > 0 {
+			carrier[k] = v[0]
+		}
+	}
+	return oteltrace.SpanContextFromContext(propagation.TraceContext{}.Extract(ctx, carrier))
 }
 
 // runOn runs command (apply or destroy, which Terraform confirmed: it does
@@ -123,13 +158,41 @@ func connect(ctx context.Context, c connection, doc *load.Document, red *redact.
 // the run lock held, the record written as the run goes. A step that
 // failed is in the result; the error says the run could not start, or
 // the record's or the lock's error once it did.
-func runOn(ctx context.Context, command engine.Command, c connection, doc *load.Document, red *redact.Redactor, fieldManager types.String) (*run.Result, error) {
-	cl, err := connect(ctx, c, doc, red, fieldManager)
+func runOn(ctx context.Context, command engine.Command, c connection, doc *load.Document, red *redact.Redactor, fieldManager types.String) (res *run.Result, err error) {
+	log := red.Writer(os.Stderr)
+	defer func() { _ = log.Flush() }()
+	// traced as the CLI's runs are, when the provider's environment (which
+	// Terraform passes on) says so, a child of the caller's span
+	tr, err := tracing.Start(ctx, tracing.Options{Command: string(command), Redactor: red, Stderr: log, Parent: callerSpan(ctx)})
 	if err != nil {
 		return nil, err
 	}
-	log := red.Writer(os.Stderr)
-	defer func() { _ = log.Flush() }()
+	spans := tr.Cluster("", false)
+	tr.SetSpec(doc.Spec.Metadata.Name)
+	defer func() {
+		status, code := "", 0
+		if res != nil {
+			status = res.Status
+		}
+		if err != nil || status != run.RunOK {
+			code = 1
+		}
+		spans.End(status, err)
+		if tr != nil {
+			fmt.Fprintf(log, "Trace %s: %s.\n", tr.ID(), tr.Describe())
+		}
+		tr.End(code, err)
+	}()
+	cl, err := connectTraced(ctx, c, doc, red, fieldManager, spans, tr.ID())
+	if err != nil {
+		return nil, err
+	}
+	tr.SetContext(cl.Name())
+	steps := make([]tracing.StepInfo, len(doc.Spec.Steps))
+	for i := range doc.Spec.Steps {
+		steps[i] = tracing.StepInfo{Name: doc.Spec.Steps[i].Name, Target: doc.Spec.Steps[i].Summary()}
+	}
+	spans.Steps(steps)
 	return cl.Run(ctx, command, engine.RunOptions{Parallelism: parallelism, Progress: func(order []int) (event.Sink, func()) {
 		infos := make([]render.StepInfo, len(order))
 		for k, i := range order {
