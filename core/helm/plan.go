@@ -10,6 +10,7 @@ import (
 
 	"khook.io/core/diff"
 	"khook.io/core/internal/english"
+	"khook.io/core/spec"
 )
 
 // PlanAction is what Plan predicts Apply will do.
@@ -43,6 +44,11 @@ type Plan struct {
 	// https://..."), when it could be fetched.
 	Target  string
 	Details []string
+	// Kept are the fields of the release's objects left to other writers
+	// or ignored by the drift policy ("kept: ConfigMap/inj-ca data.ca
+	// (written by cainjector)"); Drift the objects that drifted and are
+	// left as they are (drift mode warn).
+	Kept, Drift []string
 }
 
 // Plan predicts what Apply(ctx, r) would do, changing nothing: it reads the
@@ -57,8 +63,10 @@ func (c *Client) Plan(ctx context.Context, r Release) (Plan, error) {
 		err = fmt.Errorf("release %s (%s): %w", r.Name, r.Namespace, err)
 	}
 	p.Reason = c.env.Redactor.String(p.Reason)
-	for i, d := range p.Details {
-		p.Details[i] = c.env.Redactor.String(d)
+	for _, lines := range [][]string{p.Details, p.Kept, p.Drift} {
+		for i, d := range lines {
+			lines[i] = c.env.Redactor.String(d)
+		}
 	}
 	return p, c.env.Redactor.Error(err)
 }
@@ -190,8 +198,9 @@ func (c *Client) planDrift(ahead *pendingDrift, r Release, last *release.Release
 		return
 	}
 	p.Details = append(p.Details, d.Details()...)
+	p.Kept, p.Drift = d.KeptLines(), d.LeftLines()
 	switch {
-	case !d.None():
+	case d.Repairs():
 		them := "them"
 		if len(d.Objects) == 1 {
 			them = "it"
@@ -202,6 +211,13 @@ func (c *Client) planDrift(ahead *pendingDrift, r Release, last *release.Release
 	case r.Replace:
 		p.Action = PlanUpgrade
 		p.Reason = fmt.Sprintf("revision %d has this chart, these values and these manifests, and the cluster has its objects: a new revision all the same (--replace)", last.Version)
+	case d.Left():
+		p.Action = PlanNoOp
+		p.Reason = fmt.Sprintf("revision %d already has this chart, these values and these manifests; %s of it drifted (%s), left as it is: drift mode warn",
+			last.Version, english.CountNoun(len(d.Objects), "object"), d.Summary("missing"))
+	case r.Drift.Mode == spec.DriftOff:
+		p.Action = PlanNoOp
+		p.Reason = fmt.Sprintf("revision %d already has this chart, these values and these manifests (drift mode off: its objects are not compared with the cluster)", last.Version)
 	default:
 		p.Action = PlanNoOp
 		p.Reason = fmt.Sprintf("revision %d already has this chart, these values and these manifests, and the cluster has its objects as they say", last.Version)

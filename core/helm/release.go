@@ -72,6 +72,10 @@ type Release struct {
 	// manifests and objects are as r says (--replace): a new revision,
 	// hooks run.
 	Replace bool
+	// Drift is the step's drift policy: what a release deployed with the
+	// same chart, values and manifests does with objects that changed
+	// (repair, warn, off), and whose fields are kept or ignored.
+	Drift objects.Policy
 }
 
 // Run identifies the khook run an operation belongs to (step.Run).
@@ -294,8 +298,11 @@ type Result struct {
 	// Recovered says how a release left pending by an interrupted run was
 	// recovered, if it was.
 	Recovered string
-	// Drift is what a Repaired upgrade put back; Forced says Replace made
-	// an upgrade nothing else asked for (Upgraded, or Repaired).
+	// Drift is what the drift check found: what a Repaired upgrade put
+	// back, or what an Unchanged release left drifted (Drift.Left: the
+	// policy says warn), and the fields it kept for other writers or
+	// ignored; Forced says Replace made an upgrade nothing else asked for
+	// (Upgraded, or Repaired).
 	Drift  Drift
 	Forced bool
 	// Notes is the chart's NOTES.txt as the install or upgrade rendered it
@@ -453,7 +460,7 @@ func (c *Client) upgrade(ctx context.Context, cfg *configuration, r Release, ch 
 			if res.Drift, err = ahead.wait(); err != nil {
 				return res, err
 			}
-			if res.Drift.None() && !r.Replace {
+			if !res.Drift.Repairs() && !r.Replace {
 				if r.Wait {
 					if err := c.waitReady(ctx, cfg, r, last); err != nil {
 						return res, err
@@ -489,7 +496,7 @@ func (c *Client) upgrade(ctx context.Context, cfg *configuration, r Release, ch 
 		return res, operationError(ctx, "upgrade", cfg, up.Timeout, r.Wait || r.Atomic, err)
 	}
 	res.Action, res.Revision, res.Notes = Upgraded, rel.Version, notes(rel)
-	if !res.Drift.None() {
+	if res.Drift.Repairs() {
 		res.Action = Repaired
 	}
 	return res, nil

@@ -100,15 +100,27 @@ func SameJSON(a, b any) bool {
 }
 
 // AsStored is intent as the API server stores it, where that differs
-// from what a manifest writes: a core Secret's stringData, each value
-// base64-encoded into data (stringData wins over data), which is what the
-// live object holds. Any other intent is returned as it is (not a copy).
+// from what a manifest writes: a field written null (annotations: with
+// no value, as the usual {{- with .Values.annotations }} renders it) is
+// not set, as kubectl, helm and the API server read it (decoded into the
+// kind's type, a null is the field's absence; a custom resource's nulls
+// are pruned unless its schema makes the field nullable); a core Secret's
+// stringData is each value base64-encoded into data (stringData wins over
+// data), which is what the live object holds. Any other intent is
+// returned as it is (not a copy).
 func AsStored(intent *unstructured.Unstructured) *unstructured.Unstructured {
-	sd, ok := intent.Object["stringData"].(map[string]any)
-	if !ok || !isSecretKind(intent) {
-		return intent
+	out := intent
+	if hasNull(intent.Object) {
+		out = intent.DeepCopy()
+		dropNulls(out.Object)
 	}
-	out := intent.DeepCopy()
+	sd, ok := out.Object["stringData"].(map[string]any)
+	if !ok || !isSecretKind(out) {
+		return out
+	}
+	if out == intent {
+		out = intent.DeepCopy()
+	}
 	data, _ := out.Object["data"].(map[string]any)
 	if data == nil {
 		data = map[string]any{}
@@ -121,4 +133,42 @@ func AsStored(intent *unstructured.Unstructured) *unstructured.Unstructured {
 	out.Object["data"] = data
 	delete(out.Object, "stringData")
 	return out
+}
+
+// hasNull reports whether a map in v, at any depth, holds a null.
+func hasNull(v any) bool {
+	switch x := v.(type) {
+	case map[string]any:
+		for _, e := range x {
+			if e == nil || hasNull(e) {
+				return true
+			}
+		}
+	case []any:
+		for _, e := range x {
+			if hasNull(e) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// dropNulls removes every null a map in v holds, at any depth (a list's
+// null elements stay: they are the list's).
+func dropNulls(v any) {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			if e == nil {
+				delete(x, k)
+				continue
+			}
+			dropNulls(e)
+		}
+	case []any:
+		for _, e := range x {
+			dropNulls(e)
+		}
+	}
 }
