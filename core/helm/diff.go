@@ -229,6 +229,11 @@ func (c *Client) renderInstall(ctx context.Context, cfg *configuration, r Releas
 	}
 	if len(chrt.CRDObjects()) > 0 {
 		d.Notes = append(d.Notes, "the chart's crds/ are installed first and are not part of this diff")
+		skips, err := c.crdSkips(ctx, ch, vals)
+		if err != nil {
+			return nil, err
+		}
+		d.Notes = append(d.Notes, skips...)
 	}
 	rel, err := dryRunInstall(ctx, cfg, r, chrt, vals, replace)
 	if err == nil {

@@ -123,6 +123,11 @@ func (c *Client) plan(ctx context.Context, r Release) (Plan, error) {
 		if note != "" {
 			p.Details = append(p.Details, note)
 		}
+		skips, err := c.crdSkips(ctx, ch, vals)
+		if err != nil {
+			return Plan{}, err
+		}
+		p.Details = append(p.Details, skips...)
 		if err := c.checkInstall(ctx, cfg, r, ch, vals, last != nil); err != nil {
 			p.Action, p.Reason = PlanUnknown, "the install would fail: "+err.Error()
 		}

@@ -308,6 +308,9 @@ type Result struct {
 	// Notes is the chart's NOTES.txt as the install or upgrade rendered it
 	// (what helm prints after one); empty otherwise. Not redacted.
 	Notes string
+	// SkippedCRDs are the CRDs of the chart's crds/ an install found
+	// present and did not create (decision 254).
+	SkippedCRDs []PresentCRD
 }
 
 // Apply installs or upgrades r, as the release history decides:
@@ -423,6 +426,18 @@ func (c *Client) install(ctx context.Context, cfg *configuration, r Release, ch 
 	if err != nil {
 		return res, err
 	}
+	present, err := c.presentCRDs(ctx, ch, chrt, vals)
+	if err != nil {
+		return res, err
+	}
+	if err := dropCRDs(chrt, present); err != nil {
+		return res, err
+	}
+	for _, p := range present {
+		c.env.warn(fmt.Sprintf("chart %s: %s", ch.Name, p))
+		c.env.logf("chart %s: %s", ch.Name, p)
+	}
+	res.SkippedCRDs = present
 	in := action.NewInstall(cfg.Configuration)
 	in.ReleaseName = r.Name
 	in.Namespace = r.Namespace

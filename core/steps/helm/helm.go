@@ -91,6 +91,13 @@ func (e *Executor) Run(ctx context.Context, req *step.Request) (out step.Outcome
 	case khelm.Unchanged:
 		out.Message = fmt.Sprintf("%s unchanged at revision %d: chart %s with these values is deployed", subject, res.Revision, res.ChartRef)
 	}
+	if n := len(res.SkippedCRDs); n > 0 {
+		names := make([]string, n)
+		for i, c := range res.SkippedCRDs {
+			names[i] = c.Name + " (" + c.File + ")"
+		}
+		out.Message += fmt.Sprintf("; skipped %s of the chart's crds/ that exist (helm installs them only when absent): %s", english.CountNoun(n, "CRD"), strings.Join(names, ", "))
+	}
 	out.Drift, out.Kept = res.Drift.LeftLines(), res.Drift.KeptLines()
 	if res.Drift.Left() {
 		out.Message += "; drift left as it is (drift mode warn): " + res.Drift.Summary("missing")
