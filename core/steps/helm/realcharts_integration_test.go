@@ -244,4 +244,3 @@ func applyServerSide(t *testing.T, f *fixture, data []byte) {
 		t.Fatal(err)
 	}
 }
-
