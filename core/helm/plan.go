@@ -3,6 +3,7 @@ package helm
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	rcommon "helm.sh/helm/v4/pkg/release/common"
@@ -142,7 +143,7 @@ func (c *Client) plan(ctx context.Context, r Release) (Plan, error) {
 	if last.Info.Status == rcommon.StatusDeployed {
 		ahead := c.driftAhead(ctx, r, ch, vals, last)
 		defer ahead.stop()
-		same, err := c.unchanged(ctx, cfg, r, ch, vals, last)
+		same, rendered, err := c.rendersSame(ctx, cfg, r, ch, vals, last)
 		if err != nil {
 			p.Action, p.Reason = PlanUnknown, "the upgrade would fail: "+err.Error()
 			return p, nil
@@ -151,7 +152,19 @@ func (c *Client) plan(ctx context.Context, r Release) (Plan, error) {
 			c.planDrift(ahead, r, last, &p)
 			return p, nil
 		}
-		p.Details = append(p.Details, changes(last, ch, vals)...)
+		if rendered == nil {
+			p.Details = append(p.Details, changes(last, ch, vals)...)
+		} else {
+			// the same chart and values, rendered differently: say where
+			// (a template that renders anew each time, such as a generated
+			// certificate, upgrades on every run, as helm upgrade does)
+			what, err := c.manifestChanges(ctx, last, rendered, r.Namespace)
+			if err != nil {
+				return Plan{}, err
+			}
+			p.Reason = fmt.Sprintf("revision %d has this chart and these values, but the chart renders differently now: %s", last.Version, strings.Join(what, "; "))
+			p.Details = append(p.Details, "rendered manifests change: "+strings.Join(what, "; "))
+		}
 	}
 	p.Action = PlanUpgrade
 	return p, nil
@@ -227,4 +240,40 @@ func (c *Client) planDrift(ahead *pendingDrift, r Release, last *release.Release
 		p.Action = PlanNoOp
 		p.Reason = fmt.Sprintf("revision %d already has this chart, these values and these manifests, and the cluster has its objects as they say", last.Version)
 	}
+}
+
+// manifestChanges names what the rendered manifests and hooks change
+// from last's, object by object: "Secret/tls data[\"tls.crt\"],
+// data[\"tls.key\"]", "ConfigMap/x added", "Job/y (hook) removed". Paths
+// only: no value is named.
+func (c *Client) manifestChanges(ctx context.Context, last, rendered *release.Release, namespace string) ([]string, error) {
+	objs, err := c.pairObjects(ctx, last, rendered, namespace)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, o := range objs {
+		u := o.Rendered
+		if u == nil {
+			u = o.Current
+		}
+		name := u.GetKind() + "/" + u.GetName()
+		if o.Hook {
+			name += " (hook)"
+		}
+		switch {
+		case o.Current == nil:
+			out = append(out, name+" added")
+		case o.Rendered == nil:
+			out = append(out, name+" removed")
+		default:
+			if fields := diff.ChangedFields(o.Current, o.Rendered); len(fields) > 0 {
+				out = append(out, name+" "+strings.Join(fields, ", "))
+			}
+		}
+	}
+	if len(out) == 0 {
+		out = append(out, "the same objects in another order or form")
+	}
+	return out, nil
 }

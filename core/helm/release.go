@@ -523,16 +523,23 @@ func (c *Client) upgrade(ctx context.Context, cfg *configuration, r Release, ch 
 // lookup and the API versions behave as in a real upgrade). An error means
 // the chart does not render.
 func (c *Client) unchanged(ctx context.Context, cfg *configuration, r Release, ch *Chart, vals map[string]any, last *release.Release) (bool, error) {
+	same, _, err := c.rendersSame(ctx, cfg, r, ch, vals, last)
+	return same, err
+}
+
+// rendersSame is unchanged, with the chart rendered (nil when the chart
+// or values differ: it is not rendered then).
+func (c *Client) rendersSame(ctx context.Context, cfg *configuration, r Release, ch *Chart, vals map[string]any, last *release.Release) (bool, *release.Release, error) {
 	if last.Chart == nil || last.Chart.Metadata == nil ||
 		last.Chart.Metadata.Name != ch.Name || last.Chart.Metadata.Version != ch.Version ||
 		!sameValues(last.Config, vals) {
-		return false, nil
+		return false, nil, nil
 	}
 	rendered, err := c.render(ctx, cfg, r, ch, vals)
 	if err != nil {
-		return false, err
+		return false, nil, err
 	}
-	return rendered.Manifest == last.Manifest && sameHooks(rendered.Hooks, last.Hooks), nil
+	return rendered.Manifest == last.Manifest && sameHooks(rendered.Hooks, last.Hooks), rendered, nil
 }
 
 // checkInstall is a server-side dry-run install: it changes nothing. It

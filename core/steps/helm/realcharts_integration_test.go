@@ -244,3 +244,41 @@ func applyServerSide(t *testing.T, f *fixture, data []byte) {
 		t.Fatal(err)
 	}
 }
+
+// certTemplates render a new certificate on every render, as
+// aws-load-balancer-controller's chart does for its webhook: a Secret
+// with the key pair and a webhook configuration with its CA.
+const certTemplates = `{{- $cert := genSelfSignedCert "lbc.example" nil nil 30 }}
+apiVersion: v1
+kind: Secret
+metadata: {name: lbc-tls}
+type: kubernetes.io/tls
+data:
+  tls.crt: {{ $cert.Cert | b64enc }}
+  tls.key: {{ $cert.Key | b64enc }}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: lbc-config}
+data: {level: info}
+`
+
+// TestPlanSaysWhyAChartUpgradesEachRun: a chart whose template renders
+// a new certificate on every render still upgrades on every run (as helm
+// upgrade does), and plan says why: which fields of which objects the
+// new rendering changes, by path, never by value.
+func TestPlanSaysWhyAChartUpgradesEachRun(t *testing.T) {
+	f := newFixture(t)
+	ns := f.cluster.NewNamespace(t, "helm-renders")
+	dir := localChart(t, "lbc", certTemplates, "")
+	yaml := driftStep("lbc", dir, ns)
+	f.apply(f.request(yaml, steptest.Options{}))
+	p := f.plan(f.request(yaml, steptest.Options{}))
+	want := `the chart renders differently now: Secret/lbc-tls data["tls.crt"], data["tls.key"]`
+	if p.Action != "upgrade" || !strings.Contains(p.Reason, want) || strings.Contains(p.Reason, "ConfigMap") {
+		t.Errorf("plan: %s %q, want the reason to say %q", p.Action, p.Reason, want)
+	}
+	if out := f.apply(f.request(yaml, steptest.Options{})); !out.Changed || !strings.Contains(out.Message, "to revision 2") {
+		t.Errorf("re-run: %+v", out)
+	}
+}
