@@ -64,10 +64,10 @@ type Drift struct {
 	Objects []DriftedObject
 	// Kept are fields whose live value differs from the manifest but is
 	// another writer's: not drift, left out of a repair.
-	Kept []KeptField
+	Kept []objects.Kept
 	// Ignored are fields whose live value differs from the manifest that
 	// an ignore rule of the policy leaves out.
-	Ignored []KeptField
+	Ignored []objects.Kept
 	// Unknown names the objects that could not be read (forbidden): their
 	// drift is unknown.
 	Unknown []string
@@ -100,23 +100,6 @@ type DriftedObject struct {
 	// Unconfirmed says why the dry run that would confirm the fields
 	// failed; they are taken as drift.
 	Unconfirmed string
-}
-
-// KeptField is a field the manifest sets whose live value differs and is
-// left as it is.
-type KeptField struct {
-	Ref  objects.Ref
-	Path string
-	// Why says whose it is: "written by cainjector", "written by
-	// kube-controller-manager through scale", "written by another step of
-	// the spec (khook)", "drift.ignore".
-	Why string
-}
-
-// String is the field as plan and the outcome name it:
-// "ConfigMap/inj-ca data.ca (written by cainjector)".
-func (f KeptField) String() string {
-	return f.Ref.KindName() + " " + f.Path + " (" + f.Why + ")"
 }
 
 // None reports whether nothing drifted.
@@ -291,7 +274,7 @@ func (c *Client) checkDrift(ctx context.Context, r Release, rel *release.Release
 // objectDrift is what the drift check found of one object.
 type objectDrift struct {
 	drifted       *DriftedObject
-	kept, ignored []KeptField
+	kept, ignored []objects.Kept
 	unknown       string
 	// intent and live are the object as its manifest sets it (as stored)
 	// and as read; nil when it was not read.
@@ -357,7 +340,7 @@ type classified struct {
 	// differ are the fields whose live value differs and is drift.
 	differ []objects.Field
 	// kept and ignored differ too, but are another writer's or ignored.
-	kept, ignored []KeptField
+	kept, ignored []objects.Kept
 }
 
 // classify compares the fields want (an object of a release's manifest)
@@ -370,7 +353,7 @@ func classify(want, live *unstructured.Unstructured, policy objects.Policy, spec
 	if out.intent == want {
 		out.intent = want.DeepCopy() // diff writes live values into it
 	}
-	if contained(out.intent.Object, live.Object, true) {
+	if objects.Contained(out.intent.Object, live.Object, true) {
 		// every field the manifest sets holds its value: nothing differs
 		// (the common case, decided without reading any schema)
 		return out, nil
@@ -381,17 +364,17 @@ func classify(want, live *unstructured.Unstructured, policy objects.Policy, spec
 	}
 	ref := objects.RefOf(want)
 	for _, f := range fields {
-		if f.Equal || sameField(f.Intent, true, f.Live, f.InLive) {
+		if f.Equal || objects.SameField(f.Intent, true, f.Live, f.InLive) {
 			continue // an empty map or list the server drops is no drift
 		}
 		name := pathName(f.Path)
 		switch v := policy.Judge(f, mine...); {
 		case policy.Ignored(out.intent, f.Path):
-			out.ignored = append(out.ignored, KeptField{Ref: ref, Path: name, Why: "drift.ignore"})
+			out.ignored = append(out.ignored, objects.Kept{Ref: ref, Path: name, Why: "drift.ignore"})
 		case spec != "" && !slices.Contains(mine, spec) && f.OwnedBy(spec):
-			out.kept = append(out.kept, KeptField{Ref: ref, Path: name, Why: "written by another step of the spec (" + spec + ")"})
+			out.kept = append(out.kept, objects.Kept{Ref: ref, Path: name, Why: "written by another step of the spec (" + spec + ")"})
 		case v.Keep:
-			out.kept = append(out.kept, KeptField{Ref: ref, Path: name, Why: v.Why})
+			out.kept = append(out.kept, objects.Kept{Ref: ref, Path: name, Why: v.Why})
 		default:
 			out.differ = append(out.differ, f)
 		}
@@ -425,7 +408,7 @@ func (d Drift) leave(key string) ([]fieldpath.Path, error) {
 		if len(v.By) == 0 {
 			continue // helm's own, or nobody's: written (left out, helm's would be removed)
 		}
-		differs := !f.Equal && !sameField(f.Intent, true, f.Live, f.InLive)
+		differs := !f.Equal && !objects.SameField(f.Intent, true, f.Live, f.InLive)
 		kept := v.Keep || d.policy.Ignored(ro.intent, f.Path) || (d.spec != "" && f.OwnedBy(d.spec))
 		if differs && !kept {
 			continue // drift: repaired
@@ -467,7 +450,7 @@ func confirm(ref objects.Ref, intent *unstructured.Unstructured, differ []object
 	var entries []fieldpath.Path // list entries the live object lacks
 	for _, f := range differ {
 		if applied != nil {
-			if v, ok := objects.LookupPath(applied.Object, f.Path); sameField(v, ok, f.Live, f.InLive) {
+			if v, ok := objects.LookupPath(applied.Object, f.Path); objects.SameField(v, ok, f.Live, f.InLive) {
 				continue // applying the manifest leaves it so
 			}
 		}
@@ -482,12 +465,12 @@ func confirm(ref objects.Ref, intent *unstructured.Unstructured, differ []object
 	d.Live = intent.DeepCopy()
 	for _, f := range kept {
 		if !slices.ContainsFunc(entries, func(e fieldpath.Path) bool { return hasPrefix(f.Path, e) }) {
-			setPath(d.Live.Object, f.Path, f.Live, f.InLive)
+			objects.SetPath(d.Live.Object, f.Path, f.Live, f.InLive)
 			d.Fields = append(d.Fields, pathName(f.Path))
 		}
 	}
 	for _, e := range entries {
-		setPath(d.Live.Object, e, nil, false)
+		objects.SetPath(d.Live.Object, e, nil, false)
 		d.Fields = append(d.Fields, pathName(e))
 	}
 	slices.Sort(d.Fields)

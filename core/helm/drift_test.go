@@ -239,7 +239,7 @@ data: {ca: placeholder, other: "1"}
 			}
 			for _, c := range []struct {
 				what string
-				got  []KeptField
+				got  []objects.Kept
 				want []string
 			}{{"kept", cl.kept, tt.kept}, {"ignored", cl.ignored, tt.ignored}} {
 				var got []string
@@ -317,8 +317,8 @@ func TestDriftWording(t *testing.T) {
 			{Ref: objects.Ref{Kind: "ConfigMap", Namespace: "heal", Name: "c2-cm"}, Missing: true},
 			{Ref: objects.Ref{Kind: "ConfigMap", Namespace: "heal", Name: "c2-cm2"}, Fields: []string{"data.b"}},
 		},
-		Kept:    []KeptField{{Ref: objects.Ref{Kind: "Deployment", Namespace: "heal", Name: "web"}, Path: "spec.replicas", Why: "written by kube-controller-manager through scale"}},
-		Ignored: []KeptField{{Ref: objects.Ref{Kind: "ConfigMap", Namespace: "heal", Name: "inj"}, Path: "data.ca", Why: "drift.ignore"}},
+		Kept:    []objects.Kept{{Ref: objects.Ref{Kind: "Deployment", Namespace: "heal", Name: "web"}, Path: "spec.replicas", Why: "written by kube-controller-manager through scale"}},
+		Ignored: []objects.Kept{{Ref: objects.Ref{Kind: "ConfigMap", Namespace: "heal", Name: "inj"}, Path: "data.ca", Why: "drift.ignore"}},
 		Unknown: []string{"Role/r in heal"},
 	}
 	if got, want := d.Summary("re-created"), "ConfigMap/c2-cm re-created, ConfigMap/c2-cm2 data.b"; got != want {
@@ -367,11 +367,11 @@ func TestSetPath(t *testing.T) {
 	for _, f := range fields {
 		switch pathName(f.Path) {
 		case `spec.template.spec.containers[name="sidecar"].image`:
-			setPath(u.Object, f.Path, "other", true)
+			objects.SetPath(u.Object, f.Path, "other", true)
 			if v, ok := objects.LookupPath(u.Object, f.Path); !ok || v != "other" {
 				t.Errorf("set: %v %v", v, ok)
 			}
-			setPath(u.Object, f.Path[:len(f.Path)-1], nil, false)
+			objects.SetPath(u.Object, f.Path[:len(f.Path)-1], nil, false)
 			cs, _, _ := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "containers")
 			if len(cs) != 1 || cs[0].(map[string]any)["name"] != "web" {
 				t.Errorf("entry removed: %v", cs)
@@ -423,7 +423,7 @@ func TestContained(t *testing.T) {
 	want := obj(t, deployManifest)
 	live := obj(t, deployLive)
 	unstructured.SetNestedField(live.Object, int64(1), "spec", "replicas")
-	if !contained(want.Object, live.Object, true) {
+	if !objects.Contained(want.Object, live.Object, true) {
 		t.Error("the live Deployment holds the manifest's fields, with defaults and a label of others' around them")
 	}
 	if cl, err := classify(want, live, objects.Policy{}, "khook", "helm"); err != nil || len(cl.differ) != 0 || len(cl.kept) != 0 {
@@ -445,11 +445,11 @@ func TestContained(t *testing.T) {
 	} {
 		l := live.DeepCopy()
 		edit(l)
-		if contained(want.Object, l.Object, true) {
+		if objects.Contained(want.Object, l.Object, true) {
 			t.Errorf("%s: contained", name)
 		}
 	}
-	if contained(map[string]any{"a": nil}, map[string]any{"a": "x"}, true) {
+	if objects.Contained(map[string]any{"a": nil}, map[string]any{"a": "x"}, true) {
 		t.Error("a null the manifest sets is contained in a value")
 	}
 }

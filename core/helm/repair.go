@@ -11,6 +11,8 @@ import (
 	release "helm.sh/helm/v4/pkg/release/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+
+	"khook.io/core/objects"
 )
 
 // An upgrade khook makes puts back what drifted, whichever way the
@@ -114,9 +116,9 @@ func (k *upgradeClient) Update(originals, targets helmkube.ResourceList, opts ..
 				orig, _ = o.Object.(*unstructured.Unstructured)
 			}
 			for _, p := range paths {
-				setPath(u.Object, p, nil, false)
+				objects.SetPath(u.Object, p, nil, false)
 				if orig != nil {
-					setPath(orig.Object, p, nil, false)
+					objects.SetPath(orig.Object, p, nil, false)
 				}
 			}
 		}

@@ -186,6 +186,23 @@ func pointerCovers(ptr spec.Pointer, tokens []string) bool {
 	return true
 }
 
+// Kept is a field the manifest sets whose live value differs and that a
+// step leaves as it is: another writer's, or ignored.
+type Kept struct {
+	Ref  Ref
+	Path string
+	// Why says whose it is: "written by cainjector", "written by
+	// kube-controller-manager through scale", "written by another step of
+	// the spec (khook)", "drift.ignore".
+	Why string
+}
+
+// String is the field as plan and the outcome name it:
+// "ConfigMap/inj-ca data.ca (written by cainjector)".
+func (k Kept) String() string {
+	return k.Ref.KindName() + " " + k.Path + " (" + k.Why + ")"
+}
+
 // Verdict is whose a differing field is.
 type Verdict struct {
 	// Keep: another writer's; left as it is, never in a write.
@@ -307,4 +324,78 @@ func matchAny(patterns []string, s string) bool {
 // controller.
 func Person(manager string) bool {
 	return manager == "kubectl" || strings.HasPrefix(manager, "kubectl-") || manager == "before-first-apply"
+}
+
+// Sorted is how a policy sorts the fields of an existing object a step
+// applies again (Policy.Sort).
+type Sorted struct {
+	// Kept are the fields left to other writers, Ignored those an ignore
+	// rule names: neither is written.
+	Kept, Ignored []Kept
+	// Left are the fields a person changed that the policy leaves (warn):
+	// "data.mode"; not written either.
+	Left []string
+	// Leave are the paths of all of them: what the write leaves out.
+	Leave []fieldpath.Path
+}
+
+// LeftLine is the line a plan and an outcome give the fields of ref a
+// warn policy leaves as they are.
+func LeftLine(ref Ref, fields []string) string {
+	return "drift: " + ref.KindName() + " " + strings.Join(fields, ", ") + " (left as it is: drift mode warn)"
+}
+
+// Sort sorts the fields intent (a manifest, as written) sets whose live
+// value differs, for an apply of intent over live by the step's own
+// managers mine: a field mine still owns, or nobody does, is written (the
+// spec changed it, or it was removed); so is one whose value in intent
+// is not the one previous (what the step applied last, when known: the
+// last-applied configuration of client-side apply) holds: the spec
+// changed it. One the policy keeps for another writer (Judge), or
+// ignores, is left out; one a person changed is written back (repair) or
+// left out and reported (warn). Only the fields that differ are read; an
+// object holding every field intent sets is decided without reading any
+// schema.
+func (p Policy) Sort(intent, previous, live *unstructured.Unstructured, mine ...string) (Sorted, error) {
+	var out Sorted
+	stored := AsStored(intent)
+	if live == nil || Contained(stored.Object, live.Object, true) {
+		return out, nil
+	}
+	var before map[string]any
+	if previous != nil {
+		before = AsStored(previous).Object
+	}
+	fields, err := Fields(stored, live)
+	if err != nil {
+		return out, err
+	}
+	ref := RefOf(intent)
+	for _, f := range fields {
+		if f.Equal || f.KeyField() || SameField(f.Intent, true, f.Live, f.InLive) {
+			continue
+		}
+		if before != nil {
+			if was, ok := LookupPath(before, f.Path); !ok || !SameJSON(was, f.Intent) {
+				continue // the spec changed it: written
+			}
+		}
+		v := p.Judge(f, mine...)
+		if len(v.By) == 0 {
+			continue // ours, or nobody's: written
+		}
+		name := strings.TrimPrefix(f.Path.String(), ".")
+		switch {
+		case p.Ignored(stored, f.Path):
+			out.Ignored = append(out.Ignored, Kept{Ref: ref, Path: name, Why: "drift.ignore"})
+		case v.Keep:
+			out.Kept = append(out.Kept, Kept{Ref: ref, Path: name, Why: v.Why})
+		case p.Mode == spec.DriftWarn:
+			out.Left = append(out.Left, name)
+		default:
+			continue // a person's: put back
+		}
+		out.Leave = append(out.Leave, f.Path)
+	}
+	return out, nil
 }

@@ -20,6 +20,17 @@ import (
 // holds every key, defaults included), a set element the one equal to
 // it.
 func LookupPath(obj map[string]any, p fieldpath.Path) (any, bool) {
+	return lookupPath(obj, p, false)
+}
+
+// LookupPathLenient is LookupPath in an object as a manifest (or a patch)
+// writes it: a key field a list entry does not have matches, as SetPath
+// finds entries.
+func LookupPathLenient(obj map[string]any, p fieldpath.Path) (any, bool) {
+	return lookupPath(obj, p, true)
+}
+
+func lookupPath(obj map[string]any, p fieldpath.Path, lenient bool) (any, bool) {
 	if obj == nil {
 		return nil, false
 	}
@@ -40,7 +51,7 @@ func LookupPath(obj map[string]any, p fieldpath.Path) (any, bool) {
 		if !isList {
 			return nil, false
 		}
-		i := EntryIndex(l, pe, false)
+		i := EntryIndex(l, pe, lenient)
 		if i < 0 {
 			return nil, false
 		}
@@ -171,4 +182,157 @@ func dropNulls(v any) {
 			dropNulls(e)
 		}
 	}
+}
+
+// SetPath puts v at p in obj, an object as a manifest writes it: a list
+// entry is the one whose key fields hold the key's values, a key field
+// the manifest leaves to its default (a port's protocol) matching any. A
+// field !present is removed (p may name a list entry). A path obj does
+// not have is left alone.
+func SetPath(obj map[string]any, p fieldpath.Path, v any, present bool) {
+	if len(p) == 0 {
+		return
+	}
+	parent, ok := parentOf(obj, p)
+	if !ok {
+		return
+	}
+	last := p[len(p)-1]
+	switch c := parent.(type) {
+	case map[string]any:
+		if last.FieldName == nil {
+			return
+		}
+		if present {
+			c[*last.FieldName] = v
+		} else {
+			delete(c, *last.FieldName)
+		}
+	case []any:
+		i := EntryIndex(c, last, true)
+		if i < 0 {
+			return
+		}
+		if present {
+			c[i] = v
+			return
+		}
+		// removed in place: the parent holds the list by value
+		setList(obj, p[:len(p)-1], append(c[:i:i], c[i+1:]...))
+	}
+}
+
+// setList puts l at the list field p of obj.
+func setList(obj map[string]any, p fieldpath.Path, l []any) {
+	parent, _ := parentOf(obj, p)
+	if m, ok := parent.(map[string]any); ok && p[len(p)-1].FieldName != nil {
+		m[*p[len(p)-1].FieldName] = l
+	}
+}
+
+// parentOf is the value that holds the last element of the non-empty path
+// p in obj; false when obj does not have it.
+func parentOf(obj map[string]any, p fieldpath.Path) (any, bool) {
+	var parent any = obj
+	for _, pe := range p[:len(p)-1] {
+		next, ok := child(parent, pe)
+		if !ok {
+			return nil, false
+		}
+		parent = next
+	}
+	return parent, true
+}
+
+func child(v any, pe fieldpath.PathElement) (any, bool) {
+	if pe.FieldName != nil {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		c, ok := m[*pe.FieldName]
+		return c, ok
+	}
+	l, ok := v.([]any)
+	if !ok {
+		return nil, false
+	}
+	i := EntryIndex(l, pe, true)
+	if i < 0 {
+		return nil, false
+	}
+	return l[i], true
+}
+
+// SameField reports whether a field is the same in two versions (present
+// in each, or not): an empty map, list or null is the field's absence,
+// which the API server makes of it.
+func SameField(a any, ap bool, b any, bp bool) bool {
+	if !ap || !bp {
+		return (!ap || isEmpty(a)) && (!bp || isEmpty(b))
+	}
+	return SameJSON(a, b)
+}
+
+// isEmpty reports whether v is null, an empty map or an empty list.
+func isEmpty(v any) bool {
+	switch x := v.(type) {
+	case nil:
+		return true
+	case map[string]any:
+		return len(x) == 0
+	case []any:
+		return len(x) == 0
+	}
+	return false
+}
+
+// Contained reports whether every field want sets holds the same value in
+// live (an empty map, list or null in want also where live lacks it),
+// lists item by item in order; top, at the object's root, skips status
+// (never the manifest's to set). It is a cheap sufficient test of no
+// drift: true means objects.Fields would find every field equal; false
+// means it has to look (a list the server reorders or extends, a
+// normalised value, a field that did drift).
+func Contained(want, live any, top bool) bool {
+	switch w := want.(type) {
+	case map[string]any:
+		l, ok := live.(map[string]any)
+		if !ok {
+			return len(w) == 0 && isEmpty(live)
+		}
+		for k, v := range w {
+			if top && k == "status" {
+				continue
+			}
+			lv, found := l[k]
+			if !found {
+				if isEmpty(v) {
+					continue
+				}
+				return false
+			}
+			if !Contained(v, lv, false) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		l, ok := live.([]any)
+		if !ok {
+			return len(w) == 0 && isEmpty(live)
+		}
+		if len(w) != len(l) {
+			return false
+		}
+		for i := range w {
+			if !Contained(w[i], l[i], false) {
+				return false
+			}
+		}
+		return true
+	case nil:
+		return live == nil
+	}
+	return SameJSON(want, live)
 }
