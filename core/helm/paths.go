@@ -13,4 +13,3 @@ import (
 // pathName is a field's path as a plan and an outcome print it: data.b,
 // spec.template.spec.containers[name="web"].image.
 func pathName(p fieldpath.Path) string { return strings.TrimPrefix(p.String(), ".") }
-
