@@ -234,5 +234,9 @@ func (o *RunOptions) fleetReport(name string, runs []render.ClusterRun, elapsed 
 	if render.FleetStatus(runs) != run.RunOK {
 		return &ExitError{Code: ExitFailed, Silent: true}
 	}
-	return nil
+	results := make([]*run.Result, len(runs))
+	for i, r := range runs {
+		results[i] = r.Result
+	}
+	return driftExit(o.DetailedExitCode, runDrift(results...))
 }
