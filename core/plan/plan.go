@@ -57,7 +57,7 @@ type Step struct {
 	// writers or ignores, a line each (also among the details).
 	Drift []string `json:"drift,omitempty"`
 	Kept  []string `json:"kept,omitempty"`
-	When    string   `json:"when,omitempty"`
+	When  string   `json:"when,omitempty"`
 	// WhenResult is the when: outcome; nil when the step has no when:.
 	WhenResult *bool    `json:"whenResult,omitempty"`
 	Settings   Settings `json:"settings"`
