@@ -145,17 +145,26 @@ func TestChartCRDsPresent(t *testing.T) {
 	// an earlier step's apply: the rules CRD only, of another
 	// prometheus-operator release (the bundle), server-side as
 	// khook
-	rules, err := os.ReadFile(filepath.Join(crdDir, "crd-prometheusrules.yaml"))
-	if err != nil {
-		t.Fatal(err)
+	//
+	// The CRDs' group is renamed (monitoring-steps.coreos.com) so that
+	// tests of other packages, which install the same CRDs on the same
+	// cluster at the same time, keep theirs.
+	const group = "monitoring-steps.coreos.com"
+	readCRD := func(name string) []byte {
+		b, err := os.ReadFile(filepath.Join(crdDir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return []byte(strings.ReplaceAll(string(b), "monitoring.coreos.com", group))
 	}
+	rules := readCRD("crd-prometheusrules.yaml")
 	const chartVersion, bundleVersion = "operator.prometheus.io/version: 0.93.1", "operator.prometheus.io/version: 0.92.0"
 	if !strings.Contains(string(rules), chartVersion) {
 		t.Fatalf("the vendored CRD has no %q", chartVersion)
 	}
 	applyServerSide(t, f, []byte(strings.Replace(string(rules), chartVersion, bundleVersion, 1)))
 	t.Cleanup(func() {
-		for _, n := range []string{"prometheusrules.monitoring.coreos.com", "servicemonitors.monitoring.coreos.com"} {
+		for _, n := range []string{"prometheusrules." + group, "servicemonitors." + group} {
 			_ = f.clients.Dynamic.Resource(crdGVR).Delete(context.Background(), n, metav1.DeleteOptions{})
 		}
 	})
@@ -165,14 +174,11 @@ func TestChartCRDsPresent(t *testing.T) {
 	dir := writeFiles(t, map[string]string{
 		"Chart.yaml":             "apiVersion: v2\nname: stack\nversion: 0.1.0\ndependencies:\n  - {name: crds, version: 0.0.0, condition: crds.enabled}\n",
 		"values.yaml":            "crds: {enabled: true}\n",
-		"templates/rule.yaml":    "apiVersion: monitoring.coreos.com/v1\nkind: PrometheusRule\nmetadata: {name: {{ .Release.Name }}-rules}\nspec:\n  groups: [{name: g, rules: [{alert: A, expr: up == 0}]}]\n",
+		"templates/rule.yaml":    "apiVersion: " + group + "/v1\nkind: PrometheusRule\nmetadata: {name: {{ .Release.Name }}-rules}\nspec:\n  groups: [{name: g, rules: [{alert: A, expr: up == 0}]}]\n",
 		"charts/crds/Chart.yaml": "apiVersion: v2\nname: crds\nversion: 0.0.0\n",
 	})
 	for _, name := range []string{"crd-prometheusrules.yaml", "crd-servicemonitors.yaml"} {
-		b, err := os.ReadFile(filepath.Join(crdDir, name))
-		if err != nil {
-			t.Fatal(err)
-		}
+		b := readCRD(name)
 		if err := os.MkdirAll(filepath.Join(dir, "charts", "crds", "crds"), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -181,7 +187,7 @@ func TestChartCRDsPresent(t *testing.T) {
 		}
 	}
 	yaml := driftStep("stack", dir, ns)
-	skipped := "charts/crds/crds/crd-prometheusrules.yaml: CustomResourceDefinition prometheusrules.monitoring.coreos.com exists (managed by khook)"
+	skipped := "charts/crds/crds/crd-prometheusrules.yaml: CustomResourceDefinition prometheusrules." + group + " exists (managed by khook)"
 
 	p := f.plan(f.request(yaml, steptest.Options{}))
 	if p.Action != "install" || !slices.ContainsFunc(p.Details, func(d string) bool { return strings.HasPrefix(d, skipped+": will be skipped") }) {
@@ -192,7 +198,7 @@ func TestChartCRDsPresent(t *testing.T) {
 	var mu sync.Mutex
 	r.req.Warn = func(text string) { mu.Lock(); warnings = append(warnings, text); mu.Unlock() }
 	out := f.apply(r)
-	if !out.Changed || !strings.Contains(out.Message, "skipped 1 CRD of the chart's crds/ that exist (helm installs them only when absent): prometheusrules.monitoring.coreos.com (charts/crds/crds/crd-prometheusrules.yaml)") {
+	if !out.Changed || !strings.Contains(out.Message, "skipped 1 CRD of the chart's crds/ that exist (helm installs them only when absent): prometheusrules."+group+" (charts/crds/crds/crd-prometheusrules.yaml)") {
 		t.Errorf("install: %+v", out)
 	}
 	if !slices.ContainsFunc(warnings, func(w string) bool { return strings.HasPrefix(w, "chart stack: "+skipped+": skipped") }) {
@@ -200,14 +206,14 @@ func TestChartCRDsPresent(t *testing.T) {
 	}
 	// the absent one was installed by the chart, the present one left as
 	// the earlier step wrote it
-	sm, err := f.clients.Dynamic.Resource(crdGVR).Get(context.Background(), "servicemonitors.monitoring.coreos.com", metav1.GetOptions{})
+	sm, err := f.clients.Dynamic.Resource(crdGVR).Get(context.Background(), "servicemonitors."+group, metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("the absent CRD was not installed: %v", err)
 	}
 	if mgrs := managers(sm.GetManagedFields()); !slices.Contains(mgrs, "helm/Apply") {
 		t.Errorf("servicemonitors' managers %q", mgrs)
 	}
-	pr, err := f.clients.Dynamic.Resource(crdGVR).Get(context.Background(), "prometheusrules.monitoring.coreos.com", metav1.GetOptions{})
+	pr, err := f.clients.Dynamic.Resource(crdGVR).Get(context.Background(), "prometheusrules."+group, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
