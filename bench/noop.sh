@@ -8,6 +8,7 @@
 #
 #   BEFORE=75a0f50 bench/noop.sh
 #   RUNS=15 BEFORE=main bench/noop.sh
+#   BEFORE=main BEFORE_BIN=/tmp/khook-main bench/noop.sh   # a build made elsewhere
 #
 # Runs against the cluster KUBECONFIG names (a test cluster: make
 # cluster-up), in a namespace of its own, removed at the end.
@@ -16,6 +17,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 runs="${RUNS:-11}"
 go="${GO:-go}"
 before="${BEFORE:?BEFORE=<commit> names the build to compare with}"
+before_bin="${BEFORE_BIN:-}"
 : "${KUBECONFIG:?KUBECONFIG must name a test cluster}"
 kubectl="${KHOOK_TESTBIN:-$root/.cache/testbin/bin}/kubectl"
 charts="$root/core/testing/chartrepo/testdata/charts"
@@ -33,8 +35,12 @@ trap cleanup EXIT
 
 echo "building..." >&2
 (cd "$root/kubectl-khook" && CGO_ENABLED=0 "$go" build -trimpath -o "$tmp/khook-after" .)
-git -C "$root" worktree add --detach "$tmp/before-src" "$before" >&2
-(cd "$tmp/before-src/kubectl-khook" && CGO_ENABLED=0 "$go" build -trimpath -o "$tmp/khook-before" .)
+if [[ -n "$before_bin" ]]; then
+	cp "$before_bin" "$tmp/khook-before"
+else
+	git -C "$root" worktree add --detach "$tmp/before-src" "$before" >&2
+	(cd "$tmp/before-src/kubectl-khook" && CGO_ENABLED=0 "$go" build -trimpath -o "$tmp/khook-before" .)
+fi
 
 "$kubectl" create namespace "$ns" >/dev/null
 "$kubectl" wait --for=create serviceaccount/default -n "$ns" --timeout=60s >/dev/null
