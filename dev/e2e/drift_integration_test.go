@@ -367,3 +367,45 @@ func sameLines(got, want []string) bool {
 	}
 	return len(got) == len(want)
 }
+
+// TestDriftWarnInStatus: with state:, a run in which a release with a
+// warn policy finds drift records it, and status shows it (the record's
+// detail of the step). The step runs again here because the record was
+// deleted, the spec's way to re-converge everything.
+func TestDriftWarnInStatus(t *testing.T) {
+	ns := testcluster.Get(t).NewNamespace(t, "e2e-warnst")
+	dir := t.TempDir()
+	for name, body := range map[string]string{
+		"c/Chart.yaml":        "apiVersion: v2\nname: c\nversion: 0.1.0\n",
+		"c/templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cfg}\ndata: {mode: strict}\n",
+		"spec.yaml":           "apiVersion: khook.io/v1\nkind: Khook\nmetadata: {name: warnst}\nstate: {namespace: " + ns + "}\nsteps:\n  - name: c\n    helm: {chart: ./c, namespace: " + ns + ", drift: {mode: warn}}\n",
+	} {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	spec := filepath.Join(dir, "spec.yaml")
+	env := kubeEnv(t)
+	if r, res := applyJSON(t, "apply", spec, env); res.Code != 0 || r.Status != "ok" {
+		t.Fatalf("apply: exit %d\n%s", res.Code, res.Stderr)
+	}
+	c := typed(t)
+	ctx := context.Background()
+	if err := c.CoreV1().Secrets(ns).Delete(ctx, "khook-state-warnst", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CoreV1().ConfigMaps(ns).Patch(ctx, "cfg", types.MergePatchType, []byte(`{"data":{"mode":"lax"}}`), metav1.PatchOptions{FieldManager: "kubectl-patch"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, res := applyJSON(t, "apply", spec, env, "--detailed-exitcode"); res.Code != 4 {
+		t.Fatalf("apply: exit %d, want 4\n%s", res.Code, res.Stderr)
+	}
+	st := run(t, bins.Kubectl, env, "", "status", "-f", spec)
+	if st.Code != 0 || !strings.Contains(st.Stdout, "drift left as it is (drift mode warn): ConfigMap/cfg data.mode") {
+		t.Errorf("status: exit %d\n%s\n%s", st.Code, st.Stdout, st.Stderr)
+	}
+}
