@@ -186,15 +186,7 @@ steps:
     needs: [operator-crds]
     helm: {chart: ./stack, namespace: ` + ns + `}
 `
-	for name, body := range files {
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeTree(t, dir, files)
 	spec := filepath.Join(dir, "spec.yaml")
 	env := kubeEnv(t)
 	t.Cleanup(func() {
@@ -240,7 +232,7 @@ steps:
 func TestDriftPolicyAtTheCommandLine(t *testing.T) {
 	ns := testcluster.Get(t).NewNamespace(t, "e2e-drift")
 	dir := t.TempDir()
-	for name, body := range map[string]string{
+	writeTree(t, dir, map[string]string{
 		"inj/Chart.yaml": "apiVersion: v2\nname: inj\nversion: 0.1.0\n",
 		"inj/templates/all.yaml": `apiVersion: v1
 kind: ConfigMap
@@ -260,15 +252,7 @@ webhooks:
     sideEffects: None
     failurePolicy: Ignore
 `,
-	} {
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 	specText := func(mode string) string {
 		return `apiVersion: khook.io/v1
 kind: Khook
@@ -281,11 +265,7 @@ steps:
 `
 	}
 	repair, warn := filepath.Join(dir, "repair.yaml"), filepath.Join(dir, "warn.yaml")
-	for p, body := range map[string]string{repair: specText("repair"), warn: specText("warn")} {
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeTree(t, dir, map[string]string{"repair.yaml": specText("repair"), "warn.yaml": specText("warn")})
 	env := kubeEnv(t)
 	t.Cleanup(func() { run(t, bins.Kubectl, env, "", "destroy", "-f", repair, "--yes") })
 	if r, res := applyJSON(t, "apply", repair, env); res.Code != 0 || r.Status != "ok" {
@@ -375,19 +355,11 @@ func sameLines(got, want []string) bool {
 func TestDriftWarnInStatus(t *testing.T) {
 	ns := testcluster.Get(t).NewNamespace(t, "e2e-warnst")
 	dir := t.TempDir()
-	for name, body := range map[string]string{
+	writeTree(t, dir, map[string]string{
 		"c/Chart.yaml":        "apiVersion: v2\nname: c\nversion: 0.1.0\n",
 		"c/templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cfg}\ndata: {mode: strict}\n",
 		"spec.yaml":           "apiVersion: khook.io/v1\nkind: Khook\nmetadata: {name: warnst}\nstate: {namespace: " + ns + "}\nsteps:\n  - name: c\n    helm: {chart: ./c, namespace: " + ns + ", drift: {mode: warn}}\n",
-	} {
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 	spec := filepath.Join(dir, "spec.yaml")
 	env := kubeEnv(t)
 	if r, res := applyJSON(t, "apply", spec, env); res.Code != 0 || r.Status != "ok" {
@@ -407,5 +379,19 @@ func TestDriftWarnInStatus(t *testing.T) {
 	st := run(t, bins.Kubectl, env, "", "status", "-f", spec)
 	if st.Code != 0 || !strings.Contains(st.Stdout, "drift left as it is (drift mode warn): ConfigMap/cfg data.mode") {
 		t.Errorf("status: exit %d\n%s\n%s", st.Code, st.Stdout, st.Stderr)
+	}
+}
+
+// writeTree writes files (path relative to dir: content) under dir.
+func writeTree(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	for name, body := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

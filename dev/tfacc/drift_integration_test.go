@@ -65,18 +65,12 @@ func TestProviderPlansRepair(t *testing.T) {
 	ns := cl.NewNamespace(t, "tfdrift")
 	w := newWorkspace(t)
 	w.env = append(w.env, "TF_VAR_kubeconfig="+cl.Kubeconfig)
-	for name, body := range map[string]string{
+	w.writeTree(map[string]string{
 		"c2/Chart.yaml":         "apiVersion: v2\nname: c2\nversion: 0.1.0\n",
 		"c2/templates/all.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c2-cm}\ndata: {a: \"1\"}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: c2-cm2}\ndata: {a: \"1\", b: \"2\"}\n",
 		"spec.yaml":             driftSpecText(ns),
 		"main.tf":               driftMainTF,
-	} {
-		p := filepath.Join(w.dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		write(t, p, body)
-	}
+	})
 	ctx := context.Background()
 	w.must("apply", "-auto-approve")
 	if out, code := w.run("plan", "-detailed-exitcode"); code != 0 {
@@ -151,18 +145,12 @@ steps:
       drift:
         ignore: [{paths: [/data/note], target: {kind: ConfigMap}}]
 `
-	for name, body := range map[string]string{
+	w.writeTree(map[string]string{
 		"inj/Chart.yaml":         "apiVersion: v2\nname: inj\nversion: 0.1.0\n",
 		"inj/templates/all.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: inj-ca}\ndata: {ca: placeholder, mode: strict, note: chart}\n",
 		"spec.yaml":              spec,
 		"main.tf":                driftMainTF,
-	} {
-		p := filepath.Join(w.dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		write(t, p, body)
-	}
+	})
 	ctx := context.Background()
 	w.must("apply", "-auto-approve")
 	patch := func(manager, data string) {
@@ -193,5 +181,18 @@ steps:
 	}
 	if out, code := w.run("plan", "-detailed-exitcode"); code != 0 {
 		t.Errorf("re-plan: exit %d, want 0\n%s", code, out)
+	}
+}
+
+// writeTree writes files (path relative to the workspace: content) into
+// the workspace.
+func (w *workspace) writeTree(files map[string]string) {
+	w.t.Helper()
+	for name, body := range files {
+		p := filepath.Join(w.dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			w.t.Fatal(err)
+		}
+		write(w.t, p, body)
 	}
 }
