@@ -170,21 +170,18 @@ func (c *Client) diff(ctx context.Context, r Release) (ReleaseDiff, error) {
 // (none for a missing object), so the diff shows what the repair puts
 // back. Without drift, --replace still upgrades.
 func (c *Client) diffDrift(ctx context.Context, r Release, last *release.Release, d *ReleaseDiff) error {
+	var dr Drift
 	if r.Drift.Mode == spec.DriftOff {
-		if r.Replace {
-			d.Action = PlanUpgrade
-			d.Notes = append(d.Notes, fmt.Sprintf("upgrade from %s to a new revision of the same chart, values and objects (--replace)", d.Current))
-		}
 		d.Notes = append(d.Notes, "drift mode off: the release's objects are not compared with the cluster")
-		return nil
-	}
-	dr, err := c.checkDrift(ctx, r, last)
-	if err != nil {
-		return err
-	}
-	d.Kept, d.Drift = dr.KeptLines(), dr.LeftLines()
-	if dr.Left() {
-		d.Notes = append(d.Notes, fmt.Sprintf("drift: %s of %s drifted, left as it is (drift mode warn): apply changes nothing", english.CountNoun(len(dr.Objects), "object"), d.Current))
+	} else {
+		var err error
+		if dr, err = c.checkDrift(ctx, r, last); err != nil {
+			return err
+		}
+		d.Kept, d.Drift = dr.KeptLines(), dr.LeftLines()
+		if dr.Left() {
+			d.Notes = append(d.Notes, fmt.Sprintf("drift: %s of %s drifted, left as it is (drift mode warn): apply changes nothing", english.CountNoun(len(dr.Objects), "object"), d.Current))
+		}
 	}
 	if !dr.Repairs() {
 		if r.Replace {
