@@ -383,21 +383,22 @@ func classify(want, live *unstructured.Unstructured, policy objects.Policy, spec
 }
 
 // leave is what a repair of the object key (objectKey) leaves out of its
-// write: the fields the manifest sets whose live value, when the drift
+// write, and the object as the manifest the check read has it (as
+// stored): the fields the manifest sets whose live value, when the drift
 // check read it, was another writer's and not put back (kept, ignored,
 // or the manifest's value written by someone else since helm), so that a
 // write of theirs between the check and the repair stands, and the
 // repair writes only what it repairs and what helm still owns. Nil for
 // an object the check did not read (missing: re-created whole). Key
 // fields of list entries are never left out (the entry is helm's).
-func (d Drift) leave(key string) ([]fieldpath.Path, error) {
+func (d Drift) leave(key string) ([]fieldpath.Path, *unstructured.Unstructured, error) {
 	ro, ok := d.read[key]
 	if !ok {
-		return nil, nil
+		return nil, nil, nil
 	}
 	fields, err := objects.Fields(ro.intent, ro.live)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var out []fieldpath.Path
 	for _, f := range fields {
@@ -410,12 +411,12 @@ func (d Drift) leave(key string) ([]fieldpath.Path, error) {
 		}
 		differs := !f.Equal && !objects.SameField(f.Intent, true, f.Live, f.InLive)
 		kept := v.Keep || d.policy.Ignored(ro.intent, f.Path) || (d.spec != "" && f.OwnedBy(d.spec))
-		if differs && !kept {
-			continue // drift: repaired
+		if differs && !kept && d.Mode != spec.DriftWarn {
+			continue // drift: repaired (warn leaves it as it is)
 		}
 		out = append(out, f.Path)
 	}
-	return out, nil
+	return out, ro.intent, nil
 }
 
 // asHelmApplies is want as helm applies it (setMetadataVisitor): its
@@ -498,4 +499,23 @@ func dryRunApply(ctx context.Context, ri interface {
 		Force:        &force,
 		DryRun:       []string{metav1.DryRunAll},
 	})
+}
+
+// readOwners reads last's objects, for an upgrade to another chart,
+// values or manifests (not a repair): the check ahead when one runs,
+// else a check of its own. Best effort: a check that fails is logged and
+// the upgrade writes every field, as helm's does.
+func (c *Client) readOwners(ctx context.Context, r Release, last *release.Release, ahead *pendingDrift) *Drift {
+	var d Drift
+	var err error
+	if ahead != nil {
+		d, err = ahead.wait()
+	} else {
+		d, err = c.checkDrift(ctx, r, last)
+	}
+	if err != nil {
+		c.env.logf("release %s in %s: the objects of %s could not be read (%v): the upgrade writes every field of its manifest", r.Name, r.Namespace, statusOf(last), err)
+		return nil
+	}
+	return &d
 }

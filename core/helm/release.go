@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"khook.io/core/objects"
+	"khook.io/core/spec"
 )
 
 // noClientValidation turns off Helm's client-side OpenAPI validation of
@@ -464,6 +465,7 @@ func (c *Client) install(ctx context.Context, cfg *configuration, r Release, ch 
 }
 
 func (c *Client) upgrade(ctx context.Context, cfg *configuration, r Release, ch *Chart, vals map[string]any, last *release.Release, res Result) (Result, error) {
+	var owners *Drift // last's objects as read, for an upgrade that is no repair
 	if last.Info.Status == rcommon.StatusDeployed {
 		ahead := c.driftAhead(ctx, r, ch, vals, last)
 		defer ahead.stop()
@@ -485,6 +487,8 @@ func (c *Client) upgrade(ctx context.Context, cfg *configuration, r Release, ch 
 				return res, nil
 			}
 			res.Forced = r.Replace
+		} else if r.Drift.Mode != spec.DriftOff {
+			owners = c.readOwners(ctx, r, last, ahead)
 		}
 	}
 	labels, err := runLabels(r.Run, last.Version+1, true) // helm's next revision
@@ -505,7 +509,7 @@ func (c *Client) upgrade(ctx context.Context, cfg *configuration, r Release, ch 
 	up.Timeout = helmTimeout(ctx, r)
 	up.DisableOpenAPIValidation = noClientValidation
 	up.Labels = labels // merged by helm with the last revision's
-	c.readyUpgrade(cfg, up, r, ch, last, res)
+	c.readyUpgrade(cfg, up, r, ch, last, res, owners)
 	rel, err := v1Release(up.RunWithContext(ctx, r.Name, chrt, vals))
 	if err != nil {
 		return res, operationError(ctx, "upgrade", cfg, up.Timeout, r.Wait || r.Atomic, err)

@@ -41,13 +41,19 @@ import (
 
 // readyUpgrade readies up, an upgrade of last to ch, as khook's upgrades
 // are (above): its Kubernetes client, and force conflicts for a repair or
-// an upgrade --replace forces of a release that applies server-side. It
-// logs what the upgrade is for.
-func (c *Client) readyUpgrade(cfg *configuration, up *action.Upgrade, r Release, ch *Chart, last *release.Release, res Result) {
+// an upgrade --replace forces of a release that applies server-side. An
+// upgrade to another chart, values or manifests leaves out what owners
+// (last's objects as read, nil when unknown) says is another writer's,
+// where the chart did not change it (Update). It logs what the upgrade
+// is for.
+func (c *Client) readyUpgrade(cfg *configuration, up *action.Upgrade, r Release, ch *Chart, last *release.Release, res Result, owners *Drift) {
 	uc := &upgradeClient{kubeClient: cfg.kube}
-	if res.Drift.Repairs() || res.Forced {
+	switch {
+	case res.Drift.Repairs() || res.Forced:
 		uc.leave = res.Drift.leave
 		uc.before = c.beforeRepair
+	case owners != nil:
+		uc.leave = owners.leave
 	}
 	cfg.KubeClient = uc
 	if res.Drift.Repairs() || res.Forced {
@@ -83,8 +89,9 @@ func forceConflicts(up *action.Upgrade, last *release.Release) bool {
 type upgradeClient struct {
 	*kubeClient
 	// leave says, per object (objectKey), the fields the upgrade does not
-	// write; nil: it writes every field.
-	leave func(key string) ([]fieldpath.Path, error)
+	// write unless the chart changed them, and the object as the last
+	// manifest has it; nil: it writes every field.
+	leave func(key string) ([]fieldpath.Path, *unstructured.Unstructured, error)
 	// before runs before the objects are written (a test's hook point).
 	before func()
 }
@@ -104,13 +111,14 @@ func (k *upgradeClient) Update(originals, targets helmkube.ResourceList, opts ..
 			if !ok {
 				continue
 			}
-			paths, lerr := k.leave(objectKey(u))
+			paths, was, lerr := k.leave(objectKey(u))
 			if lerr != nil {
 				return nil, fmt.Errorf("%s: %w", u.GetKind()+"/"+u.GetName(), lerr)
 			}
 			if len(paths) == 0 {
 				continue
 			}
+			paths = unchangedBy(u, was, paths)
 			var orig *unstructured.Unstructured
 			if o := originals.Get(info); o != nil && !ssa {
 				orig, _ = o.Object.(*unstructured.Unstructured)
@@ -152,4 +160,23 @@ func updateServerSide(opts []helmkube.ClientUpdateOption) (bool, error) {
 		return false, errors.New("helm's update options have no serverSideApply")
 	}
 	return f.Bool(), nil
+}
+
+// unchangedBy keeps of paths those target (an object the upgrade writes)
+// holds as was (the same object in the last manifest, as stored) does:
+// a field the chart changed is the chart's to write, whoever owns it.
+func unchangedBy(target, was *unstructured.Unstructured, paths []fieldpath.Path) []fieldpath.Path {
+	if was == nil {
+		return paths
+	}
+	now := objects.AsStored(target).Object
+	var out []fieldpath.Path
+	for _, p := range paths {
+		a, inNow := objects.LookupPathLenient(now, p)
+		b, inWas := objects.LookupPathLenient(was.Object, p)
+		if inNow == inWas && (!inNow || objects.SameJSON(a, b)) {
+			out = append(out, p)
+		}
+	}
+	return out
 }

@@ -107,7 +107,7 @@ func TestHelmKeepsControllersFields(t *testing.T) {
 	ns := f.cluster.NewNamespace(t, "helm-owners")
 	dir := localChart(t, "inj", injectorTemplates, "")
 	base := driftStep("inj", dir, ns)
-	f.uninstallLater(base)
+	f.uninstallLater(t, base)
 	f.apply(f.request(base, steptest.Options{}))
 	webhook := `ValidatingWebhookConfiguration/inj-` + ns + ` webhooks[name="check.inj.khook.test"].clientConfig.caBundle (written by cainjector)`
 	keptCA := "kept: ConfigMap/inj-ca data.ca (written by cainjector)"
@@ -192,5 +192,32 @@ func TestHelmKeepsControllersFields(t *testing.T) {
 	}
 	if got := strings.Join(f.revisions(ns, "inj"), ","); got != "1:superseded,2:superseded,3:deployed" {
 		t.Errorf("revisions %s", got)
+	}
+}
+
+// TestHelmUpgradeKeepsControllersFields: an upgrade to new values (not a
+// repair) leaves out what a controller wrote where the chart did not
+// change it: the release (applied server-side, as helm 4 and khook
+// install) is upgraded without a conflict with cainjector, whose
+// data.ca and caBundle stand, the new value applied. A field the chart
+// changes is written all the same: the chart's author changed it.
+func TestHelmUpgradeKeepsControllersFields(t *testing.T) {
+	f := newFixture(t)
+	ns := f.cluster.NewNamespace(t, "helm-owners-up")
+	templates := strings.Replace(injectorTemplates, "data: {ca: placeholder, mode: strict}", "data: {ca: placeholder, mode: {{ .Values.mode }}}", 1)
+	dir := localChart(t, "inj", templates, "")
+	step := func(mode string) string { return driftStep("inj", dir, ns) + "\n  values: {mode: " + mode + "}" }
+	f.uninstallLater(t, step("strict"))
+	f.apply(f.request(step("strict"), steptest.Options{}))
+	f.inject(ns, "real-ca")
+	out := f.apply(f.request(step("lax"), steptest.Options{}))
+	if !out.Changed || !strings.Contains(out.Message, "upgraded release inj ("+ns+") to revision 2") {
+		t.Fatalf("upgrade: %+v", out)
+	}
+	if data, bundle := f.injected(ns); data["ca"] != "real-ca" || bundle != "real-ca" || data["mode"] != "lax" {
+		t.Errorf("after the upgrade: data %v, caBundle %q; want the controller's CA kept, mode lax", data, bundle)
+	}
+	if out := f.apply(f.request(step("lax"), steptest.Options{})); out.Changed || !strings.Contains(out.Message, "unchanged at revision 2") {
+		t.Errorf("re-run: %+v", out)
 	}
 }

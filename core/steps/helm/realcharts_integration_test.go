@@ -48,7 +48,7 @@ func TestRealChartsRerunUnchanged(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			ns := f.cluster.NewNamespace(t, "real-"+c.name[:4])
 			yaml := fmt.Sprintf("name: rel\nhelm:\n  chart: %s\n  release: %s\n  namespace: %s\n  values: %s", chartrepo.ChartDir(c.name), ns, ns, strings.ReplaceAll(c.values, "NS", ns))
-			f.uninstallLater(yaml)
+			f.uninstallLater(t, yaml)
 			out := f.apply(f.request(yaml, steptest.Options{}))
 			if !out.Changed || !strings.Contains(out.Message, "installed release "+ns) {
 				t.Fatalf("install: %+v", out)
@@ -77,16 +77,16 @@ func TestRealChartsRerunUnchanged(t *testing.T) {
 	}
 }
 
-// uninstallLater uninstalls the release of the step when the test ends:
-// its cluster-scoped objects (webhook configurations, ClusterRoles) go
-// with it.
-func (f *fixture) uninstallLater(yaml string) {
-	f.t.Cleanup(func() {
+// uninstallLater uninstalls the release of the step when t ends, before
+// t's namespace goes: its cluster-scoped objects (webhook configurations,
+// ClusterRoles) go with it.
+func (f *fixture) uninstallLater(t *testing.T, yaml string) {
+	t.Cleanup(func() {
 		r := f.request(yaml, steptest.Options{})
 		ctx, cancel := f.ctx(r)
 		defer cancel()
 		if _, err := f.exec.Destroy(ctx, r.req); err != nil {
-			f.t.Errorf("uninstall: %v", err)
+			t.Errorf("uninstall: %v", err)
 		}
 	})
 }
