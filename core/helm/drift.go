@@ -372,7 +372,7 @@ func classify(want, live *unstructured.Unstructured, policy objects.Policy, spec
 		case policy.Ignored(out.intent, f.Path):
 			out.ignored = append(out.ignored, objects.Kept{Ref: ref, Path: name, Why: "drift.ignore"})
 		case spec != "" && !slices.Contains(mine, spec) && f.OwnedBy(spec):
-			out.kept = append(out.kept, objects.Kept{Ref: ref, Path: name, Why: "written by another step of the spec (" + spec + ")"})
+			out.kept = append(out.kept, objects.Kept{Ref: ref, Path: name, Why: "written by " + spec + ", another step of the spec"})
 		case v.Keep:
 			out.kept = append(out.kept, objects.Kept{Ref: ref, Path: name, Why: v.Why})
 		default:

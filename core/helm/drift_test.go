@@ -138,7 +138,7 @@ data: {ca: placeholder, other: "1"}
 			live: withManaged(obj(t, deployLive),
 				[3]string{helmMgr, "", `{"f:spec":{"f:template":{}}}`},
 				[3]string{"khook", "", scaled}),
-			kept: []string{"Deployment/web spec.replicas (written by another step of the spec (khook))"},
+			kept: []string{"Deployment/web spec.replicas (written by khook, another step of the spec)"},
 		},
 		{
 			name: "annotations: with no value, live carrying helm's own: not set, no drift",
