@@ -239,6 +239,9 @@ func (c *Client) planDrift(ahead *pendingDrift, r Release, last *release.Release
 	default:
 		p.Action = PlanNoOp
 		p.Reason = fmt.Sprintf("revision %d already has this chart, these values and these manifests, and the cluster has its objects as they say", last.Version)
+		if n := len(d.Kept) + len(d.Ignored); n > 0 {
+			p.Reason += fmt.Sprintf(" but for %s left to other writers or ignored (below)", english.CountNoun(n, "field"))
+		}
 	}
 }
 
