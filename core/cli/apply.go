@@ -38,6 +38,9 @@ type RunFlags struct {
 	FieldManager string
 	// Trace is --trace-file and --timeline.
 	Trace TraceFlags
+	// DetailedExitCode is apply's --detailed-exitcode: exit 4 on drift
+	// left.
+	DetailedExitCode bool
 }
 
 // NewRunFlags returns apply's and destroy's flags with their defaults.
@@ -73,6 +76,9 @@ type RunOptions struct {
 	Destroy     DestroyFlags
 	// FieldManager is --field-manager ("": the defaults).
 	FieldManager string
+	// DetailedExitCode: a run that succeeds having found drift it leaves
+	// as it is (drift mode warn) exits ExitDrift.
+	DetailedExitCode bool
 	// Streams: the summary goes to Out, progress to Progress (standard
 	// error).
 	Streams  genericiooptions.IOStreams
@@ -105,7 +111,7 @@ func (f *RunFlags) ToOptions(command string, streams genericiooptions.IOStreams,
 	if err != nil {
 		return nil, err
 	}
-	return &RunOptions{Command: command, Spec: so, Fleet: f.Fleet, Output: f.Output.value, Parallelism: f.Parallelism, LockTimeout: f.LockTimeout, Select: f.Select, Destroy: f.Destroy, FieldManager: f.FieldManager,
+	return &RunOptions{Command: command, Spec: so, Fleet: f.Fleet, Output: f.Output.value, Parallelism: f.Parallelism, LockTimeout: f.LockTimeout, Select: f.Select, Destroy: f.Destroy, FieldManager: f.FieldManager, DetailedExitCode: f.DetailedExitCode,
 		Streams: streams, Progress: progress, Redactor: src.Redactor, Clusters: clusters, Trace: f.Trace, Environ: src.Environ}, nil
 }
 
@@ -124,6 +130,8 @@ func newRunCommand(cmd *cobra.Command, command string, streams genericiooptions.
 	f.Select.AddFlags(cmd, command)
 	if command == "destroy" {
 		f.Destroy.AddFlags(cmd)
+	} else {
+		DetailedExitCodeFlag(cmd, &f.DetailedExitCode)
 	}
 	return cmd
 }
@@ -311,7 +319,23 @@ func (o *RunOptions) finish(c *engine.Cluster, res *run.Result, stateErr error) 
 	if res.Status != run.RunOK {
 		return &ExitError{Code: ExitFailed, Silent: true}
 	}
-	return nil
+	return driftExit(o.DetailedExitCode, runDrift(res))
+}
+
+// runDrift names the steps of results that found drift and left it.
+func runDrift(results ...*run.Result) []string {
+	var out []string
+	for _, res := range results {
+		if res == nil {
+			continue
+		}
+		for _, s := range res.Steps {
+			if len(s.Drift) > 0 {
+				out = append(out, s.Name)
+			}
+		}
+	}
+	return out
 }
 
 // AddFieldManagerFlag registers --field-manager, kubectl's flag.

@@ -36,6 +36,8 @@ type DiffFlags struct {
 	// FieldManager is --field-manager: the dry runs are apply's requests
 	// with apply's field manager.
 	FieldManager string
+	// DetailedExitCode is --detailed-exitcode: exit 4 on drift left.
+	DetailedExitCode bool
 }
 
 // NewDiffFlags returns diff's flags with their defaults.
@@ -51,6 +53,7 @@ func (f *DiffFlags) AddFlags(cmd *cobra.Command, contextFlag string) {
 	cmd.Flags().IntVar(&f.Parallelism, "parallelism", diffParallelism, "how many steps may be diffed at once (0: no limit); with --contexts, on each cluster")
 	f.Select.AddFlags(cmd, "diff")
 	AddFieldManagerFlag(cmd, &f.FieldManager)
+	DetailedExitCodeFlag(cmd, &f.DetailedExitCode)
 }
 
 // DiffOptions is a ready-to-run diff.
@@ -74,6 +77,9 @@ type DiffOptions struct {
 	Select       SelectFlags
 	// FieldManager is --field-manager ("": the defaults).
 	FieldManager string
+	// DetailedExitCode: a diff without differences that finds drift left
+	// as it is (drift mode warn) exits ExitDrift.
+	DetailedExitCode bool
 }
 
 // NewCmdDiff is the diff command; stdout is standard output as the
@@ -97,7 +103,9 @@ run on two folders (LIVE, MERGED) of YAML files.
 
 Exit code 0: no differences; 1: differences; 2: invalid spec or flags;
 3: an error (a step that could not be diffed, an unreachable cluster, a diff
-program that failed, an interruption by Ctrl-C).
+program that failed, an interruption by Ctrl-C); with --detailed-exitcode,
+4: no differences, but drift that a step's drift policy leaves as it is
+(drift: {mode: warn}).
 
 With --contexts, each cluster of a fleet is diffed (several at once), its
 output under a "==> context NAME <==" line, in the order of the contexts;
@@ -130,7 +138,7 @@ func (f *DiffFlags) ToOptions(streams genericiooptions.IOStreams, src SpecSource
 	if err != nil {
 		return nil, err
 	}
-	o := &DiffOptions{Spec: so, Fleet: f.Fleet, Parallelism: f.Parallelism, Select: f.Select, FieldManager: f.FieldManager, Streams: streams, Redactor: src.Redactor, Clusters: clusters,
+	o := &DiffOptions{Spec: so, Fleet: f.Fleet, Parallelism: f.Parallelism, Select: f.Select, FieldManager: f.FieldManager, DetailedExitCode: f.DetailedExitCode, Streams: streams, Redactor: src.Redactor, Clusters: clusters,
 		External: diff.ParseProgram(envLookup(src.Environ, diff.ExternalEnv)), Environ: src.Environ, SecretPrefix: f.Spec.SecretPrefix}
 	if out, ok := stdout.(*os.File); ok && term.IsTerminal(int(out.Fd())) {
 		o.Color = envLookup(src.Environ, "NO_COLOR") == ""
@@ -207,7 +215,13 @@ func (o *DiffOptions) print(ctx context.Context, doc *load.Document, results []*
 	if res.Differences {
 		return true, &ExitError{Code: ExitFailed, Silent: true}
 	}
-	return false, nil
+	var drifted []string
+	for k, i := range order {
+		if len(inOrder[k].Drift) > 0 {
+			drifted = append(drifted, doc.Spec.Steps[i].Name)
+		}
+	}
+	return false, driftExit(o.DetailedExitCode, drifted)
 }
 
 // programEnv is the external program's environment: khook's, without the

@@ -62,7 +62,10 @@ func (o *PlanOptions) runFleet(ctx context.Context) error {
 			return err
 		}
 	}
-	return fleetError(members, outs, ExitFailed)
+	if err := fleetError(members, outs, ExitFailed); err != nil {
+		return err
+	}
+	return driftExit(o.DetailedExitCode, planDrift(plans...))
 }
 
 // ---- diff ----
@@ -97,6 +100,11 @@ func (o *DiffOptions) runFleet(ctx context.Context) error {
 	fmt.Fprintln(o.Streams.Out, line+".")
 	if len(differ) > 0 {
 		return &ExitError{Code: ExitFailed, Silent: true}
+	}
+	for _, out := range outs {
+		if exitCode(out.err, ExitOK) == ExitDrift {
+			return out.err
+		}
 	}
 	return nil
 }

@@ -17,11 +17,11 @@ import (
 // begun once (destroy's before the question, apply's in its turn).
 type fleetMember struct {
 	*fleet.Member
-	c       *engine.Cluster
-	r       *engine.Run
-	id      kube.ClusterID
+	c  *engine.Cluster
+	r  *engine.Run
+	id kube.ClusterID
 	// spans are the cluster's in the fleet's trace (nil: not traced)
-	spans *tracing.Sink
+	spans   *tracing.Sink
 	started time.Time
 	// err: the cluster cannot be used (unreachable, its identity
 	// unreadable, its lock held, its turn never came); it fails alone.
@@ -245,5 +245,9 @@ func (o *RunOptions) fleetReport(name string, runs []render.ClusterRun, elapsed 
 	if render.FleetStatus(runs) != run.RunOK {
 		return &ExitError{Code: ExitFailed, Silent: true}
 	}
-	return nil
+	results := make([]*run.Result, len(runs))
+	for i, r := range runs {
+		results[i] = r.Result
+	}
+	return driftExit(o.DetailedExitCode, runDrift(results...))
 }

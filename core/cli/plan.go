@@ -23,6 +23,8 @@ type PlanFlags struct {
 	Output  *outputFlag
 	Offline bool
 	Select  SelectFlags
+	// DetailedExitCode is --detailed-exitcode: exit 4 on drift left.
+	DetailedExitCode bool
 }
 
 // NewPlanFlags returns plan's flags with their defaults.
@@ -38,6 +40,7 @@ func (f *PlanFlags) AddFlags(cmd *cobra.Command, contextFlag string) {
 	f.Output.add(cmd, "output", "o", "output format")
 	cmd.Flags().BoolVar(&f.Offline, "offline", false, "plan from the spec alone, without contacting a cluster")
 	f.Select.AddFlags(cmd, "plan")
+	DetailedExitCodeFlag(cmd, &f.DetailedExitCode)
 }
 
 // PlanOptions is a ready-to-run plan.
@@ -54,6 +57,9 @@ type PlanOptions struct {
 	// Clusters reaches the cluster of a live plan.
 	Clusters *Clusters
 	Select   SelectFlags
+	// DetailedExitCode: a plan that finds drift left as it is (drift mode
+	// warn) exits ExitDrift.
+	DetailedExitCode bool
 }
 
 // NewCmdPlan is the plan command.
@@ -90,7 +96,7 @@ func (f *PlanFlags) ToOptions(streams genericiooptions.IOStreams, src SpecSource
 		return nil, err
 	}
 	offline := f.Offline || clusters == nil || clusters.Connection == nil
-	return &PlanOptions{Spec: so, Fleet: f.Fleet, Output: f.Output.value, Offline: offline, Streams: streams, Redactor: src.Redactor, Clusters: clusters, Select: f.Select}, nil
+	return &PlanOptions{Spec: so, Fleet: f.Fleet, Output: f.Output.value, Offline: offline, Streams: streams, Redactor: src.Redactor, Clusters: clusters, Select: f.Select, DetailedExitCode: f.DetailedExitCode}, nil
 }
 
 // Run plans the spec: offline from the spec alone (--offline, or no
@@ -111,7 +117,26 @@ func (o *PlanOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return o.print(o.Streams.Out, p)
+	if err := o.print(o.Streams.Out, p); err != nil {
+		return err
+	}
+	return driftExit(o.DetailedExitCode, planDrift(p))
+}
+
+// planDrift names the steps of p that found drift they leave as it is.
+func planDrift(ps ...*plan.Plan) []string {
+	var out []string
+	for _, p := range ps {
+		if p == nil {
+			continue
+		}
+		for _, s := range p.Steps {
+			if len(s.Drift) > 0 {
+				out = append(out, s.Name)
+			}
+		}
+	}
+	return out
 }
 
 // print writes plan p in the output format.

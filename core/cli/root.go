@@ -93,7 +93,27 @@ const (
 	ExitOK      = 0
 	ExitFailed  = 1 // execution failure
 	ExitInvalid = 2 // invalid spec or flags
+	// ExitDrift: with --detailed-exitcode, the command succeeded (diff:
+	// without differences) and found drift that the drift policy leaves
+	// as it is (drift mode warn).
+	ExitDrift = 4
 )
+
+// DetailedExitCodeFlag registers --detailed-exitcode on plan, diff and
+// apply.
+func DetailedExitCodeFlag(cmd *cobra.Command, v *bool) {
+	cmd.Flags().BoolVar(v, "detailed-exitcode", false, "exit 4 when the command succeeds (diff: without differences) but finds drift its drift policy leaves as it is (drift mode warn), so that CI can tell")
+}
+
+// driftExit is the error of a command that succeeded and found drift
+// left as it is in steps (their names), under --detailed-exitcode; nil
+// without the flag or the drift.
+func driftExit(detailed bool, steps []string) error {
+	if !detailed || len(steps) == 0 {
+		return nil
+	}
+	return &ExitError{Code: ExitDrift, Silent: true}
+}
 
 // ExitError carries a process exit code. Silent errors were already
 // reported to the user.

@@ -32,6 +32,9 @@ type StepDiff struct {
 	Counted string
 	// Err is why the step could not be diffed.
 	Err error
+	// Drift are the objects the step finds drifted and leaves as they are
+	// (drift mode warn): no difference, but drift (--detailed-exitcode).
+	Drift []string
 	// raw is a Differ's result, before diffResult prepares it
 	raw *step.Diff
 }
@@ -171,7 +174,7 @@ func (c *Cluster) diffStep(ctx context.Context, i int, exec step.Executor) *Step
 
 // diffResult prepares a Differ's objects for display.
 func diffResult(res step.Diff, red *redact.Redactor) *StepDiff {
-	sd := &StepDiff{Changes: res.Changes, Details: res.Notes}
+	sd := &StepDiff{Changes: res.Changes, Details: res.Notes, Drift: res.Drift}
 	if res.Skip != "" {
 		sd.Headline, sd.Counted = "skipped: "+res.Skip, CatUnchanged
 		return sd
@@ -224,7 +227,7 @@ func diffResult(res step.Diff, red *redact.Redactor) *StepDiff {
 
 // predictionResult is the one line of a step without a Differ.
 func predictionResult(p step.Prediction, st *spec.Step) *StepDiff {
-	sd := &StepDiff{Headline: p.Action, Details: p.Details}
+	sd := &StepDiff{Headline: p.Action, Details: p.Details, Drift: p.Drift}
 	if p.Reason != "" {
 		sd.Headline += ": " + p.Reason
 	}

@@ -28,6 +28,7 @@ import (
 	"khook.io/core/kube"
 	"khook.io/core/load"
 	"khook.io/core/redact"
+	"khook.io/core/spec"
 	"khook.io/core/step"
 )
 
@@ -272,6 +273,14 @@ func (c *Cluster) phase(phase, detail string) func(error) {
 	}
 }
 
+// driftDefaults is the spec's defaults.drift, nil when it has none.
+func (c *Cluster) driftDefaults() *spec.Drift {
+	if d := c.doc.Spec.Defaults; d != nil {
+		return d.Drift
+	}
+	return nil
+}
+
 // executor is step i's executor.
 func (c *Cluster) executor(i int) (step.Executor, error) {
 	typ := c.doc.Spec.Steps[i].Type()
@@ -298,6 +307,7 @@ func (c *Cluster) request(i, attempt int, timeout time.Duration, sink event.Sink
 		Run:              c.run,
 		ForceCRDs:        c.opts.ForceCRDs,
 		Replace:          c.opts.Selection.Forced(i),
+		DriftDefaults:    c.driftDefaults(),
 		FieldManager:     c.opts.FieldManager,
 		Warn:             c.warn(st.Name),
 		Notes:            c.releaseNotesFunc(),

@@ -102,7 +102,7 @@ func applyFates(doc *load.Document, p *plan.Plan, disp []Disposition) {
 		d := disp[i]
 		switch d.Fate {
 		case FateNotSelected, FateResume, FateNotTriggered:
-			ps.Action, ps.Reason, ps.Details = plan.ActionSkip, d.Reason(doc, i), nil
+			ps.Action, ps.Reason, ps.Details, ps.Drift, ps.Kept = plan.ActionSkip, d.Reason(doc, i), nil, nil, nil
 		case FateForced, FateTriggered, FateConditional:
 			ps.Reason = d.Reason(doc, i)
 		}
@@ -161,6 +161,7 @@ func (c *Cluster) livePlan(ctx context.Context) *plan.Plan {
 		}
 		ps := &p.Steps[byName[c.doc.Spec.Steps[i].Name]]
 		ps.Action, ps.Reason, ps.Details = pred.Action, pred.Reason, pred.Details
+		ps.Drift, ps.Kept = pred.Drift, pred.Kept
 	}
 	return p
 }

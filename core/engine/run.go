@@ -162,7 +162,7 @@ func (c *Cluster) attempt(i int, timeout time.Duration, fn func(context.Context,
 			ctx = kube.WithWarnings(ctx, req.Warn) // the API server's warnings of the step's requests
 		}
 		out, err := fn(ctx, req)
-		return run.Outcome{Skipped: out.Skipped, SkipReason: out.SkipReason, Message: out.Message, Changed: out.Changed}, err
+		return run.Outcome{Skipped: out.Skipped, SkipReason: out.SkipReason, Message: out.Message, Changed: out.Changed, Drift: out.Drift, Kept: out.Kept}, err
 	}
 }
 

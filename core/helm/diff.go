@@ -18,6 +18,7 @@ import (
 	"khook.io/core/kube"
 	"khook.io/core/manifest"
 	"khook.io/core/manifest/kubeyaml"
+	"khook.io/core/spec"
 )
 
 // ManifestObject is one object of a release, in the manifest of its latest
@@ -68,6 +69,9 @@ type ReleaseDiff struct {
 	// of a revision whose objects stay the same) or what the diff cannot
 	// show.
 	Notes []string
+	// Kept and Drift are Plan's: fields left to other writers or ignored,
+	// and objects that drifted and are left as they are (warn).
+	Kept, Drift []string
 }
 
 // Diff says what Apply(ctx, r) would change, changing nothing: the
@@ -84,8 +88,10 @@ func (c *Client) Diff(ctx context.Context, r Release) (ReleaseDiff, error) {
 		err = fmt.Errorf("release %s (%s): %w", r.Name, r.Namespace, err)
 	}
 	d.Reason = c.env.Redactor.String(d.Reason)
-	for i, n := range d.Notes {
-		d.Notes[i] = c.env.Redactor.String(n)
+	for _, lines := range [][]string{d.Notes, d.Kept, d.Drift} {
+		for i, n := range lines {
+			lines[i] = c.env.Redactor.String(n)
+		}
 	}
 	return d, c.env.Redactor.Error(err)
 }
@@ -164,11 +170,20 @@ func (c *Client) diff(ctx context.Context, r Release) (ReleaseDiff, error) {
 // (none for a missing object), so the diff shows what the repair puts
 // back. Without drift, --replace still upgrades.
 func (c *Client) diffDrift(ctx context.Context, r Release, last *release.Release, d *ReleaseDiff) error {
-	dr, err := c.checkDrift(ctx, r, last)
-	if err != nil {
-		return err
+	var dr Drift
+	if r.Drift.Mode == spec.DriftOff {
+		d.Notes = append(d.Notes, "drift mode off: the release's objects are not compared with the cluster")
+	} else {
+		var err error
+		if dr, err = c.checkDrift(ctx, r, last); err != nil {
+			return err
+		}
+		d.Kept, d.Drift = dr.KeptLines(), dr.LeftLines()
+		if dr.Left() {
+			d.Notes = append(d.Notes, fmt.Sprintf("drift: %s of %s drifted, left as it is (drift mode warn): apply changes nothing", english.CountNoun(len(dr.Objects), "object"), d.Current))
+		}
 	}
-	if dr.None() {
+	if !dr.Repairs() {
 		if r.Replace {
 			d.Action = PlanUpgrade
 			d.Notes = append(d.Notes, fmt.Sprintf("upgrade from %s to a new revision of the same chart, values and objects (--replace)", d.Current))
@@ -211,6 +226,11 @@ func (c *Client) renderInstall(ctx context.Context, cfg *configuration, r Releas
 	}
 	if len(chrt.CRDObjects()) > 0 {
 		d.Notes = append(d.Notes, "the chart's crds/ are installed first and are not part of this diff")
+		skips, err := c.crdSkips(ctx, ch, vals)
+		if err != nil {
+			return nil, err
+		}
+		d.Notes = append(d.Notes, skips...)
 	}
 	rel, err := dryRunInstall(ctx, cfg, r, chrt, vals, replace)
 	if err == nil {

@@ -18,6 +18,7 @@ import (
 
 	"khook.io/core/kube"
 	"khook.io/core/objects"
+	"khook.io/core/spec"
 )
 
 // Drift of a deployed release: what of its objects the cluster no longer
@@ -25,38 +26,62 @@ import (
 // 190). A release deployed with the same chart, values and manifests is
 // checked before Apply calls it unchanged; drift makes Apply upgrade it to
 // a new revision that puts the objects back (a repair), as `helm upgrade`
-// with the same chart and values would.
+// with the same chart and values would, unless the step's drift policy
+// says warn (reported, left) or off (not looked for).
 //
-// What is drift, and what is not:
+// What is drift, and what is not (decisions 250-253):
 //
 //   - an object of the manifest that does not exist is drift (missing);
 //   - a field the manifest sets whose live value differs (objects.Fields)
-//     is drift, unless the live value is another writer's by the object's
-//     managed fields, written through a subresource (an
-//     HorizontalPodAutoscaler's or kubectl scale's replicas, through
-//     scale), and unless applying the manifest would leave it as it is:
+//     is drift, unless applying the manifest would leave it as it is:
 //     each object with differing fields is confirmed with a server-side
-//     dry-run apply of its manifest, so that defaulting, the normalisation
-//     of quantities and mutating webhooks are not drift;
+//     dry-run apply of the object as helm applies it (its ownership
+//     labels and annotations included), so that defaulting, the
+//     normalisation of quantities and mutating webhooks are not drift;
+//   - a field the manifest leaves null or empty where the server drops it
+//     (annotations: with no value) is not set (objects.AsStored);
+//   - a field whose live value another writer wrote since helm did, by
+//     the object's managed fields, is that writer's when it is a
+//     controller (objects.Policy.Judge): kept, never repaired; so is a
+//     field written by another step of the spec (khook's field manager),
+//     and one an ignore rule of the policy names;
 //   - fields the manifest does not set are never read: whatever others add
 //     to an object is theirs.
 //
 // Hooks are not checked: they run around an install or upgrade and are
-// often deleted when they are done.
+// often deleted when they are done. Nor are the chart's crds/: helm
+// installs them only when absent and never upgrades them (decision 254).
 
 // driftParallelism is how many objects of one release are read at once.
 const driftParallelism = 8
 
 // Drift is what the cluster no longer has as a release's manifest says.
 type Drift struct {
+	// Mode is the policy's (spec.DriftWarn: Objects are reported, not
+	// repaired).
+	Mode string
 	// Objects are the drifted objects, in the manifest's order.
 	Objects []DriftedObject
-	// Others are fields whose live value differs from the manifest but is
-	// another writer's (a subresource's): not drift, kept by a repair.
-	Others []OtherField
+	// Kept are fields whose live value differs from the manifest but is
+	// another writer's: not drift, left out of a repair.
+	Kept []objects.Kept
+	// Ignored are fields whose live value differs from the manifest that
+	// an ignore rule of the policy leaves out.
+	Ignored []objects.Kept
 	// Unknown names the objects that could not be read (forbidden): their
 	// drift is unknown.
 	Unknown []string
+	// read are the objects read, by objectKey: what a repair must leave
+	// of them is decided from them (leave).
+	read   map[string]readObject
+	policy objects.Policy
+	mine   []string
+	spec   string
+}
+
+// readObject is one object of the manifest as the drift check read it.
+type readObject struct {
+	intent, live *unstructured.Unstructured
 }
 
 // DriftedObject is one object of the manifest the cluster has otherwise.
@@ -77,25 +102,15 @@ type DriftedObject struct {
 	Unconfirmed string
 }
 
-// OtherField is a field the manifest sets whose live value another writer
-// owns.
-type OtherField struct {
-	Ref  objects.Ref
-	Path string
-	// Owners are the managers of the live value, "manager (subresource)".
-	Owners []string
-	// Why says whose it is: "written through a subresource", "written by
-	// another step of the spec".
-	Why string
-	// key is the object's (objectKey), value the live value, which a
-	// repair keeps.
-	key   string
-	value any
-	path  fieldpath.Path
-}
-
 // None reports whether nothing drifted.
 func (d Drift) None() bool { return len(d.Objects) == 0 }
+
+// Repairs reports whether a repair puts what drifted back: something
+// drifted, and the policy does not say warn.
+func (d Drift) Repairs() bool { return !d.None() && d.Mode != spec.DriftWarn }
+
+// Left reports whether something drifted that the policy leaves (warn).
+func (d Drift) Left() bool { return !d.None() && d.Mode == spec.DriftWarn }
 
 // Summary names each drifted object and what differs:
 // "ConfigMap/c2-cm re-created, ConfigMap/c2-cm2 data.b", with missing the
@@ -115,16 +130,48 @@ func (o DriftedObject) what(missing string) string {
 	return strings.Join(o.Fields, ", ")
 }
 
+// KeptLines are the fields left to another writer, or ignored, one line
+// each: "kept: ConfigMap/inj-ca data.ca (written by cainjector)".
+func (d Drift) KeptLines() []string {
+	var out []string
+	for _, f := range d.Kept {
+		out = append(out, "kept: "+f.String())
+	}
+	for _, f := range d.Ignored {
+		out = append(out, "ignored: "+f.String())
+	}
+	return out
+}
+
+// LeftLines are, when the policy leaves drift (warn), the drifted objects
+// one line each: "drift: ConfigMap/c data.b (left as it is: drift mode
+// warn)"; none otherwise.
+func (d Drift) LeftLines() []string {
+	if !d.Left() {
+		return nil
+	}
+	out := make([]string, len(d.Objects))
+	for i, o := range d.Objects {
+		out[i] = "drift: " + o.Ref.KindName() + " " + o.what("missing") + " (left as it is: drift mode warn)"
+	}
+	return out
+}
+
 // Details are a plan's lines of the drift: one per drifted object, one
-// per field left to another writer, one per object that could not be
-// read.
+// per field left to another writer or ignored, one per object that could
+// not be read.
 func (d Drift) Details() []string {
 	var out []string
 	for _, o := range d.Objects {
 		line := o.Ref.String() + ": "
-		if o.Missing {
+		switch {
+		case o.Missing && d.Left():
+			line += "missing: left missing (drift mode warn)"
+		case o.Missing:
 			line += "missing: will be re-created"
-		} else {
+		case d.Left():
+			line += "differs: " + strings.Join(o.Fields, ", ") + ": left as it is (drift mode warn)"
+		default:
 			line += "differs: " + strings.Join(o.Fields, ", ") + ": will be put back"
 		}
 		if o.Unconfirmed != "" {
@@ -132,9 +179,7 @@ func (d Drift) Details() []string {
 		}
 		out = append(out, line)
 	}
-	for _, f := range d.Others {
-		out = append(out, fmt.Sprintf("%s: %s is %s's (%s): not drift, left as it is", f.Ref, f.Path, strings.Join(f.Owners, ", "), f.Why))
-	}
+	out = append(out, d.KeptLines()...)
 	for _, u := range d.Unknown {
 		out = append(out, u+": drift unknown (may not be read)")
 	}
@@ -150,11 +195,12 @@ type pendingDrift struct {
 }
 
 // driftAhead starts the drift check of last when ch and vals are its
-// chart and values (else the check cannot matter: nil), so that it reads
+// chart and values (else the check cannot matter: nil) and the policy
+// looks for drift (not off: nil), so that it reads
 // the objects while the caller renders the chart with a dry-run upgrade:
 // a no-op re-run costs the longer of the two, not both.
 func (c *Client) driftAhead(ctx context.Context, r Release, ch *Chart, vals map[string]any, last *release.Release) *pendingDrift {
-	if last.Chart == nil || last.Chart.Metadata == nil ||
+	if r.Drift.Mode == spec.DriftOff || last.Chart == nil || last.Chart.Metadata == nil ||
 		last.Chart.Metadata.Name != ch.Name || last.Chart.Metadata.Version != ch.Version ||
 		!sameValues(last.Config, vals) {
 		return nil
@@ -186,50 +232,58 @@ func (p *pendingDrift) stop() {
 }
 
 // checkDrift compares the objects of rel's manifest with the cluster,
-// reading them in parallel within ctx.
+// reading them in parallel within ctx, as r's drift policy says.
 func (c *Client) checkDrift(ctx context.Context, r Release, rel *release.Release) (Drift, error) {
 	objs, err := c.decode(ctx, rel.Manifest, r.Namespace)
 	if err != nil {
 		return Drift{}, fmt.Errorf("the manifest of revision %d: %w", rel.Version, err)
 	}
+	d := Drift{Mode: r.Drift.Mode, policy: r.Drift, mine: []string{c.helmManager()}, spec: c.stepsManager(), read: map[string]readObject{}}
 	found := make([]objectDrift, len(objs))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(driftParallelism)
 	for i, o := range objs {
 		g.Go(func() error {
-			d, err := c.objectDrift(gctx, o)
+			od, err := c.objectDrift(gctx, r, d, o)
 			if err != nil {
 				return fmt.Errorf("%s: %w", objects.RefOf(o).KindName(), err)
 			}
-			found[i] = d
+			found[i] = od
 			return nil
 		})
 	}
 	if err := g.Wait(); err != nil {
 		return Drift{}, fmt.Errorf("drift check: %w", err)
 	}
-	var d Drift
-	for _, f := range found {
+	for i, f := range found {
 		switch {
 		case f.unknown != "":
 			d.Unknown = append(d.Unknown, f.unknown)
 		case f.drifted != nil:
 			d.Objects = append(d.Objects, *f.drifted)
 		}
-		d.Others = append(d.Others, f.others...)
+		d.Kept = append(d.Kept, f.kept...)
+		d.Ignored = append(d.Ignored, f.ignored...)
+		if f.live != nil {
+			d.read[objectKey(objs[i])] = readObject{intent: f.intent, live: f.live}
+		}
 	}
 	return d, nil
 }
 
 // objectDrift is what the drift check found of one object.
 type objectDrift struct {
-	drifted *DriftedObject
-	others  []OtherField
-	unknown string
+	drifted       *DriftedObject
+	kept, ignored []objects.Kept
+	unknown       string
+	// intent and live are the object as its manifest sets it (as stored)
+	// and as read; nil when it was not read.
+	intent, live *unstructured.Unstructured
 }
 
-// objectDrift reads one object of the manifest and compares it.
-func (c *Client) objectDrift(ctx context.Context, want *unstructured.Unstructured) (objectDrift, error) {
+// objectDrift reads one object of the manifest and compares it, with the
+// policy and managers of d.
+func (c *Client) objectDrift(ctx context.Context, r Release, d Drift, want *unstructured.Unstructured) (objectDrift, error) {
 	ref := objects.RefOf(want)
 	mapping, err := c.env.Kube.MappingFor(ctx, want.GroupVersionKind())
 	if meta.IsNoMatchError(err) {
@@ -249,20 +303,20 @@ func (c *Client) objectDrift(ctx context.Context, want *unstructured.Unstructure
 	case err != nil:
 		return objectDrift{}, err
 	}
-	intent, differ, others, err := classify(want, live, c.helmManager(), c.stepsManager())
+	cl, err := classify(want, live, d.policy, d.spec, d.mine...)
 	if err != nil {
 		return objectDrift{}, err
 	}
-	out := objectDrift{others: others}
-	if len(differ) == 0 {
+	out := objectDrift{kept: cl.kept, ignored: cl.ignored, intent: cl.intent, live: live}
+	if len(cl.differ) == 0 {
 		return out, nil
 	}
-	applied, err := dryRunApply(ctx, ri, want, c.helmManager())
+	applied, err := dryRunApply(ctx, ri, asHelmApplies(want, r), c.helmManager())
 	unconfirmed := ""
 	if err != nil {
 		unconfirmed = kube.Reason(err)
 	}
-	out.drifted = confirm(ref, intent, differ, applied, unconfirmed)
+	out.drifted = confirm(ref, cl.intent, cl.differ, applied, unconfirmed)
 	return out, nil
 }
 
@@ -277,46 +331,113 @@ func (c *Client) stepsManager() string {
 	return objects.DefaultFieldManager
 }
 
+// classified is how classify sorted the fields of one object.
+type classified struct {
+	// intent is want as the API server stores it (nulls dropped, a
+	// Secret's stringData compared as the data it becomes), as differ
+	// names its fields.
+	intent *unstructured.Unstructured
+	// differ are the fields whose live value differs and is drift.
+	differ []objects.Field
+	// kept and ignored differ too, but are another writer's or ignored.
+	kept, ignored []objects.Kept
+}
+
 // classify compares the fields want (an object of a release's manifest)
-// sets with live: differ are those whose live value differs, others those
-// whose live value differs but is another writer's (not drift): written
-// through a subresource by a manager other than helm's (manager), or
-// written by spec, the field manager of the spec's other steps (a patch:
-// step patching an object of the chart says what the spec wants there).
-// intent is want as the API server stores it (a Secret's stringData
-// compared as the data it becomes), as differ names its fields.
-func classify(want, live *unstructured.Unstructured, manager, spec string) (intent *unstructured.Unstructured, differ []objects.Field, others []OtherField, err error) {
-	if intent = objects.AsStored(want); intent == want {
-		intent = want.DeepCopy() // the repair writes other writers' values into it
+// sets with live, under policy: mine are the managers of the release's
+// own writes (helm's), spec the field manager of the spec's other steps
+// (a patch: step patching an object of the chart says what the spec wants
+// there, so its fields are kept).
+func classify(want, live *unstructured.Unstructured, policy objects.Policy, spec string, mine ...string) (classified, error) {
+	out := classified{intent: objects.AsStored(want)}
+	if out.intent == want {
+		out.intent = want.DeepCopy() // diff writes live values into it
 	}
-	if contained(intent.Object, live.Object, true) {
+	if objects.Contained(out.intent.Object, live.Object, true) {
 		// every field the manifest sets holds its value: nothing differs
 		// (the common case, decided without reading any schema)
-		return intent, nil, nil, nil
+		return out, nil
 	}
-	fields, err := objects.Fields(intent, live)
+	fields, err := objects.Fields(out.intent, live)
 	if err != nil {
-		return nil, nil, nil, err
+		return classified{}, err
 	}
 	ref := objects.RefOf(want)
 	for _, f := range fields {
-		if f.Equal || sameField(f.Intent, true, f.Live, f.InLive) {
+		if f.Equal || objects.SameField(f.Intent, true, f.Live, f.InLive) {
 			continue // an empty map or list the server drops is no drift
 		}
-		other := OtherField{Ref: ref, Path: pathName(f.Path), key: objectKey(want), value: f.Live, path: f.Path}
-		if o := f.ThroughSubresource(manager); len(o) > 0 {
-			other.Owners, other.Why = ownerNames(o), "written through a subresource"
-			others = append(others, other)
-			continue
+		name := pathName(f.Path)
+		switch v := policy.Judge(f, mine...); {
+		case policy.Ignored(out.intent, f.Path):
+			out.ignored = append(out.ignored, objects.Kept{Ref: ref, Path: name, Why: "drift.ignore"})
+		case spec != "" && !slices.Contains(mine, spec) && f.OwnedBy(spec):
+			out.kept = append(out.kept, objects.Kept{Ref: ref, Path: name, Why: "written by " + spec + ", another step of the spec"})
+		case v.Keep:
+			out.kept = append(out.kept, objects.Kept{Ref: ref, Path: name, Why: v.Why})
+		default:
+			out.differ = append(out.differ, f)
 		}
-		if spec != manager && f.OwnedBy(spec) {
-			other.Owners, other.Why = []string{spec}, "written by another step of the spec"
-			others = append(others, other)
-			continue
-		}
-		differ = append(differ, f)
 	}
-	return intent, differ, others, nil
+	return out, nil
+}
+
+// leave is what a repair of the object key (objectKey) leaves out of its
+// write, and the object as the manifest the check read has it (as
+// stored): the fields the manifest sets whose live value, when the drift
+// check read it, was another writer's and not put back (kept, ignored,
+// or the manifest's value written by someone else since helm), so that a
+// write of theirs between the check and the repair stands, and the
+// repair writes only what it repairs and what helm still owns. Nil for
+// an object the check did not read (missing: re-created whole). Key
+// fields of list entries are never left out (the entry is helm's).
+func (d Drift) leave(key string) ([]fieldpath.Path, *unstructured.Unstructured, error) {
+	ro, ok := d.read[key]
+	if !ok {
+		return nil, nil, nil
+	}
+	fields, err := objects.Fields(ro.intent, ro.live)
+	if err != nil {
+		return nil, nil, err
+	}
+	var out []fieldpath.Path
+	for _, f := range fields {
+		if f.KeyField() {
+			continue
+		}
+		v := d.policy.Judge(f, d.mine...)
+		if len(v.By) == 0 {
+			continue // helm's own, or nobody's: written (left out, helm's would be removed)
+		}
+		differs := !f.Equal && !objects.SameField(f.Intent, true, f.Live, f.InLive)
+		kept := v.Keep || d.policy.Ignored(ro.intent, f.Path) || (d.spec != "" && f.OwnedBy(d.spec))
+		if differs && !kept && d.Mode != spec.DriftWarn {
+			continue // drift: repaired (warn leaves it as it is)
+		}
+		out = append(out, f.Path)
+	}
+	return out, ro.intent, nil
+}
+
+// asHelmApplies is want as helm applies it (setMetadataVisitor): its
+// labels with app.kubernetes.io/managed-by: Helm, its annotations with
+// the release's name and namespace, so that a dry run of it as helm's
+// field manager keeps what helm's own apply keeps.
+func asHelmApplies(want *unstructured.Unstructured, r Release) *unstructured.Unstructured {
+	out := want.DeepCopy()
+	l := out.GetLabels()
+	if l == nil {
+		l = map[string]string{}
+	}
+	l["app.kubernetes.io/managed-by"] = "Helm"
+	out.SetLabels(l)
+	a := out.GetAnnotations()
+	if a == nil {
+		a = map[string]string{}
+	}
+	a["meta.helm.sh/release-name"], a["meta.helm.sh/release-namespace"] = r.Name, r.Namespace
+	out.SetAnnotations(a)
+	return out
 }
 
 // confirm keeps of differ the fields applied (the object as a server-side
@@ -330,7 +451,7 @@ func confirm(ref objects.Ref, intent *unstructured.Unstructured, differ []object
 	var entries []fieldpath.Path // list entries the live object lacks
 	for _, f := range differ {
 		if applied != nil {
-			if v, ok := objects.LookupPath(applied.Object, f.Path); sameField(v, ok, f.Live, f.InLive) {
+			if v, ok := objects.LookupPath(applied.Object, f.Path); objects.SameField(v, ok, f.Live, f.InLive) {
 				continue // applying the manifest leaves it so
 			}
 		}
@@ -345,12 +466,12 @@ func confirm(ref objects.Ref, intent *unstructured.Unstructured, differ []object
 	d.Live = intent.DeepCopy()
 	for _, f := range kept {
 		if !slices.ContainsFunc(entries, func(e fieldpath.Path) bool { return hasPrefix(f.Path, e) }) {
-			setPath(d.Live.Object, f.Path, f.Live, f.InLive)
+			objects.SetPath(d.Live.Object, f.Path, f.Live, f.InLive)
 			d.Fields = append(d.Fields, pathName(f.Path))
 		}
 	}
 	for _, e := range entries {
-		setPath(d.Live.Object, e, nil, false)
+		objects.SetPath(d.Live.Object, e, nil, false)
 		d.Fields = append(d.Fields, pathName(e))
 	}
 	slices.Sort(d.Fields)
@@ -360,18 +481,6 @@ func confirm(ref objects.Ref, intent *unstructured.Unstructured, differ []object
 // hasPrefix reports whether p starts with prefix.
 func hasPrefix(p, prefix fieldpath.Path) bool {
 	return len(p) >= len(prefix) && p[:len(prefix)].Equals(prefix)
-}
-
-// ownerNames are owners as "manager (subresource)".
-func ownerNames(owners []objects.Owner) []string {
-	out := make([]string, len(owners))
-	for i, o := range owners {
-		out[i] = o.Manager
-		if o.Subresource != "" {
-			out[i] += " (" + o.Subresource + ")"
-		}
-	}
-	return out
 }
 
 // dryRunApply is a server-side dry-run apply of want, forcing conflicts:
@@ -390,4 +499,23 @@ func dryRunApply(ctx context.Context, ri interface {
 		Force:        &force,
 		DryRun:       []string{metav1.DryRunAll},
 	})
+}
+
+// readOwners reads last's objects, for an upgrade to another chart,
+// values or manifests (not a repair): the check ahead when one runs,
+// else a check of its own. Best effort: a check that fails is logged and
+// the upgrade writes every field, as helm's does.
+func (c *Client) readOwners(ctx context.Context, r Release, last *release.Release, ahead *pendingDrift) *Drift {
+	var d Drift
+	var err error
+	if ahead != nil {
+		d, err = ahead.wait()
+	} else {
+		d, err = c.checkDrift(ctx, r, last)
+	}
+	if err != nil {
+		c.env.logf("release %s in %s: the objects of %s could not be read (%v): the upgrade writes every field of its manifest", r.Name, r.Namespace, statusOf(last), err)
+		return nil
+	}
+	return &d
 }

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"khook.io/core/objects"
+	"khook.io/core/spec"
 )
 
 func obj(t *testing.T, y string) *unstructured.Unstructured {
@@ -80,19 +81,48 @@ func names(fs []objects.Field) []string {
 }
 
 // TestClassifyDrift: of the fields a manifest sets, those whose live
-// value differs are drift unless another writer owns the live value
-// through a subresource (an HPA's replicas, through scale); what the
-// manifest does not set (a label, defaults) is never read; an empty map
-// the server drops is no drift; a Secret's stringData is compared as the
-// data it becomes.
+// value differs are drift when nobody, helm, or a person (kubectl's
+// managers) wrote the live value, and another writer's, kept, when a
+// controller did, through the object or a subresource (an HPA's
+// replicas, through scale), or another step of the spec did; the policy's
+// managers.keep and managers.take say otherwise for the managers they
+// name, its ignore rules leave fields out; what the manifest does not set
+// (a label, defaults) is never read; a null or an empty map the server
+// drops is no drift; a Secret's stringData is compared as the data it
+// becomes.
 func TestClassifyDrift(t *testing.T) {
-	const helmMgr = "kubectl-khook"
+	const helmMgr = "helm"
 	scaled := `{"f:spec":{"f:replicas":{}}}`
+	const injected = `apiVersion: v1
+kind: ConfigMap
+metadata: {name: inj-ca, namespace: ns, labels: {app: inj}}
+data: {ca: placeholder, other: "1"}
+`
+	injectedLive := func(ca, other, caManager, otherManager string) *unstructured.Unstructured {
+		u := obj(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: inj-ca, namespace: ns, labels: {app: inj}}\ndata: {ca: "+ca+", other: '"+other+"'}\n")
+		return withManaged(u,
+			[3]string{helmMgr, "", `{"f:metadata":{"f:labels":{"f:app":{}}}}`},
+			[3]string{caManager, "", `{"f:data":{"f:ca":{}}}`},
+			[3]string{otherManager, "", `{"f:data":{"f:other":{}}}`})
+	}
+	policy := func(y string) objects.Policy {
+		var d spec.Drift
+		if err := yaml.Unmarshal([]byte(y), &d); err != nil {
+			t.Fatal(err)
+		}
+		p, err := objects.NewPolicy(&d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
 	tests := []struct {
 		name       string
 		want, live *unstructured.Unstructured
+		policy     objects.Policy
 		differ     []string
-		others     []string
+		kept       []string
+		ignored    []string
 	}{
 		{
 			name: "replicas an HPA scaled: another writer's, not drift",
@@ -100,7 +130,7 @@ func TestClassifyDrift(t *testing.T) {
 			live: withManaged(obj(t, deployLive),
 				[3]string{helmMgr, "", `{"f:metadata":{"f:labels":{"f:app":{}}},"f:spec":{"f:template":{}}}`},
 				[3]string{"kube-controller-manager", "scale", scaled}),
-			others: []string{"spec.replicas: kube-controller-manager (scale)"},
+			kept: []string{"Deployment/web spec.replicas (written by kube-controller-manager through scale)"},
 		},
 		{
 			name: "replicas a patch: step of the spec set (field manager khook): the spec's, not drift",
@@ -108,7 +138,57 @@ func TestClassifyDrift(t *testing.T) {
 			live: withManaged(obj(t, deployLive),
 				[3]string{helmMgr, "", `{"f:spec":{"f:template":{}}}`},
 				[3]string{"khook", "", scaled}),
-			others: []string{"spec.replicas: khook"},
+			kept: []string{"Deployment/web spec.replicas (written by khook, another step of the spec)"},
+		},
+		{
+			name: "annotations: with no value, live carrying helm's own: not set, no drift",
+			want: obj(t, "apiVersion: v1\nkind: Service\nmetadata:\n  name: s\n  namespace: ns\n  annotations:\n  labels: {app: s}\nspec:\n  selector: {app: s}\n  ports: [{port: 80}]\n"),
+			live: withManaged(obj(t, "apiVersion: v1\nkind: Service\nmetadata:\n  name: s\n  namespace: ns\n  annotations: {meta.helm.sh/release-name: r}\n  labels: {app: s, app.kubernetes.io/managed-by: Helm}\nspec:\n  clusterIP: 10.0.0.7\n  selector: {app: s}\n  ports: [{port: 80, protocol: TCP, targetPort: 80}]\n"),
+				[3]string{helmMgr, "", `{"f:metadata":{"f:annotations":{"f:meta.helm.sh/release-name":{}}}}`}),
+		},
+		{
+			name:   "a controller filled a placeholder; a person edited another key: the first kept, the second drift",
+			want:   obj(t, injected),
+			live:   injectedLive("real-ca", "2", "cainjector", "kubectl-edit"),
+			differ: []string{"data.other"},
+			kept:   []string{"ConfigMap/inj-ca data.ca (written by cainjector)"},
+		},
+		{
+			name:   "managers.take: the controller's write is put back",
+			want:   obj(t, injected),
+			live:   injectedLive("real-ca", "1", "cainjector", "kubectl-edit"),
+			policy: policy("managers: {take: [cain*]}"),
+			differ: []string{"data.ca"},
+		},
+		{
+			name:   "managers.keep: a person's write is kept",
+			want:   obj(t, injected),
+			live:   injectedLive("placeholder", "2", "cainjector", "kubectl-edit"),
+			policy: policy("managers: {keep: [kubectl-edit]}"),
+			kept:   []string{"ConfigMap/inj-ca data.other (written by kubectl-edit, kept by managers.keep)"},
+		},
+		{
+			name:    "an ignore rule for the object: ignored, whoever wrote it",
+			want:    obj(t, injected),
+			live:    injectedLive("real-ca", "2", "cainjector", "kubectl-edit"),
+			policy:  policy("ignore: [{paths: [/data/other, /data/ca], target: {kind: ConfigMap, labelSelector: app=inj}}]"),
+			ignored: []string{"ConfigMap/inj-ca data.ca (drift.ignore)", "ConfigMap/inj-ca data.other (drift.ignore)"},
+		},
+		{
+			name:   "an ignore rule for other objects: no effect",
+			want:   obj(t, injected),
+			live:   injectedLive("real-ca", "2", "cainjector", "kubectl-edit"),
+			policy: policy("ignore: [{paths: [/data], target: {name: other-*}}]"),
+			differ: []string{"data.other"},
+			kept:   []string{"ConfigMap/inj-ca data.ca (written by cainjector)"},
+		},
+		{
+			name:   "an ignore rule with a wildcard list index",
+			want:   obj(t, deployManifest),
+			live:   withManaged(obj(t, strings.Replace(deployLive, "image: pause", "image: pause:2", 1)), [3]string{"kubectl-set", "", `{"f:spec":{"f:template":{"f:spec":{"f:containers":{"k:{\"name\":\"sidecar\"}":{"f:image":{}}}}}}}`}),
+			policy: policy("ignore: [{paths: [/spec/template/spec/containers/*/image, /spec/replicas]}]"),
+			ignored: []string{"Deployment/web spec.replicas (drift.ignore)",
+				`Deployment/web spec.template.spec.containers[name="sidecar"].image (drift.ignore)`},
 		},
 		{
 			name: "replicas someone edited: drift",
@@ -150,19 +230,25 @@ func TestClassifyDrift(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, differ, others, err := classify(tt.want, tt.live, helmMgr, "khook")
+			cl, err := classify(tt.want, tt.live, tt.policy, "khook", helmMgr)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := names(differ); !reflect.DeepEqual(got, tt.differ) && (len(got) > 0 || len(tt.differ) > 0) {
+			if got := names(cl.differ); !reflect.DeepEqual(got, tt.differ) && (len(got) > 0 || len(tt.differ) > 0) {
 				t.Errorf("drift %q, want %q", got, tt.differ)
 			}
-			var got []string
-			for _, o := range others {
-				got = append(got, o.Path+": "+strings.Join(o.Owners, ", "))
-			}
-			if !reflect.DeepEqual(got, tt.others) && (len(got) > 0 || len(tt.others) > 0) {
-				t.Errorf("others %q, want %q", got, tt.others)
+			for _, c := range []struct {
+				what string
+				got  []objects.Kept
+				want []string
+			}{{"kept", cl.kept, tt.kept}, {"ignored", cl.ignored, tt.ignored}} {
+				var got []string
+				for _, f := range c.got {
+					got = append(got, f.String())
+				}
+				if !reflect.DeepEqual(got, c.want) && (len(got) > 0 || len(c.want) > 0) {
+					t.Errorf("%s %q, want %q", c.what, got, c.want)
+				}
 			}
 		})
 	}
@@ -178,10 +264,11 @@ func TestConfirmDrift(t *testing.T) {
 	live := obj(t, deployLive)
 	spec := live.Object["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
 	spec["containers"] = []any{map[string]any{"name": "web", "image": "docker.io/library/busybox"}}
-	intent, differ, _, err := classify(want, live, "kubectl-khook", "khook")
+	cl, err := classify(want, live, objects.Policy{}, "khook", "helm")
 	if err != nil {
 		t.Fatal(err)
 	}
+	intent, differ := cl.intent, cl.differ
 
 	// the dry run: a webhook rewrites the image, and the replicas and the
 	// sidecar go back
@@ -230,7 +317,8 @@ func TestDriftWording(t *testing.T) {
 			{Ref: objects.Ref{Kind: "ConfigMap", Namespace: "heal", Name: "c2-cm"}, Missing: true},
 			{Ref: objects.Ref{Kind: "ConfigMap", Namespace: "heal", Name: "c2-cm2"}, Fields: []string{"data.b"}},
 		},
-		Others:  []OtherField{{Ref: objects.Ref{Kind: "Deployment", Namespace: "heal", Name: "web"}, Path: "spec.replicas", Owners: []string{"kube-controller-manager (scale)"}, Why: "written through a subresource"}},
+		Kept:    []objects.Kept{{Ref: objects.Ref{Kind: "Deployment", Namespace: "heal", Name: "web"}, Path: "spec.replicas", Why: "written by kube-controller-manager through scale"}},
+		Ignored: []objects.Kept{{Ref: objects.Ref{Kind: "ConfigMap", Namespace: "heal", Name: "inj"}, Path: "data.ca", Why: "drift.ignore"}},
 		Unknown: []string{"Role/r in heal"},
 	}
 	if got, want := d.Summary("re-created"), "ConfigMap/c2-cm re-created, ConfigMap/c2-cm2 data.b"; got != want {
@@ -239,14 +327,30 @@ func TestDriftWording(t *testing.T) {
 	want := []string{
 		"ConfigMap/c2-cm in heal: missing: will be re-created",
 		"ConfigMap/c2-cm2 in heal: differs: data.b: will be put back",
-		"Deployment/web in heal: spec.replicas is kube-controller-manager (scale)'s (written through a subresource): not drift, left as it is",
+		"kept: Deployment/web spec.replicas (written by kube-controller-manager through scale)",
+		"ignored: ConfigMap/inj data.ca (drift.ignore)",
 		"Role/r in heal: drift unknown (may not be read)",
 	}
 	if got := d.Details(); !reflect.DeepEqual(got, want) {
 		t.Errorf("details\n%q\nwant\n%q", got, want)
 	}
-	if (Drift{Others: d.Others}).None() != true || d.None() {
-		t.Error("None")
+	if (Drift{Kept: d.Kept}).None() != true || d.None() || !d.Repairs() || d.Left() || d.LeftLines() != nil {
+		t.Error("None, Repairs, Left")
+	}
+	d.Mode = spec.DriftWarn
+	want = []string{
+		"ConfigMap/c2-cm in heal: missing: left missing (drift mode warn)",
+		"ConfigMap/c2-cm2 in heal: differs: data.b: left as it is (drift mode warn)",
+	}
+	if got := d.Details()[:2]; !reflect.DeepEqual(got, want) || d.Repairs() || !d.Left() {
+		t.Errorf("warn: details\n%q\nwant\n%q", got, want)
+	}
+	want = []string{
+		"drift: ConfigMap/c2-cm missing (left as it is: drift mode warn)",
+		"drift: ConfigMap/c2-cm2 data.b (left as it is: drift mode warn)",
+	}
+	if got := d.LeftLines(); !reflect.DeepEqual(got, want) {
+		t.Errorf("left lines\n%q\nwant\n%q", got, want)
 	}
 }
 
@@ -263,11 +367,11 @@ func TestSetPath(t *testing.T) {
 	for _, f := range fields {
 		switch pathName(f.Path) {
 		case `spec.template.spec.containers[name="sidecar"].image`:
-			setPath(u.Object, f.Path, "other", true)
+			objects.SetPath(u.Object, f.Path, "other", true)
 			if v, ok := objects.LookupPath(u.Object, f.Path); !ok || v != "other" {
 				t.Errorf("set: %v %v", v, ok)
 			}
-			setPath(u.Object, f.Path[:len(f.Path)-1], nil, false)
+			objects.SetPath(u.Object, f.Path[:len(f.Path)-1], nil, false)
 			cs, _, _ := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "containers")
 			if len(cs) != 1 || cs[0].(map[string]any)["name"] != "web" {
 				t.Errorf("entry removed: %v", cs)
@@ -319,11 +423,11 @@ func TestContained(t *testing.T) {
 	want := obj(t, deployManifest)
 	live := obj(t, deployLive)
 	unstructured.SetNestedField(live.Object, int64(1), "spec", "replicas")
-	if !contained(want.Object, live.Object, true) {
+	if !objects.Contained(want.Object, live.Object, true) {
 		t.Error("the live Deployment holds the manifest's fields, with defaults and a label of others' around them")
 	}
-	if _, differ, others, err := classify(want, live, "kubectl-khook", "khook"); err != nil || len(differ) != 0 || len(others) != 0 {
-		t.Errorf("classify: %v %v %v", differ, others, err)
+	if cl, err := classify(want, live, objects.Policy{}, "khook", "helm"); err != nil || len(cl.differ) != 0 || len(cl.kept) != 0 {
+		t.Errorf("classify: %v %v %v", cl.differ, cl.kept, err)
 	}
 	for name, edit := range map[string]func(u *unstructured.Unstructured){
 		"a value": func(u *unstructured.Unstructured) {
@@ -341,11 +445,11 @@ func TestContained(t *testing.T) {
 	} {
 		l := live.DeepCopy()
 		edit(l)
-		if contained(want.Object, l.Object, true) {
+		if objects.Contained(want.Object, l.Object, true) {
 			t.Errorf("%s: contained", name)
 		}
 	}
-	if contained(map[string]any{"a": nil}, map[string]any{"a": "x"}, true) {
+	if objects.Contained(map[string]any{"a": nil}, map[string]any{"a": "x"}, true) {
 		t.Error("a null the manifest sets is contained in a value")
 	}
 }

@@ -115,6 +115,10 @@ func (e Env) httpClient() *http.Client {
 // run any number of operations in parallel.
 type Client struct {
 	env Env
+	// beforeRepair, when set, runs in a repair after the drift check and
+	// before the objects are written: a test's hook point (the race of a
+	// scale between the two).
+	beforeRepair func()
 }
 
 // NewClient returns a Client for env.

@@ -3,6 +3,7 @@ package helm
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	rcommon "helm.sh/helm/v4/pkg/release/common"
@@ -10,6 +11,7 @@ import (
 
 	"khook.io/core/diff"
 	"khook.io/core/internal/english"
+	"khook.io/core/spec"
 )
 
 // PlanAction is what Plan predicts Apply will do.
@@ -43,6 +45,11 @@ type Plan struct {
 	// https://..."), when it could be fetched.
 	Target  string
 	Details []string
+	// Kept are the fields of the release's objects left to other writers
+	// or ignored by the drift policy ("kept: ConfigMap/inj-ca data.ca
+	// (written by cainjector)"); Drift the objects that drifted and are
+	// left as they are (drift mode warn).
+	Kept, Drift []string
 }
 
 // Plan predicts what Apply(ctx, r) would do, changing nothing: it reads the
@@ -57,8 +64,10 @@ func (c *Client) Plan(ctx context.Context, r Release) (Plan, error) {
 		err = fmt.Errorf("release %s (%s): %w", r.Name, r.Namespace, err)
 	}
 	p.Reason = c.env.Redactor.String(p.Reason)
-	for i, d := range p.Details {
-		p.Details[i] = c.env.Redactor.String(d)
+	for _, lines := range [][]string{p.Details, p.Kept, p.Drift} {
+		for i, d := range lines {
+			lines[i] = c.env.Redactor.String(d)
+		}
 	}
 	return p, c.env.Redactor.Error(err)
 }
@@ -115,6 +124,11 @@ func (c *Client) plan(ctx context.Context, r Release) (Plan, error) {
 		if note != "" {
 			p.Details = append(p.Details, note)
 		}
+		skips, err := c.crdSkips(ctx, ch, vals)
+		if err != nil {
+			return Plan{}, err
+		}
+		p.Details = append(p.Details, skips...)
 		if err := c.checkInstall(ctx, cfg, r, ch, vals, last != nil); err != nil {
 			p.Action, p.Reason = PlanUnknown, "the install would fail: "+err.Error()
 		}
@@ -129,7 +143,7 @@ func (c *Client) plan(ctx context.Context, r Release) (Plan, error) {
 	if last.Info.Status == rcommon.StatusDeployed {
 		ahead := c.driftAhead(ctx, r, ch, vals, last)
 		defer ahead.stop()
-		same, err := c.unchanged(ctx, cfg, r, ch, vals, last)
+		same, rendered, err := c.rendersSame(ctx, cfg, r, ch, vals, last)
 		if err != nil {
 			p.Action, p.Reason = PlanUnknown, "the upgrade would fail: "+err.Error()
 			return p, nil
@@ -138,7 +152,19 @@ func (c *Client) plan(ctx context.Context, r Release) (Plan, error) {
 			c.planDrift(ahead, r, last, &p)
 			return p, nil
 		}
-		p.Details = append(p.Details, changes(last, ch, vals)...)
+		if rendered == nil {
+			p.Details = append(p.Details, changes(last, ch, vals)...)
+		} else {
+			// the same chart and values, rendered differently: say where
+			// (a template that renders anew each time, such as a generated
+			// certificate, upgrades on every run, as helm upgrade does)
+			what, err := c.manifestChanges(ctx, last, rendered, r.Namespace)
+			if err != nil {
+				return Plan{}, err
+			}
+			p.Reason = fmt.Sprintf("revision %d has this chart and these values, but the chart renders differently now: %s", last.Version, strings.Join(what, "; "))
+			p.Details = append(p.Details, "rendered manifests change: "+strings.Join(what, "; "))
+		}
 	}
 	p.Action = PlanUpgrade
 	return p, nil
@@ -190,8 +216,9 @@ func (c *Client) planDrift(ahead *pendingDrift, r Release, last *release.Release
 		return
 	}
 	p.Details = append(p.Details, d.Details()...)
+	p.Kept, p.Drift = d.KeptLines(), d.LeftLines()
 	switch {
-	case !d.None():
+	case d.Repairs():
 		them := "them"
 		if len(d.Objects) == 1 {
 			them = "it"
@@ -202,8 +229,54 @@ func (c *Client) planDrift(ahead *pendingDrift, r Release, last *release.Release
 	case r.Replace:
 		p.Action = PlanUpgrade
 		p.Reason = fmt.Sprintf("revision %d has this chart, these values and these manifests, and the cluster has its objects: a new revision all the same (--replace)", last.Version)
+	case d.Left():
+		p.Action = PlanNoOp
+		p.Reason = fmt.Sprintf("revision %d already has this chart, these values and these manifests; %s of it drifted (%s), left as it is: drift mode warn",
+			last.Version, english.CountNoun(len(d.Objects), "object"), d.Summary("missing"))
+	case r.Drift.Mode == spec.DriftOff:
+		p.Action = PlanNoOp
+		p.Reason = fmt.Sprintf("revision %d already has this chart, these values and these manifests (drift mode off: its objects are not compared with the cluster)", last.Version)
 	default:
 		p.Action = PlanNoOp
 		p.Reason = fmt.Sprintf("revision %d already has this chart, these values and these manifests, and the cluster has its objects as they say", last.Version)
+		if n := len(d.Kept) + len(d.Ignored); n > 0 {
+			p.Reason += fmt.Sprintf(" but for %s left to other writers or ignored (below)", english.CountNoun(n, "field"))
+		}
 	}
+}
+
+// manifestChanges names what the rendered manifests and hooks change
+// from last's, object by object: "Secret/tls data[\"tls.crt\"],
+// data[\"tls.key\"]", "ConfigMap/x added", "Job/y (hook) removed". Paths
+// only: no value is named.
+func (c *Client) manifestChanges(ctx context.Context, last, rendered *release.Release, namespace string) ([]string, error) {
+	objs, err := c.pairObjects(ctx, last, rendered, namespace)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, o := range objs {
+		u := o.Rendered
+		if u == nil {
+			u = o.Current
+		}
+		name := u.GetKind() + "/" + u.GetName()
+		if o.Hook {
+			name += " (hook)"
+		}
+		switch {
+		case o.Current == nil:
+			out = append(out, name+" added")
+		case o.Rendered == nil:
+			out = append(out, name+" removed")
+		default:
+			if fields := diff.ChangedFields(o.Current, o.Rendered); len(fields) > 0 {
+				out = append(out, name+" "+strings.Join(fields, ", "))
+			}
+		}
+	}
+	if len(out) == 0 {
+		out = append(out, "the same objects in another order or form")
+	}
+	return out, nil
 }

@@ -23,6 +23,7 @@ import (
 
 	"khook.io/core/event"
 	"khook.io/core/objects"
+	"khook.io/core/spec"
 )
 
 // noClientValidation turns off Helm's client-side OpenAPI validation of
@@ -73,6 +74,10 @@ type Release struct {
 	// manifests and objects are as r says (--replace): a new revision,
 	// hooks run.
 	Replace bool
+	// Drift is the step's drift policy: what a release deployed with the
+	// same chart, values and manifests does with objects that changed
+	// (repair, warn, off), and whose fields are kept or ignored.
+	Drift objects.Policy
 }
 
 // Run identifies the khook run an operation belongs to (step.Run).
@@ -295,13 +300,19 @@ type Result struct {
 	// Recovered says how a release left pending by an interrupted run was
 	// recovered, if it was.
 	Recovered string
-	// Drift is what a Repaired upgrade put back; Forced says Replace made
-	// an upgrade nothing else asked for (Upgraded, or Repaired).
+	// Drift is what the drift check found: what a Repaired upgrade put
+	// back, or what an Unchanged release left drifted (Drift.Left: the
+	// policy says warn), and the fields it kept for other writers or
+	// ignored; Forced says Replace made an upgrade nothing else asked for
+	// (Upgraded, or Repaired).
 	Drift  Drift
 	Forced bool
 	// Notes is the chart's NOTES.txt as the install or upgrade rendered it
 	// (what helm prints after one); empty otherwise. Not redacted.
 	Notes string
+	// SkippedCRDs are the CRDs of the chart's crds/ an install found
+	// present and did not create (decision 254).
+	SkippedCRDs []PresentCRD
 }
 
 // Apply installs or upgrades r, as the release history decides:
@@ -420,6 +431,18 @@ func (c *Client) install(ctx context.Context, cfg *configuration, r Release, ch 
 	if err != nil {
 		return res, err
 	}
+	present, err := c.presentCRDs(ctx, ch, chrt, vals)
+	if err != nil {
+		return res, err
+	}
+	if err := dropCRDs(chrt, present); err != nil {
+		return res, err
+	}
+	for _, p := range present {
+		c.env.warn(fmt.Sprintf("chart %s: %s", ch.Name, p))
+		c.env.logf("chart %s: %s", ch.Name, p)
+	}
+	res.SkippedCRDs = present
 	in := action.NewInstall(cfg.Configuration)
 	in.ReleaseName = r.Name
 	in.Namespace = r.Namespace
@@ -448,6 +471,7 @@ func (c *Client) install(ctx context.Context, cfg *configuration, r Release, ch 
 }
 
 func (c *Client) upgrade(ctx context.Context, cfg *configuration, r Release, ch *Chart, vals map[string]any, last *release.Release, res Result) (Result, error) {
+	var owners *Drift // last's objects as read, for an upgrade that is no repair
 	if last.Info.Status == rcommon.StatusDeployed {
 		ahead := c.driftAhead(ctx, r, ch, vals, last)
 		defer ahead.stop()
@@ -459,7 +483,7 @@ func (c *Client) upgrade(ctx context.Context, cfg *configuration, r Release, ch 
 			if res.Drift, err = ahead.wait(); err != nil {
 				return res, err
 			}
-			if res.Drift.None() && !r.Replace {
+			if !res.Drift.Repairs() && !r.Replace {
 				if r.Wait {
 					if err := c.waitReady(ctx, cfg, r, last); err != nil {
 						return res, err
@@ -469,6 +493,8 @@ func (c *Client) upgrade(ctx context.Context, cfg *configuration, r Release, ch 
 				return res, nil
 			}
 			res.Forced = r.Replace
+		} else if r.Drift.Mode != spec.DriftOff {
+			owners = c.readOwners(ctx, r, last, ahead)
 		}
 	}
 	labels, err := runLabels(r.Run, last.Version+1, true) // helm's next revision
@@ -489,7 +515,7 @@ func (c *Client) upgrade(ctx context.Context, cfg *configuration, r Release, ch 
 	up.Timeout = helmTimeout(ctx, r)
 	up.DisableOpenAPIValidation = noClientValidation
 	up.Labels = labels // merged by helm with the last revision's
-	c.readyUpgrade(cfg, up, r, ch, last, res)
+	c.readyUpgrade(cfg, up, r, ch, last, res, owners)
 	endUpgrade := event.Phase(ctx, event.PhaseUpgrade, "release "+r.Name+" to chart "+ch.Ref)
 	rel, err := v1Release(up.RunWithContext(ctx, r.Name, chrt, vals))
 	endUpgrade(err)
@@ -497,7 +523,7 @@ func (c *Client) upgrade(ctx context.Context, cfg *configuration, r Release, ch 
 		return res, operationError(ctx, "upgrade", cfg, up.Timeout, r.Wait || r.Atomic, err)
 	}
 	res.Action, res.Revision, res.Notes = Upgraded, rel.Version, notes(rel)
-	if !res.Drift.None() {
+	if res.Drift.Repairs() {
 		res.Action = Repaired
 	}
 	return res, nil
@@ -509,18 +535,25 @@ func (c *Client) upgrade(ctx context.Context, cfg *configuration, r Release, ch 
 // lookup and the API versions behave as in a real upgrade). An error means
 // the chart does not render.
 func (c *Client) unchanged(ctx context.Context, cfg *configuration, r Release, ch *Chart, vals map[string]any, last *release.Release) (bool, error) {
+	same, _, err := c.rendersSame(ctx, cfg, r, ch, vals, last)
+	return same, err
+}
+
+// rendersSame is unchanged, with the chart rendered (nil when the chart
+// or values differ: it is not rendered then).
+func (c *Client) rendersSame(ctx context.Context, cfg *configuration, r Release, ch *Chart, vals map[string]any, last *release.Release) (bool, *release.Release, error) {
 	if last.Chart == nil || last.Chart.Metadata == nil ||
 		last.Chart.Metadata.Name != ch.Name || last.Chart.Metadata.Version != ch.Version ||
 		!sameValues(last.Config, vals) {
-		return false, nil
+		return false, nil, nil
 	}
 	endRender := event.Phase(ctx, event.PhaseRender, "chart "+ch.Ref+" (a server-side dry run, to compare with revision "+fmt.Sprint(last.Version)+")")
 	rendered, err := c.render(ctx, cfg, r, ch, vals)
 	endRender(err)
 	if err != nil {
-		return false, err
+		return false, nil, err
 	}
-	return rendered.Manifest == last.Manifest && sameHooks(rendered.Hooks, last.Hooks), nil
+	return rendered.Manifest == last.Manifest && sameHooks(rendered.Hooks, last.Hooks), rendered, nil
 }
 
 // checkInstall is a server-side dry-run install: it changes nothing. It

@@ -27,6 +27,7 @@ import (
 
 	"khook.io/core/diff"
 	"khook.io/core/manifest/kubeyaml"
+	"khook.io/core/spec"
 )
 
 // maxPatchAttempts bounds client-side apply's re-reads when the object
@@ -47,6 +48,12 @@ type ApplyOptions struct {
 	// apply to an object without the last-applied annotation, a
 	// server-side migration that failed); nil drops it.
 	Warn func(text string)
+	// Drift is the step's drift policy: the fields of an existing object
+	// it keeps for other writers, ignores or (warn) leaves as a person
+	// changed them are left out of the write (Policy.Sort), and said in
+	// the Change. Nil, or mode off: the manifest is written whole, as
+	// kubectl apply writes it.
+	Drift *Policy
 }
 
 // applier is one Apply call.
@@ -54,6 +61,11 @@ type applier struct {
 	ri           dynamic.ResourceInterface
 	fieldManager string
 	opts         ApplyOptions
+	// leave are the fields the write leaves out (Policy.Sort); sorted:
+	// the drift policy sorted the object's fields (the step applied it
+	// before).
+	leave  []fieldpath.Path
+	sorted bool
 	// createdBy marks what the applier creates (Options.CreatedBy).
 	createdBy string
 }
@@ -91,6 +103,9 @@ func (m *Manager) Apply(ctx context.Context, obj *unstructured.Unstructured, nam
 	default:
 		return res, readErr
 	}
+	if err := a.sort(o, &res); err != nil {
+		return res, err
+	}
 	takeBack, err := m.recordPrevious(ctx, a.ri, o, res.Live, opts)
 	if err != nil {
 		return res, err // what the object held before khook: see previous.go
@@ -103,6 +118,49 @@ func (m *Manager) Apply(ctx context.Context, obj *unstructured.Unstructured, nam
 		}
 	}
 	return res, err
+}
+
+// sort sorts the fields of o, an object the step applied before, under
+// the drift policy (Policy.Sort): what the write leaves out, and what
+// res says of it. An object the step never applied (client-side: it
+// carries no last-applied configuration; server-side: the step's field
+// manager applied none of it) is applied as kubectl applies it: adopting
+// one is not repairing it (a conflict with its appliers stays a
+// conflict).
+func (a *applier) sort(o *unstructured.Unstructured, res *Change) error {
+	p := a.opts.Drift
+	if p == nil || p.Mode == spec.DriftOff || res.Live == nil {
+		return nil
+	}
+	var previous *unstructured.Unstructured
+	if a.opts.ServerSide {
+		if !appliedBy(res.Live, a.fieldManager) {
+			return nil
+		}
+	} else {
+		last, err := LastApplied(res.Live)
+		if err != nil || last == nil {
+			return err
+		}
+		previous = last
+	}
+	sorted, err := p.Sort(o, previous, res.Live, a.fieldManager)
+	if err != nil {
+		return err
+	}
+	res.Kept, res.Ignored, res.Left, a.leave, a.sorted = sorted.Kept, sorted.Ignored, sorted.Left, sorted.Leave, true
+	return nil
+}
+
+// appliedBy reports whether manager applied live (server-side): it has a
+// managedFields entry of operation Apply.
+func appliedBy(live *unstructured.Unstructured, manager string) bool {
+	for _, m := range live.GetManagedFields() {
+		if m.Manager == manager && m.Operation == metav1.ManagedFieldsOperationApply {
+			return true
+		}
+	}
+	return false
 }
 
 // write is Apply's write of o: server-side apply, or client-side apply's
@@ -195,7 +253,14 @@ func (a *applier) serverSide(ctx context.Context, o *unstructured.Unstructured, 
 	if (res.Live == nil && readErr == nil) || (res.Live != nil && a.createdBy != "" && CreatedBy(res.Live) == a.createdBy) {
 		a.mark(o) // khook's field: applied on every run, or the next would drop it
 	}
-	data, err := json.Marshal(o.Object)
+	body := o
+	if len(a.leave) > 0 {
+		body = o.DeepCopy()
+		for _, p := range a.leave {
+			SetPath(body.Object, p, nil, false) // not khook's to write: left as it is
+		}
+	}
+	data, err := json.Marshal(body.Object)
 	if err != nil {
 		return res, err
 	}
@@ -221,7 +286,11 @@ func (a *applier) serverSide(ctx context.Context, o *unstructured.Unstructured, 
 		// takes over what client-side applies set. For khook's manager
 		// the server does not, so khook does: conflicts only with the
 		// client-side appliers owning the annotation are forced.
-		if csa := clientSideAppliers(res.Live); ce.onlyWith(csa) {
+		//
+		// Under a drift policy, so are conflicts only with managers whose
+		// writes it puts back (people's, managers.take): the fields it
+		// keeps for others are not in the apply (decision 251).
+		if csa := clientSideAppliers(res.Live); ce.onlyWith(csa) || a.takesBack(ce) {
 			out, err = apply(true)
 		}
 	}
@@ -424,6 +493,9 @@ func (a *applier) patch(ctx context.Context, o *unstructured.Unstructured, res C
 		if err != nil {
 			return res, err
 		}
+		if patch, err = leaveOut(patch, a.leave); err != nil {
+			return res, err
+		}
 		if string(patch) == "{}" {
 			res.Action, res.Object = Unchanged, live
 			return res, nil
@@ -556,6 +628,20 @@ func (e *ConflictError) Error() string {
 
 func (e *ConflictError) Unwrap() error { return e.Err }
 
+// takesBack reports whether the applier's drift policy puts back what
+// every manager of the conflicts wrote.
+func (a *applier) takesBack(e *ConflictError) bool {
+	if !a.sorted || len(e.Conflicts) == 0 {
+		return false
+	}
+	for _, c := range e.Conflicts {
+		if v := a.opts.Drift.Judge(Field{Owners: []Owner{{Manager: c.Manager}}}, a.fieldManager); v.Keep || len(v.By) == 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // onlyWith reports whether every conflict is with one of managers.
 func (e *ConflictError) onlyWith(managers sets.Set[string]) bool {
 	if len(e.Conflicts) == 0 {
@@ -563,6 +649,69 @@ func (e *ConflictError) onlyWith(managers sets.Set[string]) bool {
 	}
 	for _, c := range e.Conflicts {
 		if !managers.Has(c.Manager) {
+			return false
+		}
+	}
+	return true
+}
+
+// leaveOut takes the fields paths name out of a client-side apply's
+// patch (a strategic merge patch, whose list entries carry their merge
+// keys, or a JSON merge patch), so that the patch says nothing of them:
+// what is left of a map or list entry once they are out is dropped when
+// it holds nothing else (an entry nothing but its keys). "{}" when
+// nothing is left.
+func leaveOut(patch []byte, paths []fieldpath.Path) ([]byte, error) {
+	if len(paths) == 0 {
+		return patch, nil
+	}
+	var m map[string]any
+	if err := json.Unmarshal(patch, &m); err != nil {
+		return nil, fmt.Errorf("read the patch: %w", err)
+	}
+	for _, p := range paths {
+		if _, ok := LookupPathLenient(m, p); !ok {
+			continue
+		}
+		SetPath(m, p, nil, false)
+		for n := len(p) - 1; n > 0; n-- {
+			parent := p[:n]
+			v, ok := LookupPathLenient(m, parent)
+			if l, isList := v.([]any); ok && isList && len(l) == 0 && p[n-1].FieldName != nil {
+				// a list left empty, and its strategic merge order
+				SetPath(m, parent, nil, false)
+				if up, ok := LookupPathLenient(m, p[:n-1]); ok {
+					if um, isMap := up.(map[string]any); isMap {
+						delete(um, "$setElementOrder/"+*p[n-1].FieldName)
+					}
+				}
+				continue
+			}
+			if !ok || !emptyButKeys(v, p[n-1]) {
+				break
+			}
+			SetPath(m, parent, nil, false)
+		}
+	}
+	return json.Marshal(m)
+}
+
+// emptyButKeys reports whether v, the value a path element pe names
+// (a map field, or a list entry by its keys), holds nothing but pe's key
+// fields.
+func emptyButKeys(v any, pe fieldpath.PathElement) bool {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return false
+	}
+	for k := range m {
+		isKey := false
+		if pe.Key != nil {
+			for _, kf := range *pe.Key {
+				isKey = isKey || kf.Name == k
+			}
+		}
+		if !isKey {
 			return false
 		}
 	}

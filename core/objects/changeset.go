@@ -35,6 +35,11 @@ type Change struct {
 	// create, for server-side apply, and when unchanged).
 	Patch     []byte
 	PatchType types.PatchType
+	// Kept and Ignored are the fields of an existing object the write
+	// left to other writers or ignored, Left those a person changed that
+	// it left as they are (drift mode warn): ApplyOptions.Drift.
+	Kept, Ignored []Kept
+	Left          []string
 }
 
 // Ref names the object the change is about.

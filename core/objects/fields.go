@@ -61,8 +61,8 @@ type Field struct {
 	InLive bool
 	// Equal reports whether the live value is the intent's, semantically:
 	// equal once both are JSON-normalised (map order, 3 and 3.0 as
-	// numbers); an intent of null equals a missing live field, and an
-	// intent's empty map (which sets no field) any live map.
+	// numbers); an intent's empty map (which sets no field) equals any
+	// live map. (An intent's null is no field at all: AsStored.)
 	// Quantities are compared as written ("1000m" differs from "1").
 	Equal bool
 	// Owners are the managedFields entries of the live object that hold

@@ -164,9 +164,9 @@ func TestFieldsBuiltIn(t *testing.T) {
 
 // A kind outside client-go's scheme (a custom resource) is read as the
 // API server reads one without a schema: maps field by field, lists
-// atomic. Values compare as JSON (3 equals 3.0); an intent's null
-// equals a missing field; a missing live object leaves every field
-// missing.
+// atomic. Values compare as JSON (3 equals 3.0); an intent's null sets
+// nothing (the API server drops it), whatever the live object holds
+// there; a missing live object leaves every field missing.
 func TestFieldsCustomResource(t *testing.T) {
 	intent := yamlObj(t, `apiVersion: example.com/v1
 kind: Widget
@@ -182,6 +182,7 @@ kind: Widget
 metadata: {name: w, finalizers: [example.com/a]}
 spec:
   size: 3.0
+  gone: someone's
   items: [{name: a, v: 2}]
   nested: {deep: {x: "1", y: "2"}}
 `)
@@ -190,7 +191,6 @@ spec:
 		t.Fatal(err)
 	}
 	want := `.metadata.finalizers key=false intent=[example.com/a] live=[example.com/a] equal=true owners=
-.spec.gone key=false intent=<nil> live=missing equal=true owners=
 .spec.items key=false intent=[map[name:a v:1]] live=[map[name:a v:2]] equal=false owners=
 .spec.nested.deep.x key=false intent=1 live=1 equal=true owners=
 .spec.size key=false intent=3 live=3 equal=true owners=

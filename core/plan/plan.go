@@ -52,7 +52,12 @@ type Step struct {
 	// Details are extra facts a live plan found (current revision, which
 	// objects exist); empty offline.
 	Details []string `json:"details,omitempty"`
-	When    string   `json:"when,omitempty"`
+	// Drift are the objects a live plan found drifted that the step leaves
+	// as they are (drift mode warn), Kept the fields it leaves to other
+	// writers or ignores, a line each (also among the details).
+	Drift []string `json:"drift,omitempty"`
+	Kept  []string `json:"kept,omitempty"`
+	When  string   `json:"when,omitempty"`
 	// WhenResult is the when: outcome; nil when the step has no when:.
 	WhenResult *bool    `json:"whenResult,omitempty"`
 	Settings   Settings `json:"settings"`

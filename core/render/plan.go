@@ -55,7 +55,19 @@ func PlanText(w io.Writer, p *plan.Plan) error {
 	for i, a := range order {
 		parts[i] = fmt.Sprintf("%d %s", counts[a], a)
 	}
-	_, err := fmt.Fprintf(w, "\n%s.\n", strings.Join(parts, ", "))
+	if _, err := fmt.Fprintf(w, "\n%s.\n", strings.Join(parts, ", ")); err != nil {
+		return err
+	}
+	var drifted []string
+	for _, s := range p.Steps {
+		if len(s.Drift) > 0 {
+			drifted = append(drifted, s.Name)
+		}
+	}
+	if len(drifted) == 0 {
+		return nil
+	}
+	_, err := fmt.Fprintf(w, "Drift left as it is (drift mode warn) in %s: %s.\n", english.CountNoun(len(drifted), "step"), strings.Join(drifted, ", "))
 	return err
 }
 

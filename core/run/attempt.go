@@ -26,6 +26,7 @@ func attemptLoop(ctx context.Context, t *Task, res StepResult, sink event.Sink) 
 		switch {
 		case err == nil:
 			res.Status, res.Message, res.Changed = StatusOK, out.Message, out.Changed
+			res.Drift, res.Kept = out.Drift, out.Kept
 			if out.Skipped {
 				res.Status, res.SkipReason = StatusSkipped, out.SkipReason
 			}

@@ -34,6 +34,9 @@ type Outcome struct {
 	// configured, upgraded, patched, deleted, restarted, ran a Job); the
 	// tasks it triggers run (Task.Triggers).
 	Changed bool
+	// Drift and Kept are step.Outcome's: what the step found drifted and
+	// left (drift mode warn), and the fields it left to other writers.
+	Drift, Kept []string
 }
 
 // AttemptFunc makes one attempt; ctx carries the attempt's deadline.
@@ -80,6 +83,11 @@ type StepResult struct {
 	Message    string        `json:"message,omitempty"`
 	// Changed: the step ended ok having changed something (Outcome).
 	Changed bool `json:"-"`
+	// Drift are the objects the step found drifted and left as they are
+	// (drift mode warn), Kept the fields it left to other writers or
+	// ignored, a line each (Outcome).
+	Drift []string `json:"drift,omitempty"`
+	Kept  []string `json:"kept,omitempty"`
 	// Started and Finished are zero for steps that never ran.
 	Started  time.Time `json:"-"`
 	Finished time.Time `json:"-"`

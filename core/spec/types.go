@@ -67,6 +67,7 @@ type Defaults struct {
 	Retries    *int      `yaml:"retries" default:"0" doc:"retry attempts after a failed try"`
 	RetryDelay *Duration `yaml:"retryDelay" default:"10s" doc:"pause between tries"`
 	OnError    string    `yaml:"onError" enum:"fail,continue" default:"fail" doc:"fail stops scheduling new steps; continue marks the step failed and keeps going"`
+	Drift      *Drift    `yaml:"drift" doc:"the drift policy of every helm: and apply: step; a step's own drift: block adds to it and overrides its mode"`
 }
 
 // State configures the run-state record.

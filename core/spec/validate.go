@@ -121,6 +121,7 @@ func (v *validator) spec(s *Spec) {
 		v.durationNonNegative("defaults.retryDelay", d.RetryDelay)
 		v.nonNegative("defaults.retries", d.Retries)
 		v.enum("defaults.onError", d.OnError, OnErrorFail, OnErrorContinue)
+		v.drift("defaults.drift", d.Drift)
 	}
 	if st := s.State; st != nil {
 		if st.Namespace != "" && !IsDNSLabel(st.Namespace) {

@@ -69,6 +69,17 @@ type Request struct {
 	// with the same chart, values and objects is upgraded all the same (a
 	// new revision, hooks run). Executors that always write ignore it.
 	Replace bool
+	// DriftDefaults is the spec's defaults.drift: the drift policy of
+	// every step that compares its objects with the cluster (helm:,
+	// apply:), under the step's own drift: block (DriftPolicy).
+	DriftDefaults *spec.Drift
+}
+
+// DriftPolicy is the drift policy of the request's step, whose own
+// drift: block is own: the spec's defaults.drift merged with it
+// (spec.MergeDrift), read.
+func (r *Request) DriftPolicy(own *spec.Drift) (objects.Policy, error) {
+	return objects.NewPolicy(spec.MergeDrift(r.DriftDefaults, own))
 }
 
 // Run identifies one khook run (one command on one cluster), for what a
@@ -144,6 +155,7 @@ func (r *Request) Redact(err error) error {
 // answer or a pod's log).
 func (r *Request) RedactOutcome(out *Outcome, err *error) {
 	out.Message, out.SkipReason = r.Redactor.String(out.Message), r.Redactor.String(out.SkipReason)
+	out.Drift, out.Kept = redactAll(r.Redactor, out.Drift), redactAll(r.Redactor, out.Kept)
 	*err = r.Redact(*err)
 }
 
@@ -223,6 +235,11 @@ type Outcome struct {
 	// absent, a wait) leaves it false. A step with triggeredBy runs only
 	// when one of its triggers changed something in the run.
 	Changed bool
+	// Drift are the objects the step found drifted and left as they are
+	// (drift mode warn), one line each; Kept the fields it left to other
+	// writers or ignored ("kept: ConfigMap/inj-ca data.ca (written by
+	// cainjector)"). The Message says them too.
+	Drift, Kept []string
 }
 
 // Executor runs one step kind.
@@ -243,12 +260,18 @@ type Prediction struct {
 	Action  string
 	Reason  string
 	Details []string
+	// Kept are the fields the step would leave to other writers or
+	// ignore, Drift the objects it would find drifted and leave as they
+	// are (drift mode warn), one line each (Outcome's).
+	Kept, Drift []string
 }
 
 // Redacted is p with its reason and details masked by r.
 func (p Prediction) Redacted(r *redact.Redactor) Prediction {
 	p.Reason = r.String(p.Reason)
 	p.Details = redactAll(r, p.Details)
+	p.Kept = redactAll(r, p.Kept)
+	p.Drift = redactAll(r, p.Drift)
 	return p
 }
 
@@ -310,6 +333,9 @@ type Diff struct {
 	// Notes are lines about the step as a whole ("upgrade release x from
 	// revision 3", "namespace y will be created").
 	Notes []string
+	// Kept and Drift are the Prediction's: fields left to other writers
+	// or ignored, objects that drifted and are left (drift mode warn).
+	Kept, Drift []string
 }
 
 // Redacted is d with its text masked by r: the skip reason, the notes and
@@ -318,6 +344,7 @@ type Diff struct {
 func (d Diff) Redacted(r *redact.Redactor) Diff {
 	d.Skip = r.String(d.Skip)
 	d.Notes = redactAll(r, d.Notes)
+	d.Kept, d.Drift = redactAll(r, d.Kept), redactAll(r, d.Drift)
 	objs := make([]ObjectDiff, len(d.Objects))
 	for i, o := range d.Objects {
 		o.Name, o.Unavailable, o.Note = r.String(o.Name), r.String(o.Unavailable), r.String(o.Note)

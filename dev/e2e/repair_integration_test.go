@@ -345,7 +345,7 @@ func TestRepairLeavesTheSpecsOwnPatch(t *testing.T) {
 		t.Fatalf("replicas after two runs: %v (%v)", dep.Spec.Replicas, err)
 	}
 	p := livePlanSteps(t, d.path, env)
-	want := "Deployment/chart in " + d.ns + ": spec.replicas is khook's (written by another step of the spec): not drift, left as it is"
+	want := "kept: Deployment/chart spec.replicas (written by khook, another step of the spec)"
 	if p["chart"].Action != "no-op" || !slices.Contains(p["chart"].Details, want) {
 		t.Errorf("plan of the chart: %+v, want no-op with %q", p["chart"], want)
 	}

@@ -65,18 +65,12 @@ func TestProviderPlansRepair(t *testing.T) {
 	ns := cl.NewNamespace(t, "tfdrift")
 	w := newWorkspace(t)
 	w.env = append(w.env, "TF_VAR_kubeconfig="+cl.Kubeconfig)
-	for name, body := range map[string]string{
+	w.writeTree(map[string]string{
 		"c2/Chart.yaml":         "apiVersion: v2\nname: c2\nversion: 0.1.0\n",
 		"c2/templates/all.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c2-cm}\ndata: {a: \"1\"}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: c2-cm2}\ndata: {a: \"1\", b: \"2\"}\n",
 		"spec.yaml":             driftSpecText(ns),
 		"main.tf":               driftMainTF,
-	} {
-		p := filepath.Join(w.dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		write(t, p, body)
-	}
+	})
 	ctx := context.Background()
 	w.must("apply", "-auto-approve")
 	if out, code := w.run("plan", "-detailed-exitcode"); code != 0 {
@@ -126,5 +120,79 @@ func TestProviderPlansRepair(t *testing.T) {
 	}
 	if out, code := w.run("plan", "-detailed-exitcode"); code != 0 {
 		t.Fatalf("re-plan after the apply: exit %d, want 0\n%s", code, out)
+	}
+}
+
+// TestProviderPlansNoChangeForKeptFields: a field another manager (a
+// controller, cainjector) wrote since the apply, and a field a person
+// changed that the spec's ignore: rule names, plan no change
+// (-detailed-exitcode 0) and are shown as warnings naming them; a
+// person's edit of a field no rule names still plans the repair.
+func TestProviderPlansNoChangeForKeptFields(t *testing.T) {
+	cl := testcluster.Get(t)
+	c := kubernetes.NewForConfigOrDie(cl.RESTConfig(t))
+	ns := cl.NewNamespace(t, "tfkept")
+	w := newWorkspace(t)
+	w.env = append(w.env, "TF_VAR_kubeconfig="+cl.Kubeconfig)
+	spec := `apiVersion: khook.io/v1
+kind: Khook
+metadata: {name: tfkept}
+steps:
+  - name: inj
+    helm:
+      chart: ./inj
+      namespace: ` + ns + `
+      drift:
+        ignore: [{paths: [/data/note], target: {kind: ConfigMap}}]
+`
+	w.writeTree(map[string]string{
+		"inj/Chart.yaml":         "apiVersion: v2\nname: inj\nversion: 0.1.0\n",
+		"inj/templates/all.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: inj-ca}\ndata: {ca: placeholder, mode: strict, note: chart}\n",
+		"spec.yaml":              spec,
+		"main.tf":                driftMainTF,
+	})
+	ctx := context.Background()
+	w.must("apply", "-auto-approve")
+	patch := func(manager, data string) {
+		t.Helper()
+		if _, err := c.CoreV1().ConfigMaps(ns).Patch(ctx, "inj-ca", types.MergePatchType, []byte(`{"data":`+data+`}`), metav1.PatchOptions{FieldManager: manager}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	patch("cainjector", `{"ca":"real"}`)
+	patch("kubectl-edit", `{"note":"mine"}`)
+	out, code := w.run("plan", "-detailed-exitcode")
+	if code != 0 {
+		t.Fatalf("plan with a kept and an ignored field: exit %d, want 0\n%s", code, out)
+	}
+	for _, want := range []string{"leaves fields to other writers", "kept: ConfigMap/inj-ca data.ca (written by cainjector)", "ignored: ConfigMap/inj-ca data.note (drift.ignore)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the plan does not show %q:\n%s", want, out)
+		}
+	}
+	patch("kubectl-edit", `{"mode":"lax"}`)
+	if out, code := w.run("plan", "-detailed-exitcode"); code != 2 || !strings.Contains(out, "repair") {
+		t.Errorf("plan after a person's edit: exit %d, want 2 and repair\n%s", code, out)
+	}
+	w.must("apply", "-auto-approve")
+	cm, err := c.CoreV1().ConfigMaps(ns).Get(ctx, "inj-ca", metav1.GetOptions{})
+	if err != nil || cm.Data["ca"] != "real" || cm.Data["mode"] != "strict" || cm.Data["note"] != "mine" {
+		t.Errorf("after the apply: %v %v; want ca and note kept, mode put back", cm.Data, err)
+	}
+	if out, code := w.run("plan", "-detailed-exitcode"); code != 0 {
+		t.Errorf("re-plan: exit %d, want 0\n%s", code, out)
+	}
+}
+
+// writeTree writes files (path relative to the workspace: content) into
+// the workspace.
+func (w *workspace) writeTree(files map[string]string) {
+	w.t.Helper()
+	for name, body := range files {
+		p := filepath.Join(w.dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			w.t.Fatal(err)
+		}
+		write(w.t, p, body)
 	}
 }

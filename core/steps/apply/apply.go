@@ -46,6 +46,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -141,8 +142,50 @@ func (e *Executor) Run(ctx context.Context, req *step.Request) (result step.Outc
 	if cond != nil {
 		msg += "; " + a.WaitFor + " met"
 	}
+	left, kept := driftLines(set.Entries...)
+	if len(left) > 0 {
+		msg += "; " + strings.Join(left, "; ")
+	}
+	if len(kept) > 0 {
+		msg += "; " + strings.Join(kept, "; ")
+	}
 	changed := nsCreated || set.Count(objects.Created)+set.Count(objects.Configured)+set.Count(objects.Deleted) > 0
-	return step.Outcome{Message: msg, Changed: changed}, nil
+	return step.Outcome{Message: msg, Changed: changed, Drift: left, Kept: kept}, nil
+}
+
+// applyOptions are how the step applies: server-side or not, under its
+// drift policy (defaults.drift and its own drift: block; none in mode
+// off: the manifest is written whole, as kubectl apply writes it).
+func applyOptions(req *step.Request) (objects.ApplyOptions, error) {
+	a := spec.BlockOf[Apply](req.Step)
+	opts := objects.ApplyOptions{ServerSide: a.ServerSide}
+	policy, err := req.DriftPolicy(a.Drift)
+	if err != nil {
+		return opts, err
+	}
+	if policy.Mode != spec.DriftOff {
+		opts.Drift = &policy
+	}
+	return opts, nil
+}
+
+// driftLines are what changes say of the fields the step left: a line
+// per object a warn policy left as a person changed it ("drift:
+// ConfigMap/x data.mode (left as it is: drift mode warn)"), a line per
+// field kept for another writer or ignored.
+func driftLines(changes ...objects.Change) (left, kept []string) {
+	for _, c := range changes {
+		if len(c.Left) > 0 {
+			left = append(left, objects.LeftLine(c.Ref(), c.Left))
+		}
+		for _, k := range c.Kept {
+			kept = append(kept, "kept: "+k.String())
+		}
+		for _, k := range c.Ignored {
+			kept = append(kept, "ignored: "+k.String())
+		}
+	}
+	return left, kept
 }
 
 // waitCondition parses waitFor; nil without one.
@@ -176,7 +219,11 @@ func skipExisting(ctx context.Context, req *step.Request, targets []waiter.Targe
 // establishes each CRD before the next object.
 func applyAll(ctx context.Context, req *step.Request, m *objects.Manager, objs []*unstructured.Unstructured, ns string) (objects.ChangeSet, []waiter.Target, error) {
 	var set objects.ChangeSet
-	opts := objects.ApplyOptions{ServerSide: spec.BlockOf[Apply](req.Step).ServerSide, Warn: req.Warn}
+	opts, err := applyOptions(req)
+	if err != nil {
+		return set, nil, err
+	}
+	opts.Warn = req.Warn
 	targets := make([]waiter.Target, 0, len(objs))
 	for i, o := range objs {
 		res, err := m.Apply(ctx, o, ns, opts)

@@ -239,13 +239,25 @@ func TestApplyServerSide(t *testing.T) {
 		t.Errorf("second server-side apply: %q", out.Message)
 	}
 
-	// another manager takes .data.shared over (forced)
+	// another manager (a controller) takes .data.shared over (forced):
+	// it is that manager's now, kept, the rest applied (decision 251)
 	other := []byte(fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"owned","namespace":%q},"data":{"shared":"theirs"}}`, e.ns))
 	force := true
 	if _, err := e.res(cmGVR, e.ns).Patch(t.Context(), "owned", types.ApplyPatchType, other, metav1.PatchOptions{FieldManager: "other-writer", Force: &force}); err != nil {
 		t.Fatal(err)
 	}
-	err := runErr(t, e.request(stepYAML("ssa", fields, inline(configMap("owned", map[string]string{"mine": "2", "shared": "khook"})))))
+	out = run(t, e.request(stepYAML("ssa", fields, inline(configMap("owned", map[string]string{"mine": "2", "shared": "khook"})))))
+	if want := "applied 1 object: 1 configured; kept: ConfigMap/owned data.shared (written by other-writer)"; out.Message != want {
+		t.Errorf("message %q, want %q", out.Message, want)
+	}
+	if data, _, _ := unstructured.NestedStringMap(e.get(cmGVR, e.ns, "owned").Object, "data"); data["shared"] != "theirs" || data["mine"] != "2" {
+		t.Errorf("data %v: want shared kept as theirs, mine applied", data)
+	}
+
+	// without the drift policy (mode off), khook applies with force:
+	// false, as kubectl apply --server-side: the field is a conflict
+	fields += "\ndrift: {mode: off}"
+	err := runErr(t, e.request(stepYAML("ssa", fields, inline(configMap("owned", map[string]string{"mine": "3", "shared": "khook"})))))
 	var ce *objects.ConflictError
 	if !errors.As(err, &ce) {
 		t.Fatalf("error %v (%T), want a ConflictError", err, errors.Unwrap(err))
@@ -259,11 +271,11 @@ func TestApplyServerSide(t *testing.T) {
 	if v, _, _ := unstructured.NestedString(now.Object, "data", "shared"); v != "theirs" {
 		t.Errorf("the conflicting field was forced: %q", v)
 	}
-	if v, _, _ := unstructured.NestedString(now.Object, "data", "mine"); v != "1" {
+	if v, _, _ := unstructured.NestedString(now.Object, "data", "mine"); v != "2" {
 		t.Errorf("a refused apply changed other fields: mine=%q", v)
 	}
 	// agreeing with the other manager's value is no conflict
-	out = run(t, e.request(stepYAML("ssa", fields, inline(configMap("owned", map[string]string{"mine": "2", "shared": "theirs"})))))
+	out = run(t, e.request(stepYAML("ssa", fields, inline(configMap("owned", map[string]string{"mine": "3", "shared": "theirs"})))))
 	if out.Message != "applied 1 object: 1 configured" {
 		t.Errorf("message %q", out.Message)
 	}

@@ -21,6 +21,8 @@ type Apply struct {
 	SkipIf          string                `yaml:"skipIf" enum:"exists" doc:"exists: skip (success) if every object already exists"`
 	ServerSide      bool                  `yaml:"serverSide" default:"false" doc:"server-side apply (field manager khook)"`
 	WaitFor         string                `yaml:"waitFor" doc:"wait until every applied object meets this: condition=Name[=value] or jsonpath=expr[=value]"`
+	// Drift is how to compare, not what to apply: not an input (hash).
+	Drift *spec.Drift `yaml:"drift" json:"-" doc:"the drift policy of the applied objects: what a re-run does with what changed in the cluster since khook applied them; adds to defaults.drift"`
 }
 
 // Kind describes apply: steps to the spec.
@@ -33,6 +35,7 @@ func (a *Apply) Check(c *spec.Check) {
 	p := c.Path
 	c.Namespace(p+".namespace", a.Namespace)
 	c.SkipIf(p+".skipIf", a.SkipIf, SkipIfExists)
+	c.Drift(p+".drift", a.Drift)
 	if a.CreateNamespace && a.Namespace == "" {
 		c.Errorf(p+".createNamespace", "createNamespace needs namespace: set the namespace to create")
 	}

@@ -175,7 +175,12 @@ func (e *Executor) Plan(ctx context.Context, req *step.Request) (result step.Pre
 		return step.Prediction{}, err
 	}
 	a := spec.BlockOf[Apply](req.Step)
-	c := planCounts{ns: ns, serverSide: a.ServerSide}
+	opts, err := applyOptions(req)
+	if err != nil {
+		return step.Prediction{}, err
+	}
+	opts.DryRun = true
+	c := planCounts{ns: ns, opts: opts}
 	if pv.createNamespace {
 		c.details = append(c.details, "Namespace/"+a.Namespace+": create (createNamespace)")
 	}
@@ -185,17 +190,21 @@ func (e *Executor) Plan(ctx context.Context, req *step.Request) (result step.Pre
 		}
 	}
 	exist := c.changed + c.unchanged
+	details := append(append(c.details, c.left...), c.kept...)
+	pred := func(action, reason string) (step.Prediction, error) {
+		return step.Prediction{Action: action, Reason: reason, Details: details, Kept: c.kept, Drift: c.left}, nil
+	}
 	switch {
 	case c.unknown > 0:
-		return step.Prediction{Action: plan.ActionUnknown, Reason: strings.Join(c.reasons, "; "), Details: c.details}, nil
+		return pred(plan.ActionUnknown, strings.Join(c.reasons, "; "))
 	case a.SkipIf == SkipIfExists && c.absent == 0:
 		return step.Prediction{Action: plan.ActionSkip, Reason: allExist(exist), Details: c.details}, nil
 	case exist == 0:
-		return step.Prediction{Action: plan.ActionCreate, Details: c.details}, nil
+		return pred(plan.ActionCreate, "")
 	case c.absent == 0 && c.changed == 0 && !pv.createNamespace:
-		return step.Prediction{Action: plan.ActionUnchanged, Reason: unchangedReason(exist), Details: c.details}, nil
+		return pred(plan.ActionUnchanged, unchangedReason(exist))
 	}
-	return step.Prediction{Action: plan.ActionConfigure, Reason: c.reason(), Details: c.details}, nil
+	return pred(plan.ActionConfigure, c.reason())
 }
 
 // unchangedReason says that a dry run of each of n objects changes
@@ -209,10 +218,12 @@ func unchangedReason(n int) string {
 
 // planCounts is a plan's rendering of a preview.
 type planCounts struct {
-	ns         string
-	serverSide bool
-	details    []string
-	reasons    []string
+	ns   string
+	opts objects.ApplyOptions // dry run
+	// details are a line per object; left and kept the lines of the
+	// fields the apply would leave (driftLines).
+	details, left, kept []string
+	reasons             []string
 	// absent: to create; changed: exist, and the dry run changes them;
 	// unchanged: exist, and it does not.
 	absent, changed, unchanged, unknown int
@@ -291,7 +302,7 @@ func (c *planCounts) add(ctx context.Context, req *step.Request, m *objects.Mana
 		return fmt.Errorf("%s: %w", where, err)
 	}
 	// the very request Run sends, dry-run, as diff sends it
-	res, err := m.Apply(ctx, p.obj, c.ns, objects.ApplyOptions{ServerSide: c.serverSide, DryRun: true})
+	res, err := m.Apply(ctx, p.obj, c.ns, c.opts)
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return err
@@ -305,6 +316,8 @@ func (c *planCounts) add(ctx context.Context, req *step.Request, m *objects.Mana
 		c.unknownBecause(where, "dry run: "+kube.Reason(err), "a dry run of "+where+" fails: the apply would fail there")
 		return nil
 	}
+	left, kept := driftLines(res)
+	c.left, c.kept = append(c.left, left...), append(c.kept, kept...)
 	pair, err := diff.Prepare(res.Live, res.Object, req.Redactor)
 	if err != nil {
 		return fmt.Errorf("%s: %w", where, err)
@@ -357,6 +370,11 @@ func (e *Executor) Diff(ctx context.Context, req *step.Request) (result step.Dif
 	if err != nil {
 		return step.Diff{}, err
 	}
+	opts, err := applyOptions(req)
+	if err != nil {
+		return step.Diff{}, err
+	}
+	opts.DryRun = true
 	var d step.Diff
 	if pv.createNamespace {
 		nsObj, err := pv.m.DryRunNamespace(ctx, a.Namespace)
@@ -366,36 +384,42 @@ func (e *Executor) Diff(ctx context.Context, req *step.Request) (result step.Dif
 		d.Objects = append(d.Objects, step.ObjectDiff{Name: objects.RefOf(nsObj).Path(), Merged: nsObj})
 	}
 	for _, p := range pv.objs {
-		od, err := diffObject(ctx, pv.m, p, ns, a.ServerSide)
+		od, res, err := diffObject(ctx, pv.m, p, ns, opts)
 		if err != nil {
 			return step.Diff{}, err
 		}
 		d.Objects = append(d.Objects, od)
+		left, kept := driftLines(res)
+		d.Drift, d.Kept = append(d.Drift, left...), append(d.Kept, kept...)
 	}
+	d.Notes = append(append(d.Notes, d.Drift...), d.Kept...)
 	return d, nil
 }
 
-// diffObject is a diff's rendering of one previewed object.
-func diffObject(ctx context.Context, m *objects.Manager, p previewed, ns string, serverSide bool) (step.ObjectDiff, error) {
+// diffObject is a diff's rendering of one previewed object, and the
+// dry run's change when one was made.
+func diffObject(ctx context.Context, m *objects.Manager, p previewed, ns string, opts objects.ApplyOptions) (step.ObjectDiff, objects.Change, error) {
 	switch p.verdict {
 	case crdHere:
 		o := p.obj.DeepCopy()
 		manifest.SetNamespace(o, objects.CRDNamespaced(p.crd), ns)
-		return asSent(o, serverSide, "not a server dry run: its CustomResourceDefinition is created by this step first")
+		od, err := asSent(o, opts.ServerSide, "not a server dry run: its CustomResourceDefinition is created by this step first")
+		return od, objects.Change{}, err
 	case nsHere:
-		return asSent(p.res.Object, serverSide, "not a server dry run: its namespace is created by this step first")
+		od, err := asSent(p.res.Object, opts.ServerSide, "not a server dry run: its namespace is created by this step first")
+		return od, objects.Change{}, err
 	case unavailable:
 		o := p.obj
 		if p.res.Object != nil {
 			o = p.res.Object
 		}
-		return step.ObjectDiff{Name: objects.RefOf(o).Path(), Unavailable: p.reason}, nil
+		return step.ObjectDiff{Name: objects.RefOf(o).Path(), Unavailable: p.reason}, objects.Change{}, nil
 	}
-	res, err := m.Apply(ctx, p.obj, ns, objects.ApplyOptions{ServerSide: serverSide, DryRun: true})
+	res, err := m.Apply(ctx, p.obj, ns, opts)
 	if err != nil {
-		return step.ObjectDiff{}, fmt.Errorf("%s: dry run: %w", objects.RefOf(p.res.Object).KindName(), err)
+		return step.ObjectDiff{}, res, fmt.Errorf("%s: dry run: %w", objects.RefOf(p.res.Object).KindName(), err)
 	}
-	return step.ObjectDiff{Name: objects.RefOf(res.Object).Path(), Live: res.Live, Merged: res.Object}, nil
+	return step.ObjectDiff{Name: objects.RefOf(res.Object).Path(), Live: res.Live, Merged: res.Object}, res, nil
 }
 
 // asSent is an object that cannot be dry-run, as apply would create it:

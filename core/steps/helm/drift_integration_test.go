@@ -284,7 +284,8 @@ func changedObjects(t *testing.T, d step.Diff) []string {
 // TestHelmDriftLeavesOthersFields: the replicas an HorizontalPodAutoscaler
 // sets (through the scale subresource) and a CPU limit the API server
 // normalises ("0.5" kept as "500m") are not drift: the release stays
-// unchanged; and when something else drifts, the repair keeps the
+// unchanged, and plan and the outcome name the kept field and its
+// writer; and when something else drifts, the repair keeps the
 // autoscaler's replicas.
 func TestHelmDriftLeavesOthersFields(t *testing.T) {
 	f := newFixture(t)
@@ -327,12 +328,12 @@ func TestHelmDriftLeavesOthersFields(t *testing.T) {
 	if p.Action != "no-op" {
 		t.Errorf("plan: %+v, want no-op", p)
 	}
-	other := "Deployment/sc-web in " + ns + ": spec.replicas is " + scaler + " (scale)'s (written through a subresource): not drift, left as it is"
-	if !slices.Contains(p.Details, other) {
-		t.Errorf("plan details lack %q: %q", other, p.Details)
+	other := "kept: Deployment/sc-web spec.replicas (written by " + scaler + " through scale)"
+	if !slices.Contains(p.Details, other) || !slices.Contains(p.Kept, other) {
+		t.Errorf("plan details and kept lack %q: %q, %q", other, p.Details, p.Kept)
 	}
 	out := f.apply(f.request(yaml, steptest.Options{}))
-	if out.Changed || !strings.Contains(out.Message, "unchanged at revision 1") {
+	if out.Changed || !strings.Contains(out.Message, "unchanged at revision 1") || !strings.HasSuffix(out.Message, "; "+other) {
 		t.Errorf("re-run with the autoscaler's replicas and a normalised limit: %+v", out)
 	}
 
@@ -342,7 +343,7 @@ func TestHelmDriftLeavesOthersFields(t *testing.T) {
 	generation := f.get(deployGVR, ns, "sc-web").GetGeneration()
 	f.patchOutOfBand(cmGVR, ns, "sc-cfg", `{"data":{"level":"debug"}}`)
 	out = f.apply(f.request(yaml, steptest.Options{}))
-	if !out.Changed || !strings.HasSuffix(out.Message, "repaired: ConfigMap/sc-cfg data.level") {
+	if !out.Changed || !strings.HasSuffix(out.Message, "repaired: ConfigMap/sc-cfg data.level; "+other) {
 		t.Errorf("repair: %+v", out)
 	}
 	dep = f.get(deployGVR, ns, "sc-web")

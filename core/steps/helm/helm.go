@@ -91,6 +91,20 @@ func (e *Executor) Run(ctx context.Context, req *step.Request) (out step.Outcome
 	case khelm.Unchanged:
 		out.Message = fmt.Sprintf("%s unchanged at revision %d: chart %s with these values is deployed", subject, res.Revision, res.ChartRef)
 	}
+	if n := len(res.SkippedCRDs); n > 0 {
+		names := make([]string, n)
+		for i, c := range res.SkippedCRDs {
+			names[i] = c.Name + " (" + c.File + ")"
+		}
+		out.Message += fmt.Sprintf("; skipped %s of the chart's crds/ that exist (helm installs them only when absent): %s", english.CountNoun(n, "CRD"), strings.Join(names, ", "))
+	}
+	out.Drift, out.Kept = res.Drift.LeftLines(), res.Drift.KeptLines()
+	if res.Drift.Left() {
+		out.Message += "; drift left as it is (drift mode warn): " + res.Drift.Summary("missing")
+	}
+	if len(out.Kept) > 0 {
+		out.Message += "; " + strings.Join(out.Kept, "; ")
+	}
 	if len(res.Drift.Unknown) > 0 {
 		out.Message += "; not compared with the cluster (may not be read): " + strings.Join(res.Drift.Unknown, ", ")
 	}
@@ -125,7 +139,7 @@ func (e *Executor) Plan(ctx context.Context, req *step.Request) (pred step.Predi
 	if err != nil {
 		return step.Prediction{}, err
 	}
-	pred = step.Prediction{Action: string(p.Action), Reason: p.Reason}
+	pred = step.Prediction{Action: string(p.Action), Reason: p.Reason, Kept: p.Kept, Drift: p.Drift}
 	pred.Details = append(pred.Details, fmt.Sprintf("release %s in namespace %s", r.Name, r.Namespace))
 	pred.Details = append(pred.Details, p.Details...)
 	return pred, nil
@@ -163,6 +177,7 @@ func (e *Executor) Diff(ctx context.Context, req *step.Request) (d step.Diff, er
 		d.Notes = append(d.Notes, fmt.Sprintf("%s unchanged at %s", subject, rd.Current))
 	}
 	d.Notes = append(d.Notes, rd.Notes...)
+	d.Kept, d.Drift = rd.Kept, rd.Drift
 	for _, o := range rd.Objects {
 		d.Objects = append(d.Objects, step.ObjectDiff{Name: o.Name(), Live: o.Current, Merged: o.Rendered})
 	}
@@ -256,6 +271,11 @@ func releaseOf(req *step.Request) (khelm.Release, error) {
 		Run:             runOf(req),
 		Replace:         req.Replace,
 	}
+	policy, err := req.DriftPolicy(h.Drift)
+	if err != nil {
+		return khelm.Release{}, err
+	}
+	r.Drift = policy
 	if h.Auth != nil {
 		r.Source.Auth = &khelm.Credentials{Username: h.Auth.Username, Password: h.Auth.Password}
 	}

@@ -31,6 +31,8 @@ type Helm struct {
 	Wait            bool           `yaml:"wait" default:"false" doc:"wait for the release's resources to be ready before the step succeeds"`
 	Values          map[string]any `yaml:"values" doc:"inline values, merged over the chart defaults and valuesFrom"`
 	ValuesFrom      []ValuesSource `yaml:"valuesFrom" doc:"ordered values sources; later entries and values override earlier ones"`
+	// Drift is how to compare, not what to deploy: not an input (hash).
+	Drift *spec.Drift `yaml:"drift" json:"-" doc:"the drift policy of the release's objects: what a re-run with the same chart and values does with what changed in the cluster; adds to defaults.drift"`
 }
 
 // Auth holds basic-auth credentials for a chart repository or registry.
@@ -84,6 +86,7 @@ func (h *Helm) Check(c *spec.Check) {
 	p := c.Path
 	c.Namespace(p+".namespace", h.Namespace)
 	c.SkipIf(p+".skipIf", h.SkipIf, SkipIfInstalled)
+	c.Drift(p+".drift", h.Drift)
 	release := h.Release
 	releasePath := p + ".release"
 	if release == "" {

@@ -26,6 +26,7 @@ import (
 	"khook.io/core/event"
 	"khook.io/core/kube"
 	"khook.io/core/load"
+	"khook.io/core/plan"
 	"khook.io/core/redact"
 	"khook.io/core/render"
 	"khook.io/core/run"
@@ -275,6 +276,7 @@ func (r *specResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRe
 		// with state: and no record (deleted out of band, or an import of
 		// one that never was), khook's apply has nothing to resume
 		rows, drift = planRows(res.Plan, fatesOf(doc, res), res.Status, stateEnabled, red)
+		reportKept(&resp.Diagnostics, res.Plan, red)
 	}
 	if prior != nil && !drift && !inputsChanged(prior, &planned) {
 		planned.Steps = prior.Steps // nothing to do: no diff
@@ -284,6 +286,23 @@ func (r *specResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRe
 		planned.Steps = l
 	}
 	resp.Diagnostics.Append(resp.Plan.Set(ctx, &planned)...)
+}
+
+// reportKept shows what a live plan leaves as it is, which makes no diff:
+// the fields each step leaves to other writers or ignores (drift.ignore)
+// and the drift a warn policy leaves, each a warning naming its step
+// (decision 257).
+func reportKept(diags *diag.Diagnostics, p *plan.Plan, red *redact.Redactor) {
+	for _, s := range p.Steps {
+		if len(s.Kept) > 0 {
+			diags.AddWarning(fmt.Sprintf("khook_spec: step %s (%s) leaves fields to other writers", s.Name, s.Type),
+				red.String(strings.Join(s.Kept, "\n")+"\nThese fields differ from the spec and are not changed: no plan is made for them."))
+		}
+		if len(s.Drift) > 0 {
+			diags.AddWarning(fmt.Sprintf("khook_spec: step %s (%s) found drift and leaves it (drift mode warn)", s.Name, s.Type),
+				red.String(strings.Join(s.Drift, "\n")))
+		}
+	}
 }
 
 // planLive is khook's live plan of doc on the cluster of c, as `kubectl
@@ -414,8 +433,14 @@ func resultRows(res *run.Result) []stepRow {
 
 // reportRun adds an error per failed step of a run that did not succeed,
 // naming the step and its redacted error, and a warning per other step it
-// cut short (interrupted, or skipped because a need failed).
+// cut short (interrupted, or skipped because a need failed); and, of any
+// run, a warning per step that found drift and left it (drift mode warn).
 func reportRun(diags *diag.Diagnostics, red *redact.Redactor, command string, res *run.Result) {
+	for _, s := range res.Steps {
+		if len(s.Drift) > 0 {
+			diags.AddWarning(fmt.Sprintf("khook_spec: %s: step %s (%s) found drift and left it (drift mode warn)", command, s.Name, s.Type), red.String(strings.Join(s.Drift, "\n")))
+		}
+	}
 	if res.Status == run.RunOK {
 		return
 	}
