@@ -69,6 +69,12 @@ type Request struct {
 	// with the same chart, values and objects is upgraded all the same (a
 	// new revision, hooks run). Executors that always write ignore it.
 	Replace bool
+	// Planned is, for Destroy, the step's destroy plan as it was shown
+	// and confirmed (its PlanDestroy's, with the run lock held): Destroy
+	// carries out exactly it, an object changed since refused, and plans
+	// nothing again. Nil: Destroy plans now and carries out that plan
+	// (destroy --yes, the provider).
+	Planned *DestroyPlan
 }
 
 // Run identifies one khook run (one command on one cluster), for what a
