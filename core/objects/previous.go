@@ -58,7 +58,7 @@ type previous struct {
 	exists                       bool // the object has a record
 	// the object's annotation as read ("" without one), and whether it is
 	// the record itself (not a pointer to the companion)
-	annotation                 string
+	annotation                  string
 	hasAnnotation, inAnnotation bool
 	// companion is the Secret keeping the record, when one does
 	companion *corev1.Secret
