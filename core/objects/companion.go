@@ -122,6 +122,12 @@ func (m *Manager) writeCompanion(ctx context.Context, obj *unstructured.Unstruct
 		s := cur.DeepCopy()
 		s.Data = map[string][]byte{companionKey: []byte(record)}
 		out, err := secrets.Update(ctx, s, metav1.UpdateOptions{FieldManager: m.recordManager()})
+		if apierrors.IsConflict(err) {
+			// sent again after a lost answer, the update meets itself
+			if now, gerr := secrets.Get(ctx, name, metav1.GetOptions{}); gerr == nil && now.UID == cur.UID && string(now.Data[companionKey]) == record {
+				return now, nil
+			}
+		}
 		if err != nil {
 			return nil, fmt.Errorf("record the values khook overwrites (%s): %w", companionName(obj), err)
 		}

@@ -102,6 +102,9 @@ type revertPlan struct {
 	recorded  bool   // the object carries khook's record: it existed before khook
 	conf      string // the configuration khook's apply of the manifest writes (lastApplied)
 	rec       *previous
+	// expect is the object the dry run of patch returned: what the
+	// write leaves (a write whose answer was lost, sent again, meets it)
+	expect *unstructured.Unstructured
 }
 
 // fate is what becomes of one field.
@@ -155,8 +158,9 @@ func (m *Manager) planRevert(ctx context.Context, ri dynamic.ResourceInterface, 
 		if plan.patch == nil {
 			break
 		}
-		out, err := m.sendRevert(ctx, ri, live, plan.patchType, plan.patch, true)
+		out, err := m.sendRevert(ctx, ri, live, plan.patchType, plan.patch, true, nil)
 		if err == nil {
+			plan.expect = out
 			for i := range fates {
 				if fates[i].outcome == FieldRemove {
 					fates[i].removed, fates[i].hasRemoved = LookupPath(out.Object, fates[i].path)
@@ -793,7 +797,7 @@ func (m *Manager) revert(ctx context.Context, mapping *meta.RESTMapping, live *u
 	}
 	obj := live
 	if plan.patch != nil {
-		out, err := m.sendRevert(ctx, ri, live, plan.patchType, plan.patch, false)
+		out, err := m.sendRevert(ctx, ri, live, plan.patchType, plan.patch, false, plan.expect)
 		if err != nil {
 			return fmt.Errorf("give back khook's fields: %w", err)
 		}
@@ -824,8 +828,11 @@ func (e *StaleError) Error() string {
 // status, its revision annotation), the plan still holds: the patch is
 // sent again with the new resourceVersion, at once, up to
 // maxPatchAttempts times. Any other change is a conflict for a dry run
-// (the caller plans again) and a *StaleError for the write.
-func (m *Manager) sendRevert(ctx context.Context, ri dynamic.ResourceInterface, live *unstructured.Unstructured, patchType types.PatchType, patch []byte, dryRun bool) (*unstructured.Unstructured, error) {
+// (the caller plans again) and a *StaleError for the write, unless the
+// object is what the write leaves (expect, its dry run's result): a
+// write that landed and whose answer was lost, sent again by the
+// connection's retries, meets its own change, and that is its success.
+func (m *Manager) sendRevert(ctx context.Context, ri dynamic.ResourceInterface, live *unstructured.Unstructured, patchType types.PatchType, patch []byte, dryRun bool, expect *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	opts := metav1.PatchOptions{FieldManager: m.recordManager()}
 	if dryRun {
 		opts.DryRun = []string{metav1.DryRunAll}
@@ -843,6 +850,9 @@ func (m *Manager) sendRevert(ctx context.Context, ri dynamic.ResourceInterface, 
 		if !unchangedSince(planned, fresh, true) {
 			if dryRun {
 				return nil, err
+			}
+			if expect != nil && unchangedSince(expect, fresh, false) {
+				return fresh, nil // it landed: its answer was lost
 			}
 			return nil, &StaleError{Was: planned.GetResourceVersion(), Now: fresh.GetResourceVersion()}
 		}
