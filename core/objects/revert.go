@@ -162,7 +162,7 @@ func (m *Manager) planRevert(ctx context.Context, ri dynamic.ResourceInterface, 
 		if err == nil {
 			plan.expect = out
 			for i := range fates {
-				if fates[i].outcome == FieldRemove {
+				if fates[i].outcome == FieldRemove && !fates[i].record {
 					fates[i].removed, fates[i].hasRemoved = LookupPath(out.Object, fates[i].path)
 				}
 			}
@@ -798,6 +798,10 @@ func (m *Manager) revert(ctx context.Context, mapping *meta.RESTMapping, live *u
 	obj := live
 	if plan.patch != nil {
 		out, err := m.sendRevert(ctx, ri, live, plan.patchType, plan.patch, false, plan.expect)
+		var stale *StaleError
+		if errors.As(err, &stale) {
+			return err
+		}
 		if err != nil {
 			return fmt.Errorf("give back khook's fields: %w", err)
 		}
