@@ -13,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 )
 
@@ -228,19 +227,10 @@ func annotationPointer(key string) string {
 }
 
 // removeAnnotationRecord removes the record annotation holding value
-// from obj (a JSON patch that tests obj's UID and the value, so a record
-// written since stays); an object gone is no error.
+// from obj (swapRecord: a record written since stays); an object gone is
+// no error.
 func (m *Manager) removeAnnotationRecord(ctx context.Context, ri dynamic.ResourceInterface, obj *unstructured.Unstructured, value string) error {
-	patch, err := json.Marshal([]map[string]any{
-		{"op": "test", "path": "/metadata/uid", "value": string(obj.GetUID())},
-		{"op": "test", "path": annotationPointer(AnnotationPrevious), "value": value},
-		{"op": "remove", "path": annotationPointer(AnnotationPrevious)},
-	})
-	if err != nil {
-		return err
-	}
-	_, err = ri.Patch(ctx, obj.GetName(), types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: m.recordManager()})
-	if err != nil && !apierrors.IsNotFound(err) {
+	if err := m.swapRecord(ctx, ri, obj, value, "", false); err != nil {
 		return fmt.Errorf("move khook's record of previous values off the object (%s): %w", AnnotationPrevious, err)
 	}
 	return nil

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
@@ -386,13 +385,23 @@ func (m *Manager) recordBeside(ctx context.Context, ri dynamic.ResourceInterface
 // server-side apply would, had it been deleted since), nor undoes a
 // record written since. An object that is gone took its record along.
 func (m *Manager) takeBackRecord(ctx context.Context, ri dynamic.ResourceInterface, obj *unstructured.Unstructured, wrote, before string, existed bool) error {
-	ptr := "/metadata/annotations/" + strings.NewReplacer("~", "~0", "/", "~1").Replace(AnnotationPrevious)
+	if err := m.swapRecord(ctx, ri, obj, wrote, before, existed); err != nil {
+		return fmt.Errorf("take back khook's record of previous values (%s), written before the refused write (destroy removes it): %w", AnnotationPrevious, err)
+	}
+	return nil
+}
+
+// swapRecord replaces obj's record annotation, when it holds was, with
+// now (or removes it, when not keep), by a JSON patch that first tests
+// obj's uid and the annotation's value; an object gone is no error.
+func (m *Manager) swapRecord(ctx context.Context, ri dynamic.ResourceInterface, obj *unstructured.Unstructured, was, now string, keep bool) error {
+	ptr := annotationPointer(AnnotationPrevious)
 	ops := []map[string]any{
 		{"op": "test", "path": "/metadata/uid", "value": string(obj.GetUID())},
-		{"op": "test", "path": ptr, "value": wrote},
+		{"op": "test", "path": ptr, "value": was},
 	}
-	if existed {
-		ops = append(ops, map[string]any{"op": "replace", "path": ptr, "value": before})
+	if keep {
+		ops = append(ops, map[string]any{"op": "replace", "path": ptr, "value": now})
 	} else {
 		ops = append(ops, map[string]any{"op": "remove", "path": ptr})
 	}
@@ -402,7 +411,7 @@ func (m *Manager) takeBackRecord(ctx context.Context, ri dynamic.ResourceInterfa
 	}
 	_, err = ri.Patch(ctx, obj.GetName(), types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: m.recordManager()})
 	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("take back khook's record of previous values (%s), written before the refused write (destroy removes it): %w", AnnotationPrevious, err)
+		return err
 	}
 	return nil
 }
