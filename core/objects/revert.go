@@ -795,7 +795,7 @@ func (m *Manager) revert(ctx context.Context, mapping *meta.RESTMapping, live *u
 	if plan.rejected != nil {
 		return fmt.Errorf("the server rejects giving back khook's fields: %w", plan.rejected)
 	}
-	obj := live
+	obj, planned := live, live // planned: the finish is the first write, checked against the plan
 	if plan.patch != nil {
 		out, err := m.sendRevert(ctx, ri, live, plan.patchType, plan.patch, false, plan.expect)
 		var stale *StaleError
@@ -805,9 +805,9 @@ func (m *Manager) revert(ctx context.Context, mapping *meta.RESTMapping, live *u
 		if err != nil {
 			return fmt.Errorf("give back khook's fields: %w", err)
 		}
-		obj = out
+		obj, planned = out, nil
 	}
-	return m.finishRevert(ctx, ri, obj, plan.rec)
+	return m.finishRevert(ctx, ri, obj, plan.rec, planned)
 }
 
 // StaleError is a write of destroy refused because its object changed
@@ -1018,7 +1018,11 @@ func ignoredField(p fieldpath.Path) bool {
 // Killed before the patch, the record is still there with every field
 // given back; after it, the companion alone is left, and a second
 // destroy finds nothing to give back but it.
-func (m *Manager) finishRevert(ctx context.Context, ri dynamic.ResourceInterface, obj *unstructured.Unstructured, rec *previous) error {
+//
+// When it is destroy's first write to the object (planned, as the plan
+// read it: nothing was to be given back), an object changed since in
+// more than its controllers keep is refused as stale (decision 261).
+func (m *Manager) finishRevert(ctx context.Context, ri dynamic.ResourceInterface, obj *unstructured.Unstructured, rec *previous, planned *unstructured.Unstructured) error {
 	for attempt := 1; ; attempt++ {
 		entries := obj.GetManagedFields()
 		kept := slices.DeleteFunc(slices.Clone(entries), func(e metav1.ManagedFieldsEntry) bool {
@@ -1057,6 +1061,9 @@ func (m *Manager) finishRevert(ctx context.Context, ri dynamic.ResourceInterface
 		}
 		if err != nil {
 			return err
+		}
+		if planned != nil && !unchangedSince(planned, fresh, true) {
+			return &StaleError{Was: planned.GetResourceVersion(), Now: fresh.GetResourceVersion()}
 		}
 		obj = fresh
 	}
