@@ -513,7 +513,7 @@ func (w *walk) pods(pods []corev1.Pod, cut bool, depth int, jobFailed bool) {
 			if !st.claims {
 				if ev, ok := w.warning(p.Namespace, p.UID); ok {
 					found = true
-					add(finding{cause: Cause{Object: name, Reason: ev.Reason, Text: ReasonMessage(ev.Reason, ev.Message), Warning: true}, rank: eventRank(ev.Reason), depth: depth})
+					add(finding{cause: Cause{Object: name, Reason: ev.Reason, Text: ReasonMessage(ev.Reason, ev.Message), Warning: failing(p, ev)}, rank: eventRank(ev.Reason), depth: depth})
 				}
 			}
 			if st.claims || p.Status.Phase == corev1.PodPending {
@@ -624,24 +624,71 @@ func containers(p *corev1.Pod, jobFailed bool) (podState, bool) {
 				// the Pod: the last exit says more
 				text := label + ": CrashLoopBackOff"
 				if t := cs.LastTerminationState.Terminated; t != nil {
-					text += ": last exit code " + fmt.Sprint(t.ExitCode) + optional(ReasonMessage(t.Reason, strings.TrimSpace(t.Message)))
+					text += ": last exit code " + fmt.Sprint(t.ExitCode) + optional(ReasonMessage(t.Reason, terminationMessage(p, cs.Name, t.Message)))
 				}
 				return podState{rank: rankContainer, reason: "CrashLoopBackOff", text: text, warning: true, logs: logs}, true
 			case cs.State.Waiting != nil && !normalWaiting[cs.State.Waiting.Reason]:
 				return podState{rank: rankContainer, reason: cs.State.Waiting.Reason, text: label + ": " + ReasonMessage(cs.State.Waiting.Reason, cs.State.Waiting.Message), warning: true}, true
 			case cs.State.Terminated != nil && cs.State.Terminated.ExitCode != 0:
 				t := cs.State.Terminated
-				return podState{rank: rankContainer, reason: t.Reason, text: fmt.Sprintf("%s exited with code %d", label, t.ExitCode) + optional(ReasonMessage(t.Reason, strings.TrimSpace(t.Message))), warning: true, logs: logs}, true
+				return podState{rank: rankContainer, reason: t.Reason, text: fmt.Sprintf("%s exited with code %d", label, t.ExitCode) + optional(ReasonMessage(t.Reason, terminationMessage(p, cs.Name, t.Message))), warning: true, logs: logs}, true
 			case jobFailed && cs.State.Terminated != nil:
 				t := cs.State.Terminated
-				return podState{rank: rankCompleted, reason: t.Reason, text: fmt.Sprintf("%s exited with code %d", label, t.ExitCode) + optional(ReasonMessage(t.Reason, strings.TrimSpace(t.Message))), logs: logs}, true
+				return podState{rank: rankCompleted, reason: t.Reason, text: fmt.Sprintf("%s exited with code %d", label, t.ExitCode) + optional(ReasonMessage(t.Reason, terminationMessage(p, cs.Name, t.Message))), logs: logs}, true
 			case !cs.Ready && cs.State.Running != nil && cs.RestartCount > 0 && cs.LastTerminationState.Terminated != nil && cs.LastTerminationState.Terminated.ExitCode != 0:
 				t := cs.LastTerminationState.Terminated
-				return podState{rank: rankContainer, reason: t.Reason, text: fmt.Sprintf("%s restarted %d times, last exit code %d", label, cs.RestartCount, t.ExitCode) + optional(ReasonMessage(t.Reason, strings.TrimSpace(t.Message))), warning: true, logs: logs}, true
+				return podState{rank: rankContainer, reason: t.Reason, text: fmt.Sprintf("%s restarted %d times, last exit code %d", label, cs.RestartCount, t.ExitCode) + optional(ReasonMessage(t.Reason, terminationMessage(p, cs.Name, t.Message))), warning: true, logs: logs}, true
 			}
 		}
 	}
 	return podState{}, false
+}
+
+// The kubelet's bounds of a termination message
+// (k8s.io/kubernetes/pkg/kubelet/container): the file's last 4 KiB, the
+// log's last 2 KiB (FallbackToLogsOnError), and 12 KiB for a Pod's
+// containers together, each status cut to its share at its end.
+const (
+	termFileBytes = 4 << 10
+	termLogBytes  = 2 << 10
+	termPodBytes  = 12 << 10
+)
+
+// terminationMessage is container's termination message msg without the
+// lines the kubelet may have cut: it keeps the end of the file or of the
+// log (a message that long may begin inside a line) and cuts each status
+// to its share of the Pod's budget at its end (a message that long may
+// end inside one). A line cut there may hold part of a secret, which the
+// redactor only recognises whole, so it is dropped; the rest is whole
+// lines, redacted with everything else when shown.
+func terminationMessage(p *corev1.Pod, container, msg string) string {
+	n := len(p.Spec.Containers) + len(p.Spec.InitContainers) + len(p.Spec.EphemeralContainers)
+	share := termPodBytes / max(n, 1)
+	fallback := false
+	for _, set := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+		for _, c := range set {
+			if c.Name == container && c.TerminationMessagePolicy == corev1.TerminationMessageFallbackToLogsOnError {
+				fallback = true
+			}
+		}
+	}
+	end := len(msg) >= share
+	start := len(msg) >= termFileBytes || fallback && len(msg) >= termLogBytes || end && share <= termFileBytes
+	if end {
+		if i := strings.LastIndexByte(msg, '\n'); i >= 0 {
+			msg = msg[:i]
+		} else {
+			msg = ""
+		}
+	}
+	if start {
+		if i := strings.IndexByte(msg, '\n'); i >= 0 {
+			msg = msg[i+1:]
+		} else {
+			msg = ""
+		}
+	}
+	return strings.TrimSpace(msg)
 }
 
 func optional(s string) string {
@@ -649,6 +696,56 @@ func optional(s string) string {
 		return ""
 	}
 	return " (" + s + ")"
+}
+
+// failing reports whether a Pod's Warning event reports a failure: every
+// one does but a failed probe (Unhealthy) seen fewer times than the
+// probe's failureThreshold. A container that starts slowly fails its
+// readiness probe a few times on its way to ready (a slow but healthy
+// rollout), and the kubelet itself acts on a probe only once it failed
+// that many times in a row; the kubelet posts the event for every failed
+// probe, and the API counts them.
+func failing(p *corev1.Pod, ev corev1.Event) bool {
+	if ev.Reason != "Unhealthy" {
+		return true
+	}
+	count := ev.Count
+	if ev.Series != nil && ev.Series.Count > count {
+		count = ev.Series.Count
+	}
+	return count >= probeThreshold(p, ev)
+}
+
+// probeThreshold is the failureThreshold of the probe an Unhealthy event
+// is about: the container its field path names ("spec.containers{app}"),
+// the probe its message names ("Readiness probe failed: ..."); the API's
+// default, 3, when the Pod does not say.
+func probeThreshold(p *corev1.Pod, ev corev1.Event) int32 {
+	const defaultThreshold = 3
+	name := ev.InvolvedObject.FieldPath
+	if i := strings.IndexByte(name, '{'); i >= 0 && strings.HasSuffix(name, "}") {
+		name = name[i+1 : len(name)-1]
+	}
+	for _, set := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+		for _, c := range set {
+			if c.Name != name {
+				continue
+			}
+			var probe *corev1.Probe
+			switch {
+			case strings.HasPrefix(ev.Message, "Readiness probe"):
+				probe = c.ReadinessProbe
+			case strings.HasPrefix(ev.Message, "Liveness probe"):
+				probe = c.LivenessProbe
+			case strings.HasPrefix(ev.Message, "Startup probe"):
+				probe = c.StartupProbe
+			}
+			if probe != nil && probe.FailureThreshold > 0 {
+				return probe.FailureThreshold
+			}
+		}
+	}
+	return defaultThreshold
 }
 
 // eventRank ranks a Warning event by its reason.

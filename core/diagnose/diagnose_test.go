@@ -2,6 +2,7 @@ package diagnose
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -180,5 +181,68 @@ func TestPodRefs(t *testing.T) {
 	want := []string{"ServiceAccount runner (service account runner)", "ConfigMap app-config (volume cfg)", "Secret tls (volume tls)", "Secret db (container app env PW)"}
 	if strings.Join(got, "; ") != strings.Join(want, "; ") {
 		t.Errorf("refs %q\nwant %q", got, want)
+	}
+}
+
+// TestTerminationMessageCuts: the lines the kubelet's bounds may have cut
+// are dropped, so that no part of a secret cut there shows.
+func TestTerminationMessageCuts(t *testing.T) {
+	const secret = "Qz7-termination-secret"
+	pod := func(policy corev1.TerminationMessagePolicy, containers int) *corev1.Pod {
+		p := &corev1.Pod{}
+		for i := 0; i < containers; i++ {
+			p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: fmt.Sprint("c", i), TerminationMessagePolicy: policy})
+		}
+		return p
+	}
+	// the log's last 2 KiB, as the kubelet keeps them: the cut falls
+	// inside the secret, its end first
+	tailText := "\n" + strings.Repeat("y", 100) + "\nfatal: exit\n"
+	fromLog := secret[5:] + tailText
+	for len(fromLog) < termLogBytes {
+		fromLog = "x" + fromLog
+	}
+	fromLog = fromLog[len(fromLog)-termLogBytes:]
+	if !strings.HasPrefix(fromLog, "x") && !strings.HasPrefix(fromLog, secret[5:]) {
+		t.Fatal("bad test message")
+	}
+	fromLog = secret[5:] + fromLog[len(secret[5:]):]
+	// a status cut to its share at its end (4 containers: 3 KiB each)
+	endCut := "first\n" + strings.Repeat("c", 12<<10/4-len("first\n\n")-4) + "\n" + secret[:4]
+	for _, tc := range []struct {
+		name string
+		pod  *corev1.Pod
+		msg  string
+		want string
+	}{
+		{"short file message", pod("", 1), "boom\n", "boom"},
+		{"log fallback, cut at its start", pod(corev1.TerminationMessageFallbackToLogsOnError, 1), fromLog, ""},
+		{"file message cut at its start", pod("", 1), strings.Repeat("a", 10) + secret[5:] + "\nrest\n" + strings.Repeat("b", termFileBytes-len(secret[5:])-17) + "\n", ""},
+		{"a status cut at its end", pod("", 4), endCut, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := terminationMessage(tc.pod, "c0", tc.msg)
+			for k := 4; k <= len(secret); k++ {
+				if strings.Contains(got, secret[:k]) || strings.Contains(got, secret[len(secret)-k:]) {
+					t.Fatalf("part of the secret shows: %q", got)
+				}
+			}
+			if tc.want != "" && got != tc.want {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestWholeLines: a read cut at its limit loses its partial last line.
+func TestWholeLines(t *testing.T) {
+	if got := wholeLines([]byte("a\nb\nc"), true); len(got) != 2 || got[1] != "b" {
+		t.Errorf("cut read: %q", got)
+	}
+	if got := wholeLines([]byte("a\nb\n"), false); len(got) != 2 {
+		t.Errorf("whole read: %q", got)
+	}
+	if got := wholeLines([]byte("abc"), true); got != nil {
+		t.Errorf("one cut line: %q", got)
 	}
 }

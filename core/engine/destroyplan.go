@@ -37,9 +37,11 @@ type DestroyField struct {
 // DestroyPlan is what the run of destroy will do, step by step in
 // destroy's order, changing nothing: what each step deletes, reverts or
 // leaves, and why. It reads the fates the run will follow (taken with the
-// lock held), so what it shows is what Execute runs. A step whose objects
-// cannot be read says why (its objects are unknown); the other steps are
-// still planned, and the error joins what could not be read.
+// lock held) and keeps each step's plan for Execute to carry out as it
+// was read (decision 261): what it shows is what Execute runs, and an
+// object changed in between is refused, not planned again. A step whose
+// objects cannot be read says why (its objects are unknown); the other
+// steps are still planned, and the error joins what could not be read.
 func (r *Run) DestroyPlan(ctx context.Context) ([]DestroyStep, error) {
 	if r.command != CommandDestroy {
 		return nil, fmt.Errorf("a destroy plan of a run of %s", r.command)
@@ -70,6 +72,9 @@ func (r *Run) DestroyPlan(ctx context.Context) ([]DestroyStep, error) {
 			sctx, cancel := context.WithTimeout(ctx, timeout)
 			plan, err := p.PlanDestroy(sctx, c.request(i, 1, timeout, event.Discard))
 			cancel()
+			if r.planned != nil && ctx.Err() == nil {
+				r.planned[i] = &plan
+			}
 			for _, it := range plan.Items {
 				do := DestroyObject{Object: it.Object, Action: it.Action, Reason: it.Reason}
 				for _, f := range it.Fields {

@@ -36,6 +36,10 @@ type Run struct {
 	lock *lock.Lock
 	// started: Execute was called (a run executes once)
 	started bool
+	// planned[i]: step i's destroy plan as DestroyPlan read it (what the
+	// question showed), which its Destroy carries out; nil: planned when
+	// the step runs (destroy --yes)
+	planned []*step.DestroyPlan
 }
 
 // Begin starts command (apply or destroy) on the cluster: it takes the
@@ -74,7 +78,7 @@ func (c *Cluster) prepare(ctx context.Context, command Command, lk *lock.Lock) (
 		return nil, err
 	}
 	doc := c.doc
-	r := &Run{c: c, command: command, rs: rs, lock: lk, order: doc.Graph.Order(), graph: run.Graph(doc.Graph), undoes: make([]bool, len(doc.Spec.Steps))}
+	r := &Run{c: c, command: command, rs: rs, lock: lk, order: doc.Graph.Order(), graph: run.Graph(doc.Graph), undoes: make([]bool, len(doc.Spec.Steps)), planned: make([]*step.DestroyPlan, len(doc.Spec.Steps))}
 	if command == CommandDestroy {
 		r.order, r.graph = doc.Graph.Reverse(), run.Reverse(doc.Graph)
 	}
@@ -98,7 +102,7 @@ func (c *Cluster) prepare(ctx context.Context, command Command, lk *lock.Lock) (
 	}
 	r.tasks = make([]run.Task, len(doc.Spec.Steps))
 	for i := range r.tasks {
-		r.tasks[i] = c.task(i, r.disp[i], execs[i])
+		r.tasks[i] = c.task(i, r.disp[i], execs[i], r.planned)
 	}
 	if rs != nil {
 		rs.partial = c.opts.Selection.Partial()
@@ -106,8 +110,10 @@ func (c *Cluster) prepare(ctx context.Context, command Command, lk *lock.Lock) (
 	return r, nil
 }
 
-// task is the scheduler's task of step i with disposition d.
-func (c *Cluster) task(i int, d Disposition, exec step.Executor) run.Task {
+// task is the scheduler's task of step i with disposition d; a step
+// destroy undoes carries out planned[i] when DestroyPlan filled it in
+// (the plan the question showed), else plans when it runs.
+func (c *Cluster) task(i int, d Disposition, exec step.Executor, planned []*step.DestroyPlan) run.Task {
 	st := &c.doc.Spec.Steps[i]
 	set := c.doc.Settings(i)
 	t := run.Task{
@@ -128,7 +134,11 @@ func (c *Cluster) task(i int, d Disposition, exec step.Executor) run.Task {
 		t.Triggers = d.Triggers
 		t.NotTriggered = notTriggered(c.doc, i, d.Resumed)
 	case FateUndo:
-		t.Attempt = c.attempt(i, t.Timeout, exec.(step.Destroyer).Destroy)
+		destroy := exec.(step.Destroyer).Destroy
+		t.Attempt = c.attempt(i, t.Timeout, func(ctx context.Context, req *step.Request) (step.Outcome, error) {
+			req.Planned = planned[i]
+			return destroy(ctx, req)
+		})
 	default:
 		t.Skip = d.Reason(c.doc, i)
 	}

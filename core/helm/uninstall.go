@@ -43,6 +43,27 @@ type UninstallOptions struct {
 	// is pending is uninstalled only when it is provably abandoned (see
 	// Uninstall).
 	Run Run
+	// Planned, when set, is the release as destroy's plan read it (nil
+	// Status: not installed): a release whose latest revision is another
+	// now, or that was installed since, is left as it is (a
+	// *ChangedError), as a stale plan is refused.
+	Planned *Planned
+}
+
+// Planned is a release as a plan read it: its latest revision's status,
+// nil when it was not installed.
+type Planned struct{ Status *Status }
+
+// ChangedError is an uninstall refused because the release changed since
+// the plan it was to carry out was read.
+type ChangedError struct{ Was, Now *Status }
+
+func (e *ChangedError) Error() string {
+	was := "not installed"
+	if e.Was != nil {
+		was = e.Was.String()
+	}
+	return fmt.Sprintf("changed since destroy's plan (%s, now %s), so it is left as it is: a stale plan is refused; run destroy again to see what it would do now", was, e.Now)
 }
 
 // ErrReleaseNotFound is returned (wrapped) by Uninstall for an absent
@@ -91,6 +112,9 @@ func (c *Client) uninstall(ctx context.Context, cfg *configuration, name, namesp
 	}
 	last := latest(hist)
 	res := UninstallResult{Previous: statusOf(last)}
+	if p := opts.Planned; p != nil && last != nil && (p.Status == nil || p.Status.Revision != res.Previous.Revision || p.Status.Status != res.Previous.Status) {
+		return res, &ChangedError{Was: p.Status, Now: res.Previous}
+	}
 	if last == nil {
 		res.Absent = true
 		return res, nil

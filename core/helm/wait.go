@@ -213,6 +213,16 @@ func (w *readyWaiter) run(targets []waiter.Target, timeout time.Duration, what, 
 		return nil
 	}
 	ctx := w.ctx
+	if dl, ok := ctx.Deadline(); ok && timeout > 0 {
+		// Helm's timeout was taken from the step's budget when the
+		// operation began (budget), and counts from the wait's start:
+		// an install that took long to write its objects (a loaded
+		// cluster) would wait past the step's deadline, which then
+		// interrupts the operation before it says why. The wait ends
+		// the same margin before the deadline instead.
+		left := time.Until(dl)
+		timeout = min(timeout, max(left-min(max(left/10, time.Second), 10*time.Second), left/2))
+	}
 	if timeout > 0 {
 		if timeout > 4*finalDiagnosis {
 			timeout -= finalDiagnosis // the diagnosis of a timeout fits in Helm's timeout

@@ -4,9 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
@@ -36,11 +36,6 @@ import (
 // as managedFields write them (FieldsV1).
 const AnnotationPrevious = "khook.io/previous"
 
-// maxPreviousBytes bounds the record: the values a write would add beyond
-// it are not kept ("large"). An object's annotations may hold 256 KiB in
-// all; the last-applied annotation holds a copy of the manifest too.
-const maxPreviousBytes = 64 << 10
-
 // previousManagerSuffix names the field manager that writes the record
 // (the step's field manager plus it), by server-side apply: not the
 // manager of client-side apply, whose fields a switch to server-side
@@ -54,14 +49,24 @@ const previousManagerSuffix = "-previous"
 // removes another writer's), so the record keeps what it held before.
 var lastAppliedField = fieldpath.MakePathOrDie("metadata", "annotations", corev1.LastAppliedConfigAnnotation)
 
-// previous is AnnotationPrevious, read.
+// previous is khook's record of an object, read (loadPrevious): from
+// its annotation or from its companion.
 type previous struct {
 	known, absent, secret, large *fieldpath.Set
 	values                       map[string]any
-	exists                       bool // the object carries a record
+	exists                       bool // the object has a record
+	// the object's annotation as read ("" without one), and whether it is
+	// the record itself (not a pointer to the companion)
+	annotation                  string
+	hasAnnotation, inAnnotation bool
+	// companion is the Secret keeping the record, when one does
+	companion *corev1.Secret
 }
 
 type previousJSON struct {
+	// In, on the object, says the record is in its companion
+	// ("Secret/<name>", beside it).
+	In     string          `json:"in,omitempty"`
 	Known  json.RawMessage `json:"known,omitempty"`
 	Values map[string]any  `json:"values,omitempty"`
 	Absent json.RawMessage `json:"absent,omitempty"`
@@ -69,18 +74,47 @@ type previousJSON struct {
 	Large  json.RawMessage `json:"large,omitempty"`
 }
 
-// readPrevious reads live's record; an object without one has an empty
+func newPrevious() *previous {
+	return &previous{known: fieldpath.NewSet(), absent: fieldpath.NewSet(), secret: fieldpath.NewSet(), large: fieldpath.NewSet(), values: map[string]any{}}
+}
+
+// loadPrevious reads live's record (decision 260): the companion's when
+// the object's annotations are copied by a controller or its annotation
+// points there, else its annotation. An object without one has an empty
 // record (exists false).
-func readPrevious(live *unstructured.Unstructured) (*previous, error) {
-	p := &previous{known: fieldpath.NewSet(), absent: fieldpath.NewSet(), secret: fieldpath.NewSet(), large: fieldpath.NewSet(), values: map[string]any{}}
+func (m *Manager) loadPrevious(ctx context.Context, live *unstructured.Unstructured) (*previous, error) {
+	p := newPrevious()
 	s, ok := live.GetAnnotations()[AnnotationPrevious]
-	if !ok {
-		return p, nil
+	var j previousJSON
+	if ok {
+		p.annotation, p.hasAnnotation = s, true
+		if err := json.Unmarshal([]byte(s), &j); err != nil {
+			return nil, fmt.Errorf("read khook's record of previous values (%s): %w", AnnotationPrevious, err)
+		}
 	}
+	if j.In != "" || annotationsCopied(live) {
+		sec, err := m.readCompanion(ctx, live)
+		if err != nil {
+			return nil, err
+		}
+		if sec != nil {
+			p.companion = sec
+			return p, p.decode(string(sec.Data[companionKey]))
+		}
+	}
+	if ok && j.In == "" {
+		p.inAnnotation = true
+		return p, p.decode(s)
+	}
+	return p, nil
+}
+
+// decode fills p from a record's JSON.
+func (p *previous) decode(s string) error {
 	p.exists = true
 	var j previousJSON
 	if err := json.Unmarshal([]byte(s), &j); err != nil {
-		return nil, fmt.Errorf("read khook's record of previous values (%s): %w", AnnotationPrevious, err)
+		return fmt.Errorf("read khook's record of previous values (%s): %w", AnnotationPrevious, err)
 	}
 	for _, f := range []struct {
 		raw json.RawMessage
@@ -90,13 +124,24 @@ func readPrevious(live *unstructured.Unstructured) (*previous, error) {
 			continue
 		}
 		if err := f.set.FromJSON(bytes.NewReader(f.raw)); err != nil {
-			return nil, fmt.Errorf("read khook's record of previous values (%s): %w", AnnotationPrevious, err)
+			return fmt.Errorf("read khook's record of previous values (%s): %w", AnnotationPrevious, err)
 		}
 	}
 	if j.Values != nil {
 		p.values = j.Values
 	}
-	return p, nil
+	return nil
+}
+
+// encoded is the record as it was read ("" when none).
+func (p *previous) encoded() string {
+	switch {
+	case p.companion != nil:
+		return string(p.companion.Data[companionKey])
+	case p.inAnnotation:
+		return p.annotation
+	}
+	return ""
 }
 
 // covers reports whether the record says anything of field p.
@@ -155,7 +200,7 @@ func (m *Manager) recordPrevious(ctx context.Context, ri dynamic.ResourceInterfa
 	if opts.DryRun || live == nil || m.createdBy == "" || m.CreatedByThis(live) {
 		return nil, nil
 	}
-	rec, err := readPrevious(live)
+	rec, err := m.loadPrevious(ctx, live)
 	if err != nil {
 		return nil, err
 	}
@@ -240,7 +285,8 @@ func (m *Manager) recordPrevious(ctx context.Context, ri dynamic.ResourceInterfa
 		return nil, nil
 	}
 	secretKind := isSecretKind(live)
-	size := len(live.GetAnnotations()[AnnotationPrevious])
+	before := rec.encoded()
+	size := len(before)
 	for _, e := range add {
 		switch {
 		case !e.inLive:
@@ -251,7 +297,7 @@ func (m *Manager) recordPrevious(ctx context.Context, ri dynamic.ResourceInterfa
 			rec.secret.Insert(e.path)
 		default:
 			b, err := json.Marshal(e.value)
-			if err != nil || size+len(b) > maxPreviousBytes || !setPath(rec.values, e.path, e.value) {
+			if err != nil || size+len(b) > maxRecordValues || !setPath(rec.values, e.path, e.value) {
 				rec.large.Insert(e.path)
 				continue
 			}
@@ -263,7 +309,26 @@ func (m *Manager) recordPrevious(ctx context.Context, ri dynamic.ResourceInterfa
 	if err != nil {
 		return nil, err
 	}
-	md := map[string]any{"name": live.GetName(), "annotations": map[string]any{AnnotationPrevious: s}}
+	// where it is kept (decision 260): beside the object when a
+	// controller copies the object's annotations, when it is kept there
+	// already, or when it does not fit its annotations
+	if annotationsCopied(live) || rec.companion != nil || len(s) > maxAnnotationRecord || annotationBytes(live, o, conf, s) > totalAnnotationBytes {
+		return m.recordBeside(ctx, ri, live, rec, s, before)
+	}
+	written, err := m.applyRecordAnnotation(ctx, ri, live, s)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) error {
+		return m.takeBackRecord(ctx, ri, written, s, rec.annotation, rec.hasAnnotation)
+	}, nil
+}
+
+// applyRecordAnnotation writes value as live's annotation
+// AnnotationPrevious: a server-side apply of that annotation alone, as
+// the record's own field manager. It returns the object written.
+func (m *Manager) applyRecordAnnotation(ctx context.Context, ri dynamic.ResourceInterface, live *unstructured.Unstructured, value string) (*unstructured.Unstructured, error) {
+	md := map[string]any{"name": live.GetName(), "annotations": map[string]any{AnnotationPrevious: value}}
 	if ns := live.GetNamespace(); ns != "" {
 		md["namespace"] = ns
 	}
@@ -276,10 +341,41 @@ func (m *Manager) recordPrevious(ctx context.Context, ri dynamic.ResourceInterfa
 	if err != nil {
 		return nil, fmt.Errorf("record the values khook overwrites (%s): %w", AnnotationPrevious, err)
 	}
-	before, existed := live.GetAnnotations()[AnnotationPrevious]
-	return func(ctx context.Context) error {
-		return m.takeBackRecord(ctx, ri, written, s, before, existed)
-	}, nil
+	return written, nil
+}
+
+// recordBeside keeps the record s in live's companion (decision 260),
+// the record read being rec (before, as encoded; "" none): first the
+// companion, then the object's annotation: none on an object whose
+// annotations a controller copies (one kept there by an earlier khook
+// goes, its content now in the companion), a pointer to the companion on
+// any other. Killed in between, the companion holds what the object's
+// own record holds and more. The take-back restores both.
+func (m *Manager) recordBeside(ctx context.Context, ri dynamic.ResourceInterface, live *unstructured.Unstructured, rec *previous, s, before string) (func(context.Context) error, error) {
+	wrote, err := m.writeCompanion(ctx, live, rec.companion, s)
+	if err != nil {
+		return nil, err
+	}
+	var annotated *unstructured.Unstructured // the object, when its annotation changed
+	moved := false                           // the object's own record went: the companion keeps it
+	switch {
+	case annotationsCopied(live) && rec.hasAnnotation:
+		err = m.removeAnnotationRecord(ctx, ri, live, rec.annotation)
+		moved = err == nil && rec.inAnnotation
+	case !annotationsCopied(live) && rec.annotation != pointer(live):
+		annotated, err = m.applyRecordAnnotation(ctx, ri, live, pointer(live))
+	}
+	takeBack := func(ctx context.Context) error {
+		errs := []error{m.restoreCompanion(ctx, live, wrote, before, rec.companion != nil || moved)}
+		if annotated != nil {
+			errs = append(errs, m.takeBackRecord(ctx, ri, annotated, pointer(live), rec.annotation, rec.hasAnnotation))
+		}
+		return errors.Join(errs...)
+	}
+	if err != nil {
+		return nil, errors.Join(err, takeBack(ctx))
+	}
+	return takeBack, nil
 }
 
 // takeBackRecord makes the record of obj (which holds wrote, as
@@ -289,13 +385,23 @@ func (m *Manager) recordPrevious(ctx context.Context, ri dynamic.ResourceInterfa
 // server-side apply would, had it been deleted since), nor undoes a
 // record written since. An object that is gone took its record along.
 func (m *Manager) takeBackRecord(ctx context.Context, ri dynamic.ResourceInterface, obj *unstructured.Unstructured, wrote, before string, existed bool) error {
-	ptr := "/metadata/annotations/" + strings.NewReplacer("~", "~0", "/", "~1").Replace(AnnotationPrevious)
+	if err := m.swapRecord(ctx, ri, obj, wrote, before, existed); err != nil {
+		return fmt.Errorf("take back khook's record of previous values (%s), written before the refused write (destroy removes it): %w", AnnotationPrevious, err)
+	}
+	return nil
+}
+
+// swapRecord replaces obj's record annotation, when it holds was, with
+// now (or removes it, when not keep), by a JSON patch that first tests
+// obj's uid and the annotation's value; an object gone is no error.
+func (m *Manager) swapRecord(ctx context.Context, ri dynamic.ResourceInterface, obj *unstructured.Unstructured, was, now string, keep bool) error {
+	ptr := annotationPointer(AnnotationPrevious)
 	ops := []map[string]any{
 		{"op": "test", "path": "/metadata/uid", "value": string(obj.GetUID())},
-		{"op": "test", "path": ptr, "value": wrote},
+		{"op": "test", "path": ptr, "value": was},
 	}
-	if existed {
-		ops = append(ops, map[string]any{"op": "replace", "path": ptr, "value": before})
+	if keep {
+		ops = append(ops, map[string]any{"op": "replace", "path": ptr, "value": now})
 	} else {
 		ops = append(ops, map[string]any{"op": "remove", "path": ptr})
 	}
@@ -305,7 +411,7 @@ func (m *Manager) takeBackRecord(ctx context.Context, ri dynamic.ResourceInterfa
 	}
 	_, err = ri.Patch(ctx, obj.GetName(), types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: m.recordManager()})
 	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("take back khook's record of previous values (%s), written before the refused write (destroy removes it): %w", AnnotationPrevious, err)
+		return err
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package objects
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -100,6 +101,10 @@ type revertPlan struct {
 	rejected  error
 	recorded  bool   // the object carries khook's record: it existed before khook
 	conf      string // the configuration khook's apply of the manifest writes (lastApplied)
+	rec       *previous
+	// expect is the object the dry run of patch returned: what the
+	// write leaves (a write whose answer was lost, sent again, meets it)
+	expect *unstructured.Unstructured
 }
 
 // fate is what becomes of one field.
@@ -112,6 +117,9 @@ type fate struct {
 	// khook; the server's refusal turns it into FieldLost.
 	unknown bool
 	key     bool // a key field of a list entry: the entry itself
+	// record: khook's record, which goes only after the fields it
+	// describes are given back (finishRevert), never with the patch
+	record bool
 	// removed: the value the server's dry run leaves at a removed field
 	removed    any
 	hasRemoved bool
@@ -126,22 +134,18 @@ const maxRevertRounds = 5
 // object khook configured but did not create (decision 151): each field
 // khook's client-side apply recorded (its last-applied annotation) or its
 // server-side apply owns goes back to the value khook's record holds
-// (AnnotationPrevious), is removed when khook added it, and stays when
+// (rec, loadPrevious's), is removed when khook added it, and stays when
 // another writer changed, removed or shares it since; then the patch is
 // sent as a server dry run. The server refusing it makes the plan
 // rejected; when it names fields whose earlier values khook never knew
 // (objects configured before the record), those fields stay and it is
-// tried again.
-func (m *Manager) planRevert(ctx context.Context, ri dynamic.ResourceInterface, live *unstructured.Unstructured, conf string) (*revertPlan, error) {
-	rec, err := readPrevious(live)
-	if err != nil {
-		return nil, err
-	}
+// tried again. The record itself goes after the patch (finishRevert).
+func (m *Manager) planRevert(ctx context.Context, ri dynamic.ResourceInterface, live *unstructured.Unstructured, conf string, rec *previous) (*revertPlan, error) {
 	fates, err := m.fates(live, rec, conf)
 	if err != nil {
 		return nil, err
 	}
-	plan := &revertPlan{recorded: rec.exists, conf: conf}
+	plan := &revertPlan{recorded: rec.exists || rec.hasAnnotation, conf: conf, rec: rec}
 	for round := 1; ; round++ {
 		desired, err := applyFates(live, fates)
 		if err != nil {
@@ -154,10 +158,11 @@ func (m *Manager) planRevert(ctx context.Context, ri dynamic.ResourceInterface, 
 		if plan.patch == nil {
 			break
 		}
-		out, err := m.sendRevert(ctx, ri, live, plan.patchType, plan.patch, true)
+		out, err := m.sendRevert(ctx, ri, live, plan.patchType, plan.patch, true, nil)
 		if err == nil {
+			plan.expect = out
 			for i := range fates {
-				if fates[i].outcome == FieldRemove {
+				if fates[i].outcome == FieldRemove && !fates[i].record {
 					fates[i].removed, fates[i].hasRemoved = LookupPath(out.Object, fates[i].path)
 				}
 			}
@@ -172,20 +177,32 @@ func (m *Manager) planRevert(ctx context.Context, ri dynamic.ResourceInterface, 
 		}
 	}
 	plan.fields = exportFates(live, fates)
+	if rec.companion != nil {
+		plan.fields = append(plan.fields, FieldUndo{Path: recordBesideLine, Outcome: FieldRemove,
+			Reason: "the values before khook, kept in a Secret beside the object, which is deleted once they are back"})
+	}
 	return plan, nil
 }
+
+// recordBesideLine names, in the plan, the record kept beside the object.
+const recordBesideLine = "khook's record"
 
 // planRevertFresh is planRevert, read again and planned again while the
 // object changes under it (a controller writing its status): the dry
 // run's patch carries the resourceVersion it was planned from. It
 // returns the object it planned for. conf is the configuration khook's
-// apply of the object's manifest writes (lastApplied).
-func (m *Manager) planRevertFresh(ctx context.Context, ri dynamic.ResourceInterface, live *unstructured.Unstructured, conf string) (*revertPlan, *unstructured.Unstructured, error) {
-	plan, err := m.planRevert(ctx, ri, live, conf)
+// apply of the object's manifest writes (lastApplied); rec the record of
+// live (loadPrevious), read again with the object.
+func (m *Manager) planRevertFresh(ctx context.Context, ri dynamic.ResourceInterface, live *unstructured.Unstructured, conf string, rec *previous) (*revertPlan, *unstructured.Unstructured, error) {
+	plan, err := m.planRevert(ctx, ri, live, conf, rec)
 	for attempt := 1; apierrors.IsConflict(err) && attempt < maxPatchAttempts; attempt++ {
-		if live, err = ri.Get(ctx, live.GetName(), metav1.GetOptions{}); err == nil {
-			plan, err = m.planRevert(ctx, ri, live, conf)
+		if live, err = ri.Get(ctx, live.GetName(), metav1.GetOptions{}); err != nil {
+			break
 		}
+		if rec, err = m.loadPrevious(ctx, live); err != nil {
+			break
+		}
+		plan, err = m.planRevert(ctx, ri, live, conf, rec)
 	}
 	return plan, live, err
 }
@@ -265,8 +282,11 @@ func (m *Manager) fates(live *unstructured.Unstructured, rec *previous, conf str
 			out = append(out, fate{path: p, outcome: FieldStay, reason: "changed since khook" + by(others), key: keyField(p)})
 		}
 	}
-	if rec.exists {
-		out = append(out, fate{path: fieldpath.MakePathOrDie("metadata", "annotations", AnnotationPrevious), outcome: FieldRemove, reason: "khook's record of the values before it"})
+	switch {
+	case rec.inAnnotation:
+		out = append(out, fate{path: fieldpath.MakePathOrDie("metadata", "annotations", AnnotationPrevious), outcome: FieldRemove, record: true, reason: "khook's record of the values before it, once they are back"})
+	case rec.hasAnnotation:
+		out = append(out, fate{path: fieldpath.MakePathOrDie("metadata", "annotations", AnnotationPrevious), outcome: FieldRemove, record: true, reason: "where khook's record is kept, once the values are back"})
 	}
 	resolveEntries(out)
 	return out, nil
@@ -509,6 +529,9 @@ func applyFates(live *unstructured.Unstructured, fates []fate) (*unstructured.Un
 	desired := live.DeepCopy()
 	removedEntries := map[string]bool{}
 	for _, f := range fates {
+		if f.record {
+			continue // goes once the fields are back (finishRevert)
+		}
 		switch f.outcome {
 		case FieldRestore:
 			if !setPath(desired.Object, f.path, f.value) {
@@ -758,52 +781,67 @@ func showValue(v any, secret bool) string {
 	return string(b)
 }
 
-// revert gives back khook's fields of live as plan says (the plan's
-// patch, sent for real), then drops khook's managedFields entries, so
-// that nothing of the object is khook's any more. A patch that meets a
-// changed object (the resourceVersion it carries) is planned again and
-// retried.
+// revert gives back khook's fields of live as plan says, as the plan
+// was read (decision 261): the plan's patch, sent for real as the
+// record's field manager, carrying the resourceVersion it was planned
+// from; an object changed since in more than what its controllers keep
+// (status, the control plane's own metadata: unchangedSince) is refused
+// (*StaleError), never planned again. Then khook's managedFields entries
+// and its record go (finishRevert): the record only once the values it
+// holds are back, so that a destroy killed at any point and run again
+// still reads it.
 func (m *Manager) revert(ctx context.Context, mapping *meta.RESTMapping, live *unstructured.Unstructured, plan *revertPlan) error {
 	ri := m.Client(mapping, live.GetNamespace())
-	for attempt := 1; ; attempt++ {
-		if plan.rejected != nil {
-			return fmt.Errorf("the server rejects giving back khook's fields: %w", plan.rejected)
-		}
-		obj := live
-		if plan.patch != nil {
-			out, err := m.sendRevert(ctx, ri, live, plan.patchType, plan.patch, false)
-			if apierrors.IsConflict(err) && attempt < maxPatchAttempts {
-				if live, err = ri.Get(ctx, live.GetName(), metav1.GetOptions{}); err != nil {
-					return err
-				}
-				if plan, live, err = m.planRevertFresh(ctx, ri, live, plan.conf); err != nil {
-					return err
-				}
-				continue
-			}
-			if err != nil {
-				return fmt.Errorf("give back khook's fields: %w", err)
-			}
-			obj = out
-		}
-		return m.dropEntries(ctx, ri, obj)
+	if plan.rejected != nil {
+		return fmt.Errorf("the server rejects giving back khook's fields: %w", plan.rejected)
 	}
+	obj, planned := live, live // planned: the finish is the first write, checked against the plan
+	if plan.patch != nil {
+		out, err := m.sendRevert(ctx, ri, live, plan.patchType, plan.patch, false, plan.expect)
+		var stale *StaleError
+		if errors.As(err, &stale) {
+			return err
+		}
+		if err != nil {
+			return fmt.Errorf("give back khook's fields: %w", err)
+		}
+		obj, planned = out, nil
+	}
+	return m.finishRevert(ctx, ri, obj, plan.rec, planned)
+}
+
+// StaleError is a write of destroy refused because its object changed
+// since destroy's plan was read (its resourceVersion, in more than what
+// its controllers keep: unchangedSince), as Terraform refuses a stale
+// saved plan: what runs is what was shown.
+type StaleError struct {
+	// Was and Now are the object's resourceVersions in the plan and now.
+	Was, Now string
+}
+
+func (e *StaleError) Error() string {
+	return fmt.Sprintf("changed since destroy's plan (resourceVersion %s, now %s), so it is left as it is: a stale plan is refused; run destroy again to see what it would do now", e.Was, e.Now)
 }
 
 // sendRevert sends a revert's patch planned from live (whose
-// resourceVersion it carries; a server dry run when dryRun). When the
-// object changed meanwhile only where its status subresource writes (a
-// controller reporting a rollout: status, the resourceVersion and that
-// writer's managedFields entry), the plan still holds: the patch is sent
-// again with the new resourceVersion, at once, up to maxPatchAttempts
-// times (planning again each time took longer than a rollout's status
-// updates leave between them). Any other change is the conflict, for
-// the caller to plan again.
-func (m *Manager) sendRevert(ctx context.Context, ri dynamic.ResourceInterface, live *unstructured.Unstructured, patchType types.PatchType, patch []byte, dryRun bool) (*unstructured.Unstructured, error) {
-	opts := metav1.PatchOptions{FieldManager: m.fieldManager}
+// resourceVersion it carries; a server dry run when dryRun), as the
+// record's field manager: khook's own field manager never comes to own
+// what is given back (a destroy killed before finishRevert, run again,
+// reads khook's fields as before). When the object changed meanwhile only
+// where its controllers write (unchangedSince: a Deployment's rollout
+// status, its revision annotation), the plan still holds: the patch is
+// sent again with the new resourceVersion, at once, up to
+// maxPatchAttempts times. Any other change is a conflict for a dry run
+// (the caller plans again) and a *StaleError for the write, unless the
+// object is what the write leaves (expect, its dry run's result): a
+// write that landed and whose answer was lost, sent again by the
+// connection's retries, meets its own change, and that is its success.
+func (m *Manager) sendRevert(ctx context.Context, ri dynamic.ResourceInterface, live *unstructured.Unstructured, patchType types.PatchType, patch []byte, dryRun bool, expect *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	opts := metav1.PatchOptions{FieldManager: m.recordManager()}
 	if dryRun {
 		opts.DryRun = []string{metav1.DryRunAll}
 	}
+	planned := live
 	for attempt := 1; ; attempt++ {
 		out, err := ri.Patch(ctx, live.GetName(), patchType, patch, opts)
 		if !apierrors.IsConflict(err) || attempt == maxPatchAttempts {
@@ -813,8 +851,14 @@ func (m *Manager) sendRevert(ctx context.Context, ri dynamic.ResourceInterface, 
 		if gerr != nil {
 			return nil, gerr
 		}
-		if !sameButStatus(live, fresh) {
-			return nil, err
+		if !unchangedSince(planned, fresh, true) {
+			if dryRun {
+				return nil, err
+			}
+			if expect != nil && unchangedSince(expect, fresh, false) {
+				return fresh, nil // it landed: its answer was lost
+			}
+			return nil, &StaleError{Was: planned.GetResourceVersion(), Now: fresh.GetResourceVersion()}
 		}
 		var pm map[string]any
 		if gerr := json.Unmarshal(patch, &pm); gerr != nil {
@@ -832,54 +876,199 @@ func (m *Manager) sendRevert(ctx context.Context, ri dynamic.ResourceInterface, 
 	}
 }
 
-// sameButStatus reports whether a and b, two reads of one object, differ
-// only in what a write to its status subresource changes: status, the
-// resourceVersion and the status writers' managedFields entries.
-func sameButStatus(a, b *unstructured.Unstructured) bool {
-	strip := func(u *unstructured.Unstructured) map[string]any {
-		c := u.DeepCopy()
-		delete(c.Object, "status")
-		unstructured.RemoveNestedField(c.Object, "metadata", "resourceVersion")
-		c.SetManagedFields(slices.DeleteFunc(c.GetManagedFields(), func(e metav1.ManagedFieldsEntry) bool { return e.Subresource == "status" }))
-		return c.Object
+// unchangedSince reports whether fresh is the object planned as it was
+// planned, but for what its controllers and the API server keep: status,
+// the resourceVersion, and annotations, labels and finalizers of the
+// Kubernetes project's own domains (kubernetes.io, k8s.io: a
+// Deployment's revision, a claim's protection), the last-applied
+// annotation aside. With ownership, who owns what counts too (a revert's
+// fates depend on it), those same fields aside.
+func unchangedSince(planned, fresh *unstructured.Unstructured, ownership bool) bool {
+	if planned.GetUID() != fresh.GetUID() {
+		return false
 	}
-	return reflect.DeepEqual(strip(a), strip(b))
+	if !reflect.DeepEqual(significantContent(planned), significantContent(fresh)) {
+		return false
+	}
+	return !ownership || reflect.DeepEqual(significantOwners(planned), significantOwners(fresh))
 }
 
-// dropEntries removes khook's field manager's entries (and its record
-// writer's) from obj's managedFields, as csaupgrade rewrites them (a JSON
-// patch that replaces the list and the resourceVersion, so a changed
-// object is a conflict, read again and retried): the fields stay, owned
-// by their other owners or by nobody.
-func (m *Manager) dropEntries(ctx context.Context, ri dynamic.ResourceInterface, obj *unstructured.Unstructured) error {
+// controlPlaneKey reports whether an annotation, label or finalizer key
+// is of the Kubernetes project's own domains, which its controllers
+// write (the last-applied annotation is a person's apply).
+func controlPlaneKey(k string) bool {
+	if k == corev1.LastAppliedConfigAnnotation {
+		return false
+	}
+	domain, _, ok := strings.Cut(k, "/")
+	if !ok {
+		return false
+	}
+	for _, d := range []string{"kubernetes.io", "k8s.io"} {
+		if domain == d || strings.HasSuffix(domain, "."+d) {
+			return true
+		}
+	}
+	return false
+}
+
+// significantContent is u without what unchangedSince leaves out.
+func significantContent(u *unstructured.Unstructured) map[string]any {
+	c := u.DeepCopy()
+	delete(c.Object, "status")
+	for _, f := range []string{"resourceVersion", "managedFields"} {
+		unstructured.RemoveNestedField(c.Object, "metadata", f)
+	}
+	for _, f := range []string{"annotations", "labels"} {
+		if m, ok, _ := unstructured.NestedStringMap(c.Object, "metadata", f); ok {
+			for k := range m {
+				if controlPlaneKey(k) {
+					delete(m, k)
+				}
+			}
+			if len(m) == 0 {
+				unstructured.RemoveNestedField(c.Object, "metadata", f)
+			} else {
+				_ = unstructured.SetNestedStringMap(c.Object, m, "metadata", f)
+			}
+		}
+	}
+	if fin := slices.DeleteFunc(c.GetFinalizers(), controlPlaneKey); len(fin) > 0 {
+		c.SetFinalizers(fin)
+	} else {
+		unstructured.RemoveNestedField(c.Object, "metadata", "finalizers")
+	}
+	return c.Object
+}
+
+// significantOwners is who owns what of u (manager, operation and
+// subresource, to the fields each owns), what unchangedSince leaves out
+// aside: the status subresource's entries, and the fields of status and
+// of the control plane's metadata keys.
+func significantOwners(u *unstructured.Unstructured) map[string]string {
+	out := map[string]string{}
+	for _, e := range u.GetManagedFields() {
+		if e.Subresource == "status" || e.FieldsV1 == nil {
+			continue
+		}
+		set := &fieldpath.Set{}
+		if err := set.FromJSON(bytes.NewReader(e.FieldsV1.Raw)); err != nil {
+			out[e.Manager+"\x00"+string(e.Operation)+"\x00"+e.Subresource] = string(e.FieldsV1.Raw)
+			continue
+		}
+		kept := fieldpath.NewSet()
+		set.Leaves().Iterate(func(p fieldpath.Path) {
+			if !ignoredField(p) {
+				kept.Insert(p.Copy())
+			}
+		})
+		if kept.Empty() {
+			continue
+		}
+		b, _ := kept.ToJSON()
+		out[e.Manager+"\x00"+string(e.Operation)+"\x00"+e.Subresource] = string(b)
+	}
+	return out
+}
+
+// ignoredField reports whether p is a field unchangedSince leaves out:
+// under status, or an annotation, label or finalizer of the control
+// plane's.
+func ignoredField(p fieldpath.Path) bool {
+	if len(p) == 0 || p[0].FieldName == nil {
+		return false
+	}
+	switch *p[0].FieldName {
+	case "status":
+		return true
+	case "metadata":
+	default:
+		return false
+	}
+	if len(p) < 2 || p[1].FieldName == nil {
+		return false
+	}
+	if len(p) == 2 {
+		// the map or list itself (".": its owner made it): who owns
+		// the keys in it is what counts
+		return *p[1].FieldName == "annotations" || *p[1].FieldName == "labels" || *p[1].FieldName == "finalizers"
+	}
+	switch *p[1].FieldName {
+	case "annotations", "labels":
+		return p[2].FieldName != nil && controlPlaneKey(*p[2].FieldName)
+	case "finalizers":
+		if p[2].Value != nil {
+			if v, ok := (*p[2].Value).Unstructured().(string); ok {
+				return controlPlaneKey(v)
+			}
+		}
+	}
+	return false
+}
+
+// finishRevert removes, once the fields are given back (obj, as the
+// revert left it), khook's managedFields entries (the step's field
+// manager's and the record's: decision 212) and khook's record: its
+// annotation, by one JSON patch that replaces the list and tests obj's
+// UID and resourceVersion (as csaupgrade rewrites managedFields; a
+// changed object is read again and the patch retried), then its
+// companion. The fields stay, owned by their other owners or by nobody,
+// so that a later kubectl apply --server-side by their owner does not
+// conflict with khook, and a second destroy finds nothing of khook's.
+// Killed before the patch, the record is still there with every field
+// given back; after it, the companion alone is left, and a second
+// destroy finds nothing to give back but it.
+//
+// When it is destroy's first write to the object (planned, as the plan
+// read it: nothing was to be given back), an object changed since in
+// more than its controllers keep is refused as stale (decision 261).
+func (m *Manager) finishRevert(ctx context.Context, ri dynamic.ResourceInterface, obj *unstructured.Unstructured, rec *previous, planned *unstructured.Unstructured) error {
 	for attempt := 1; ; attempt++ {
 		entries := obj.GetManagedFields()
 		kept := slices.DeleteFunc(slices.Clone(entries), func(e metav1.ManagedFieldsEntry) bool {
 			return e.Manager == m.fieldManager || e.Manager == m.recordManager()
 		})
-		if len(kept) == len(entries) {
-			return nil
+		ops := []map[string]any{{"op": "test", "path": "/metadata/uid", "value": string(obj.GetUID())}}
+		if len(kept) != len(entries) {
+			var value any = kept
+			if len(kept) == 0 {
+				value = []map[string]any{{}} // an empty list would keep them
+			}
+			ops = append(ops, map[string]any{"op": "replace", "path": "/metadata/managedFields", "value": value})
 		}
-		var value any = kept
-		if len(kept) == 0 {
-			value = []map[string]any{{}} // an empty list would keep them
+		if _, ok := obj.GetAnnotations()[AnnotationPrevious]; ok && rec != nil && rec.hasAnnotation {
+			ops = append(ops, map[string]any{"op": "remove", "path": annotationPointer(AnnotationPrevious)})
 		}
-		patch, err := json.Marshal([]map[string]any{
-			{"op": "replace", "path": "/metadata/managedFields", "value": value},
-			{"op": "replace", "path": "/metadata/resourceVersion", "value": obj.GetResourceVersion()},
-		})
+		if len(ops) == 1 {
+			break
+		}
+		ops = append(ops, map[string]any{"op": "replace", "path": "/metadata/resourceVersion", "value": obj.GetResourceVersion()})
+		patch, err := json.Marshal(ops)
 		if err != nil {
 			return err
 		}
-		_, err = ri.Patch(ctx, obj.GetName(), types.JSONPatchType, patch, metav1.PatchOptions{})
-		if err == nil {
-			return nil
+		_, err = ri.Patch(ctx, obj.GetName(), types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: m.recordManager()})
+		if err == nil || apierrors.IsNotFound(err) {
+			break // gone: its companion goes with it (its owner)
 		}
-		if !apierrors.IsConflict(err) || attempt == maxPatchAttempts {
-			return fmt.Errorf("give up khook's field ownership: %w", err)
+		if !apierrors.IsConflict(err) && !apierrors.IsInvalid(err) || attempt == maxPatchAttempts {
+			return fmt.Errorf("give up khook's field ownership and its record: %w", err)
 		}
-		if obj, err = ri.Get(ctx, obj.GetName(), metav1.GetOptions{}); err != nil {
+		// changed since (a failed test is invalid): read it again
+		fresh, err := ri.Get(ctx, obj.GetName(), metav1.GetOptions{})
+		if apierrors.IsNotFound(err) || err == nil && fresh.GetUID() != obj.GetUID() {
+			return nil // gone, replaced: khook's record went with it
+		}
+		if err != nil {
 			return err
 		}
+		if planned != nil && !unchangedSince(planned, fresh, true) {
+			return &StaleError{Was: planned.GetResourceVersion(), Now: fresh.GetResourceVersion()}
+		}
+		obj = fresh
 	}
+	if rec != nil && rec.companion != nil {
+		return m.deleteCompanion(ctx, obj, rec.companion)
+	}
+	return nil
 }

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
+	"khook.io/core/kube"
 	"khook.io/core/objects"
 	"khook.io/core/redact"
 )
@@ -117,6 +118,12 @@ func TestRevertGivesBackWhatKhookTook(t *testing.T) {
 			if img, _, _ := unstructured.NestedSlice(configured.Object, "spec", "template", "spec", "containers"); fmt.Sprint(img) == fmt.Sprint(before.Object["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"]) {
 				t.Fatal("khook's apply did not change the Deployment's containers")
 			}
+			// the record is kept beside a Deployment: the deployment
+			// controller copies its annotations onto its ReplicaSets
+			noRecordOn(t, c, ns, configured)
+			if n := companions(t, c, ns); n != 2 {
+				t.Errorf("%d companions of khook's record in %s, want 2 (the Deployments')", n, ns)
+			}
 			// other writers, after khook
 			if _, err := cms.Patch(ctx(t), settings, types.MergePatchType, []byte(`{"data":{"k":"theirs-patch"}}`), metav1.PatchOptions{FieldManager: "kubectl-patch"}); err != nil {
 				t.Fatal(err)
@@ -145,7 +152,7 @@ func TestRevertGivesBackWhatKhookTook(t *testing.T) {
 				`.spec.template.spec.containers[name="web"].ports[containerPort=8080,protocol="TCP"]`: "remove",
 				".spec.template.metadata.labels.tier":                                                 "remove",
 				".metadata.labels.khook":                                                              "remove",
-				".metadata.annotations.khook.io/previous":                                             "remove",
+				"khook's record":                                                                      "remove",
 			} {
 				if webFields[path] != want {
 					t.Errorf("plan of %s: %s is %q, want %q\n%v", web, path, webFields[path], want, webFields)
@@ -191,6 +198,10 @@ func TestRevertGivesBackWhatKhookTook(t *testing.T) {
 					}
 				}
 			}
+			noRecordOn(t, c, ns, after)
+			if n := companions(t, c, ns); n != 0 {
+				t.Errorf("%d companions of khook's record left after destroy", n)
+			}
 			s, err := deploys.Get(ctx(t), scaled, metav1.GetOptions{})
 			if err != nil {
 				t.Fatal(err)
@@ -221,6 +232,42 @@ func TestRevertGivesBackWhatKhookTook(t *testing.T) {
 			}
 		})
 	}
+}
+
+// noRecordOn fails the test when deployment, or a ReplicaSet of it (on
+// the server), carries khook's record.
+func noRecordOn(t *testing.T, c *kube.Clients, ns string, deployment *unstructured.Unstructured) {
+	t.Helper()
+	if _, ok := deployment.GetAnnotations()[objects.AnnotationPrevious]; ok {
+		t.Errorf("Deployment %s carries khook's record", deployment.GetName())
+	}
+	rss, err := c.Typed.AppsV1().ReplicaSets(ns).List(ctx(t), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, rs := range rss.Items {
+		if !metav1.IsControlledBy(&rs, deployment) {
+			continue
+		}
+		n++
+		if v, ok := rs.Annotations[objects.AnnotationPrevious]; ok {
+			t.Errorf("ReplicaSet %s of Deployment %s carries khook's record: %s", rs.Name, deployment.GetName(), v)
+		}
+	}
+	if n == 0 {
+		t.Errorf("Deployment %s has no ReplicaSet to look at", deployment.GetName())
+	}
+}
+
+// companions counts the companions of khook's record in ns.
+func companions(t *testing.T, c *kube.Clients, ns string) int {
+	t.Helper()
+	list, err := c.Typed.CoreV1().Secrets(ns).List(ctx(t), metav1.ListOptions{FieldSelector: "type=" + string(objects.CompanionType)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(list.Items)
 }
 
 // A revert the server rejects (khook made a ConfigMap immutable: giving
@@ -509,8 +556,9 @@ func TestRevertKeepsSecretsOutOfTheRecord(t *testing.T) {
 // A custom resource (no schema: a JSON merge patch, lists whole) another
 // team applied with kubectl and khook configured gets back its earlier
 // values, client-side and server-side (maps khook added go whole); a
-// value larger than the record keeps cannot be given back, and the plan
-// says so.
+// value larger than an annotation keeps is kept beside the object and
+// given back exactly (decision 260); one larger than any record keeps
+// cannot be given back, and the plan says so.
 func TestRevertCustomResourceAndLargeValues(t *testing.T) {
 	c, ns := setup(t, "objects-revert-cr")
 	khook := objects.New(c, objects.Options{CreatedBy: "boot"})
@@ -531,15 +579,18 @@ func TestRevertCustomResourceAndLargeValues(t *testing.T) {
 		t.Fatal(err)
 	}
 	gizmos, cms := c.Resource(mapping, ns), c.Resource(cmMapping, ns)
-	big := strings.Repeat("x", 70<<10)
+	big := strings.Repeat("x", 70<<10)   // more than an annotation keeps: beside the object
+	huge := strings.Repeat("y", 600<<10) // more than any record keeps
 	for _, serverSide := range []bool{false, true} {
 		t.Run(fmt.Sprintf("serverSide=%v", serverSide), func(t *testing.T) {
-			name, bigName := fmt.Sprintf("g-%v", serverSide), fmt.Sprintf("big-%v", serverSide)
+			name, bigName, hugeName := fmt.Sprintf("g-%v", serverSide), fmt.Sprintf("big-%v", serverSide), fmt.Sprintf("huge-%v", serverSide)
 			if _, err := team.Apply(ctx(t), obj(t, fmt.Sprintf("apiVersion: undo.khook.test/v1\nkind: Gizmo\nmetadata: {name: %s}\nspec: {size: 1, items: [a, b]}\n", name)), ns, objects.ApplyOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := cms.Create(ctx(t), obj(t, fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: %s}\ndata: {big: %s}\n", bigName, big)), metav1.CreateOptions{FieldManager: "team-a"}); err != nil {
-				t.Fatal(err)
+			for n, v := range map[string]string{bigName: big, hugeName: huge} {
+				if _, err := cms.Create(ctx(t), obj(t, fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: %s}\ndata: {big: %s}\n", n, v)), metav1.CreateOptions{FieldManager: "team-a"}); err != nil {
+					t.Fatal(err)
+				}
 			}
 			before, err := gizmos.Get(ctx(t), name, metav1.GetOptions{})
 			if err != nil {
@@ -551,10 +602,13 @@ func TestRevertCustomResourceAndLargeValues(t *testing.T) {
 			}
 			// client-side: server-side apply would conflict with team-a
 			bigCM := obj(t, fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: %s}\ndata: {big: small}\n", bigName))
-			if _, err := khook.Apply(ctx(t), bigCM, ns, objects.ApplyOptions{}); err != nil {
-				t.Fatal(err)
+			hugeCM := obj(t, fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: %s}\ndata: {big: small}\n", hugeName))
+			for _, o := range []*unstructured.Unstructured{bigCM, hugeCM} {
+				if _, err := khook.Apply(ctx(t), o, ns, objects.ApplyOptions{}); err != nil {
+					t.Fatal(err)
+				}
 			}
-			mine := []*unstructured.Unstructured{gizmo, bigCM}
+			mine := []*unstructured.Unstructured{gizmo, bigCM, hugeCM}
 			items, err := khook.PlanUndo(ctx(t), mine, objects.UndoOptions{Namespace: ns})
 			if err != nil {
 				t.Fatal(err)
@@ -566,8 +620,11 @@ func TestRevertCustomResourceAndLargeValues(t *testing.T) {
 			if g := plan["Gizmo/"+name]; g[".spec.size"] != "restore 1" || g[".spec.items"] != `restore ["a","b"]` || g[".spec.extra.enabled"] != "remove" {
 				t.Errorf("plan of %s: %v", name, g)
 			}
-			if b := plan["ConfigMap/"+bigName]; b[".data.big"] != "lost" {
-				t.Errorf("plan of the large value: %v, want lost", b)
+			if b := plan["ConfigMap/"+bigName]; b[".data.big"] != `restore "`+big+`"` || b["khook's record"] != "remove" {
+				t.Errorf("plan of the value larger than an annotation keeps: %.300v, want restore, and its record beside it removed", b)
+			}
+			if b := plan["ConfigMap/"+hugeName]; b[".data.big"] != "lost" {
+				t.Errorf("plan of the value larger than any record keeps: %.300v, want lost", b)
 			}
 			if _, err := khook.Undo(ctx(t), mine, objects.UndoOptions{Namespace: ns}); err != nil {
 				t.Fatal(err)
@@ -581,6 +638,19 @@ func TestRevertCustomResourceAndLargeValues(t *testing.T) {
 			}
 			if !reflect.DeepEqual(after.GetAnnotations(), before.GetAnnotations()) {
 				t.Errorf("%s annotations after destroy %v, want %v", name, after.GetAnnotations(), before.GetAnnotations())
+			}
+			back, err := cms.Get(ctx(t), bigName, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v, _, _ := unstructured.NestedString(back.Object, "data", "big"); v != big {
+				t.Errorf("%s: the large value is not given back (%d bytes)", bigName, len(v))
+			}
+			if _, ok := back.GetAnnotations()[objects.AnnotationPrevious]; ok {
+				t.Errorf("%s: khook's record left after destroy", bigName)
+			}
+			if n := companions(t, c, ns); n != 0 {
+				t.Errorf("%d companions of khook's record left after destroy", n)
 			}
 		})
 	}

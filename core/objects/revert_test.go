@@ -1,6 +1,7 @@
 package objects
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"reflect"
@@ -9,6 +10,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -16,6 +18,12 @@ import (
 )
 
 func path(parts ...any) fieldpath.Path { return fieldpath.MakePathOrDie(parts...) }
+
+// readPrevious reads live's record from its annotation, as loadPrevious
+// does for an object whose annotations no controller copies.
+func readPrevious(live *unstructured.Unstructured) (*previous, error) {
+	return New(nil, Options{}).loadPrevious(context.Background(), live)
+}
 
 // The record round-trips through its annotation: sets as managedFields
 // write them, values as an object of the object's shape (list entries
@@ -389,20 +397,44 @@ func TestRefused(t *testing.T) {
 	}
 }
 
-// A revert is sent again at once when only the object's status changed
-// under it.
-func TestSameButStatus(t *testing.T) {
-	a := yamlObj(t, "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d, resourceVersion: \"1\"}\nspec: {replicas: 2}\nstatus: {replicas: 1}\n")
+// A revert is sent again at once when only what the object's controllers
+// keep changed under it (status, the control plane's own metadata); any
+// other change, or one of who owns what, makes the plan stale.
+func TestUnchangedSince(t *testing.T) {
+	a := yamlObj(t, "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d, uid: u1, resourceVersion: \"1\"}\nspec: {replicas: 2}\nstatus: {replicas: 1}\n")
 	a.SetManagedFields([]metav1.ManagedFieldsEntry{managed("khook", metav1.ManagedFieldsOperationApply, "", `{"f:spec":{"f:replicas":{}}}`)})
 	b := a.DeepCopy()
 	b.SetResourceVersion("2")
 	b.Object["status"] = map[string]any{"replicas": int64(2)}
 	b.SetManagedFields(append(b.GetManagedFields(), managed("kube-controller-manager", metav1.ManagedFieldsOperationUpdate, "status", `{"f:status":{"f:replicas":{}}}`)))
-	if !sameButStatus(a, b) {
-		t.Error("a status update: not the same but for the status")
+	if !unchangedSince(a, b, true) {
+		t.Error("a status update: a change")
 	}
-	b.Object["spec"] = map[string]any{"replicas": int64(5)}
-	if sameButStatus(a, b) {
-		t.Error("a scale: the same but for the status")
+	c := b.DeepCopy()
+	c.SetAnnotations(map[string]string{"deployment.kubernetes.io/revision": "2"})
+	c.SetFinalizers([]string{"kubernetes.io/pvc-protection"})
+	c.SetManagedFields(append(c.GetManagedFields(), managed("kube-controller-manager", metav1.ManagedFieldsOperationUpdate, "", `{"f:metadata":{"f:annotations":{".":{},"f:deployment.kubernetes.io/revision":{}}}}`)))
+	if !unchangedSince(a, c, true) {
+		t.Error("the controller's revision annotation: a change")
+	}
+	d := b.DeepCopy()
+	d.Object["spec"] = map[string]any{"replicas": int64(5)}
+	if unchangedSince(a, d, true) || unchangedSince(a, d, false) {
+		t.Error("a scale: no change")
+	}
+	e := b.DeepCopy()
+	e.SetLabels(map[string]string{"team": "b"})
+	if unchangedSince(a, e, false) {
+		t.Error("kubectl label: no change")
+	}
+	f := b.DeepCopy()
+	f.SetManagedFields(append(f.GetManagedFields(), managed("kubectl", metav1.ManagedFieldsOperationApply, "", `{"f:spec":{"f:replicas":{}}}`)))
+	if unchangedSince(a, f, true) || !unchangedSince(a, f, false) {
+		t.Error("another owner of a field: a change of ownership only")
+	}
+	g := a.DeepCopy()
+	g.SetUID("u2")
+	if unchangedSince(a, g, false) {
+		t.Error("another object of the name: the same")
 	}
 }

@@ -60,10 +60,12 @@ type UndoItem struct {
 	Fields []FieldUndo
 
 	mapping *meta.RESTMapping
-	live    *unstructured.Unstructured
+	live    *unstructured.Unstructured // as planned: what is carried out is checked against it
 	crd     bool
 	revert  *revertPlan
 	err     error // UndoUnknown's and UndoRejected's
+	// done: carried out (a retry of the step carries out only the rest)
+	done *bool
 }
 
 // UndoOptions tune PlanUndo and Undo.
@@ -107,6 +109,7 @@ func (m *Manager) PlanUndo(ctx context.Context, objs []*unstructured.Unstructure
 			errs = append(errs, err)
 			it.Action, it.Reason, it.err = UndoUnknown, err.Error(), err
 		}
+		it.done = new(bool)
 		items = append(items, it)
 	}
 	return items, errors.Join(errs...)
@@ -152,7 +155,11 @@ func (m *Manager) planOne(ctx context.Context, o *unstructured.Unstructured, opt
 	it.Action, it.Reason = UndoDelete, "created by this spec"
 	if !m.CreatedByThis(live) {
 		owned := m.OwnedBy(live)
-		_, recorded := live.GetAnnotations()[AnnotationPrevious]
+		rec, err := m.loadPrevious(ctx, live)
+		if err != nil {
+			return it, fmt.Errorf("%s: %w", it.Ref, err)
+		}
+		recorded := rec.exists || rec.hasAnnotation
 		switch {
 		case !owned.Any() && !recorded:
 			it.Action, it.Reason = UndoLeave, "not created by this spec, and khook owns none of its fields"
@@ -170,7 +177,7 @@ func (m *Manager) planOne(ctx context.Context, o *unstructured.Unstructured, opt
 			if err != nil {
 				return it, fmt.Errorf("%s: %w", it.Ref, err)
 			}
-			return m.planRevertItem(ctx, it, owned, conf)
+			return m.planRevertItem(ctx, it, owned, conf, rec)
 		}
 		// no mark, but nobody else ever wrote it: made by a khook that
 		// did not mark what it created yet
@@ -196,9 +203,10 @@ func (m *Manager) planOne(ctx context.Context, o *unstructured.Unstructured, opt
 // planRevertItem plans giving back khook's fields of it.live, an object
 // khook configured but did not create (planRevert): UndoRevert with the
 // fields' fates, or UndoRejected when the server's dry run refuses it.
-// conf is the configuration khook's apply of the manifest writes.
-func (m *Manager) planRevertItem(ctx context.Context, it UndoItem, owned Owned, conf string) (UndoItem, error) {
-	plan, live, err := m.planRevertFresh(ctx, m.Client(it.mapping, it.live.GetNamespace()), it.live, conf)
+// conf is the configuration khook's apply of the manifest writes, rec
+// the object's record (loadPrevious).
+func (m *Manager) planRevertItem(ctx context.Context, it UndoItem, owned Owned, conf string, rec *previous) (UndoItem, error) {
+	plan, live, err := m.planRevertFresh(ctx, m.Client(it.mapping, it.live.GetNamespace()), it.live, conf, rec)
 	if apierrors.IsNotFound(err) {
 		it.Action, it.Reason = UndoAbsent, "already gone"
 		return it, nil
@@ -327,18 +335,29 @@ func (e *RefusedError) Error() string {
 	return "refused to delete " + strings.Join(parts, "; ")
 }
 
-// Undo undoes an apply step's objects (see PlanUndo): it deletes what the
-// spec created (waiting until it is gone, CRDs last, as DeleteAll),
-// reverts what khook only configured (Revert), and leaves Namespaces and
-// objects holding nothing of khook's. A refused CRD stops it before any
-// write (*RefusedError). A refused delete or revert does not stop the
-// others; the call then fails naming each.
+// Undo undoes an apply step's objects: it plans (PlanUndo) and carries
+// out that plan (CarryOut), as destroy --yes does.
 func (m *Manager) Undo(ctx context.Context, objs []*unstructured.Unstructured, opts UndoOptions) (UndoSummary, error) {
-	var sum UndoSummary
 	items, err := m.PlanUndo(ctx, objs, opts)
 	if err != nil && ctx.Err() != nil {
-		return sum, err
+		return UndoSummary{}, err
 	}
+	return m.CarryOut(ctx, items, opts)
+}
+
+// CarryOut carries out the undo plan items (PlanUndo's, as the plan showed
+// them, in that order: decision 261): it deletes what the spec created
+// (waiting until it is gone, CRDs last, as DeleteAll), reverts what khook
+// only configured (revert), and leaves Namespaces and objects holding
+// nothing of khook's. It plans nothing again: an object changed since
+// its plan was read, in more than its controllers keep (unchangedSince),
+// is left and named (a *StaleError), the others still undone. A refused
+// CRD stops it before any write (*RefusedError). A refused delete or
+// revert does not stop the others; the call then fails naming each.
+// Items carried out before (an earlier attempt of the step) are not
+// carried out again.
+func (m *Manager) CarryOut(ctx context.Context, items []UndoItem, opts UndoOptions) (UndoSummary, error) {
+	var sum UndoSummary
 	var refused []UndoItem
 	for _, it := range items {
 		if it.Action == UndoRefuse {
@@ -351,6 +370,12 @@ func (m *Manager) Undo(ctx context.Context, objs []*unstructured.Unstructured, o
 	progress := func(format string, args ...any) {
 		if opts.Progress != nil {
 			opts.Progress(fmt.Sprintf(format, args...))
+		}
+	}
+	done := func(it UndoItem) bool { return it.done != nil && *it.done }
+	mark := func(it UndoItem) {
+		if it.done != nil {
+			*it.done = true
 		}
 	}
 	var failed []error
@@ -374,6 +399,10 @@ func (m *Manager) Undo(ctx context.Context, objs []*unstructured.Unstructured, o
 			case UndoRejected:
 				failed = append(failed, it.err)
 			case UndoRevert:
+				if done(it) {
+					sum.Reverted = append(sum.Reverted, it.Ref)
+					continue
+				}
 				if err := m.revert(ctx, it.mapping, it.live, it.revert); err != nil {
 					if ctx.Err() != nil {
 						return sum, fmt.Errorf("%s: %w", it.Ref, err)
@@ -381,12 +410,18 @@ func (m *Manager) Undo(ctx context.Context, objs []*unstructured.Unstructured, o
 					failed = append(failed, fmt.Errorf("%s: %w", it.Ref, err))
 					continue
 				}
+				mark(it)
 				sum.Reverted = append(sum.Reverted, it.Ref)
 				progress("%s reverted: %s", it.Ref, it.Reason)
 			case UndoDelete:
-				t, err := m.Delete(ctx, it.mapping, it.live)
+				if done(it) {
+					sum.Deleted = append(sum.Deleted, it.Ref)
+					continue
+				}
+				t, err := m.DeletePlanned(ctx, it.mapping, it.live)
 				switch {
 				case apierrors.IsNotFound(err):
+					mark(it)
 					sum.Absent = append(sum.Absent, it.Ref)
 				case err != nil && ctx.Err() != nil:
 					return sum, fmt.Errorf("%s delete failed: %w", it.Ref, err)
@@ -402,6 +437,11 @@ func (m *Manager) Undo(ctx context.Context, objs []*unstructured.Unstructured, o
 		if err := m.WaitGone(ctx, targets, opts.Progress); err != nil {
 			return sum, err
 		}
+		for _, it := range items {
+			if it.crd == crdPhase && it.Action == UndoDelete && slices.Contains(deleted, it.Ref) {
+				mark(it)
+			}
+		}
 		sum.Deleted = append(sum.Deleted, deleted...)
 	}
 	if len(failed) > 0 {
@@ -412,6 +452,42 @@ func (m *Manager) Undo(ctx context.Context, objs []*unstructured.Unstructured, o
 		return sum, &UndoError{Msg: fmt.Sprintf("could not undo %d of %s: %s (%s)", len(failed), english.CountNoun(len(items), "object"), strings.Join(msgs, "; "), sum.Message()), Errs: failed}
 	}
 	return sum, nil
+}
+
+// DeletePlanned deletes planned (an object as destroy's plan read it),
+// preconditioned on its UID and resourceVersion: one changed since in
+// more than its controllers keep (unchangedSince) is not deleted (a
+// *StaleError), one changed only there is deleted at its new
+// resourceVersion; one gone or replaced since is a NotFound error.
+func (m *Manager) DeletePlanned(ctx context.Context, mapping *meta.RESTMapping, planned *unstructured.Unstructured) (waiter.Target, error) {
+	ri := m.Client(mapping, planned.GetNamespace())
+	uid, rv := planned.GetUID(), planned.GetResourceVersion()
+	bg := metav1.DeletePropagationBackground
+	for attempt := 1; ; attempt++ {
+		err := ri.Delete(ctx, planned.GetName(), metav1.DeleteOptions{
+			PropagationPolicy: &bg,
+			Preconditions:     &metav1.Preconditions{UID: &uid, ResourceVersion: &rv},
+		})
+		if err == nil {
+			return waiter.Target{Mapping: mapping, Namespace: planned.GetNamespace(), Name: planned.GetName(), UID: uid}, nil
+		}
+		if !apierrors.IsConflict(err) || attempt == maxPatchAttempts {
+			return waiter.Target{}, err
+		}
+		fresh, gerr := ri.Get(ctx, planned.GetName(), metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(gerr) || gerr == nil && fresh.GetUID() != uid:
+			return waiter.Target{}, apierrors.NewNotFound(mapping.Resource.GroupResource(), planned.GetName())
+		case gerr != nil:
+			return waiter.Target{}, gerr
+		case fresh.GetDeletionTimestamp() != nil:
+			// being deleted already (an earlier attempt): waited for
+			return waiter.Target{Mapping: mapping, Namespace: planned.GetNamespace(), Name: planned.GetName(), UID: uid}, nil
+		case !unchangedSince(planned, fresh, false):
+			return waiter.Target{}, &StaleError{Was: planned.GetResourceVersion(), Now: fresh.GetResourceVersion()}
+		}
+		rv = fresh.GetResourceVersion()
+	}
 }
 
 // UndoError is an Undo that could not undo every object: it undid the

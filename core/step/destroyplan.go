@@ -12,6 +12,10 @@ type DestroyPlanner interface {
 // DestroyPlan is what destroy would do with one step's objects.
 type DestroyPlan struct {
 	Items []DestroyItem
+	// Carry is the executor's own form of the plan, for its Destroy to
+	// carry out (Request.Planned): what it read, as it read it. Only the
+	// executor that made it reads it.
+	Carry any
 }
 
 // DestroyItem is one object (or release) of a destroy plan: Action is

@@ -73,6 +73,12 @@ type Request struct {
 	// every step that compares its objects with the cluster (helm:,
 	// apply:), under the step's own drift: block (DriftPolicy).
 	DriftDefaults *spec.Drift
+	// Planned is, for Destroy, the step's destroy plan as it was shown
+	// and confirmed (its PlanDestroy's, with the run lock held): Destroy
+	// carries out exactly it, an object changed since refused, and plans
+	// nothing again. Nil: Destroy plans now and carries out that plan
+	// (destroy --yes, the provider).
+	Planned *DestroyPlan
 }
 
 // DriftPolicy is the drift policy of the request's step, whose own

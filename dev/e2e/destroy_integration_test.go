@@ -3,17 +3,11 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
-	"os/exec"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
-	"github.com/creack/pty"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -229,61 +223,10 @@ func ptyAnswer(t *testing.T, env []string, question, answer string, args ...stri
 // was printed so far, while the binary waits at its question.
 func ptyAnswerAfter(t *testing.T, env []string, question, answer string, atQuestion func(printed string), args ...string) (int, string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bins.Kubectl, args...)
-	cmd.Env = env
-	f, err := pty.Start(cmd)
-	if err != nil {
-		t.Fatal(err)
+	if atQuestion == nil {
+		atQuestion = func(string) {}
 	}
-	defer f.Close()
-	var mu sync.Mutex
-	var out bytes.Buffer
-	asked := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		buf := make([]byte, 4096)
-		once := sync.Once{}
-		for {
-			n, err := f.Read(buf)
-			mu.Lock()
-			out.Write(buf[:n])
-			if strings.Contains(out.String(), question) {
-				once.Do(func() { close(asked) })
-			}
-			mu.Unlock()
-			if err != nil {
-				return
-			}
-		}
-	}()
-	select {
-	case <-asked:
-		if atQuestion != nil {
-			mu.Lock()
-			printed := out.String()
-			mu.Unlock()
-			atQuestion(printed)
-		}
-		if _, err := io.WriteString(f, answer+"\n"); err != nil {
-			t.Fatal(err)
-		}
-	case <-done:
-	}
-	werr := cmd.Wait()
-	f.Close()
-	<-done
-	mu.Lock()
-	defer mu.Unlock()
-	code := 0
-	if ee, ok := werr.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if werr != nil {
-		t.Fatal(werr)
-	}
-	return code, out.String()
+	return ptyConverse(t, env, []ptyStep{{marker: question, do: atQuestion}}, answer, args...)
 }
 
 // destroy takes the run lock before it shows its plan and holds it

@@ -6,8 +6,6 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -17,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"khook.io/core/testing/testcluster"
-	"khook.io/core/testing/testenv"
 )
 
 // theirObjects are what another team applied with kubectl before khook:
@@ -130,15 +127,7 @@ steps:
 // undone.
 func TestDestroyGivesBackWhatKhookTook(t *testing.T) {
 	// kubectl as the test cluster's binaries hold it (docs/test-cluster.md)
-	bin := os.Getenv(testcluster.EnvTestbin)
-	if bin == "" {
-		root, err := testenv.RepoRoot()
-		if err != nil {
-			t.Fatal(err)
-		}
-		bin = filepath.Join(root, ".cache", "testbin", "bin")
-	}
-	kubectl := filepath.Join(bin, "kubectl")
+	kubectl := kubectlBin(t)
 	cs := typed(t)
 	ctx := context.Background()
 	for _, serverSide := range []bool{false, true} {

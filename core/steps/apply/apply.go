@@ -323,18 +323,25 @@ func existing(ctx context.Context, m *objects.Manager, objs []*unstructured.Unst
 // --force-crds. Objects already gone count as success.
 func (e *Executor) Destroy(ctx context.Context, req *step.Request) (result step.Outcome, err error) {
 	defer req.RedactOutcome(&result, &err)
-	endFetch := event.Phase(ctx, event.PhaseFetch, "manifests")
-	objs, ns, err := load(ctx, req)
-	endFetch(err)
-	if err != nil {
-		return step.Outcome{}, err
-	}
 	a := spec.BlockOf[Apply](req.Step)
-	sum, err := req.Objects().Undo(ctx, objs, objects.UndoOptions{
-		Namespace: ns,
-		ForceCRDs: req.ForceCRDs,
-		Progress:  req.Progress,
-	})
+	opts := objects.UndoOptions{ForceCRDs: req.ForceCRDs, Progress: req.Progress}
+	var items []objects.UndoItem
+	if planned, ok := plannedItems(req); ok {
+		// the plan shown and confirmed: carried out as it was read
+		items = planned
+	} else {
+		endFetch := event.Phase(ctx, event.PhaseFetch, "manifests")
+		objs, ns, err := load(ctx, req)
+		endFetch(err)
+		if err != nil {
+			return step.Outcome{}, err
+		}
+		opts.Namespace = ns
+		if items, err = req.Objects().PlanUndo(ctx, objs, opts); err != nil && ctx.Err() != nil {
+			return step.Outcome{}, err
+		}
+	}
+	sum, err := req.Objects().CarryOut(ctx, items, opts)
 	if err != nil {
 		return step.Outcome{}, err
 	}
@@ -348,6 +355,16 @@ func (e *Executor) Destroy(ctx context.Context, req *step.Request) (result step.
 	return step.Outcome{Message: sum.Message(), Changed: len(sum.Deleted)+len(sum.Reverted) > 0}, nil
 }
 
+// plannedItems are the undo items of the request's confirmed destroy
+// plan (Request.Planned), when it has one.
+func plannedItems(req *step.Request) ([]objects.UndoItem, bool) {
+	if req.Planned == nil {
+		return nil, false
+	}
+	items, ok := req.Planned.Carry.([]objects.UndoItem)
+	return items, ok
+}
+
 // PlanDestroy says what Destroy would do with each object, changing
 // nothing.
 func (e *Executor) PlanDestroy(ctx context.Context, req *step.Request) (p step.DestroyPlan, err error) {
@@ -357,6 +374,7 @@ func (e *Executor) PlanDestroy(ctx context.Context, req *step.Request) (p step.D
 		return p, err
 	}
 	items, err := req.Objects().PlanUndo(ctx, objs, objects.UndoOptions{Namespace: ns, ForceCRDs: req.ForceCRDs})
+	p.Carry = items
 	for _, it := range items {
 		di := step.DestroyItem{Object: it.Ref, Action: string(it.Action), Reason: it.Reason}
 		for _, f := range it.Fields {

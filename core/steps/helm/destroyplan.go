@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	khelm "khook.io/core/helm"
 	"khook.io/core/step"
 )
 
@@ -27,5 +28,6 @@ func (e *Executor) PlanDestroy(ctx context.Context, req *step.Request) (p step.D
 		it.Action, it.Reason = "uninstall", st.String()
 	}
 	p.Items = append(p.Items, it)
+	p.Carry = &khelm.Planned{Status: st}
 	return p, nil
 }

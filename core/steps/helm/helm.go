@@ -191,7 +191,12 @@ func (e *Executor) Destroy(ctx context.Context, req *step.Request) (step.Outcome
 	if err != nil {
 		return step.Outcome{}, err
 	}
-	return e.Uninstall(ctx, req, r.Name, r.Namespace, true)
+	var planned *khelm.Planned
+	if req.Planned != nil {
+		// the plan shown and confirmed: a release changed since is left
+		planned, _ = req.Planned.Carry.(*khelm.Planned)
+	}
+	return e.uninstall(ctx, req, r.Name, r.Namespace, true, planned)
 }
 
 // Uninstall is delete.release: it uninstalls release from namespace (the
@@ -199,10 +204,16 @@ func (e *Executor) Destroy(ctx context.Context, req *step.Request) (step.Outcome
 // until its objects are gone, bounded by ctx. An absent release is success
 // when ignoreNotFound is set.
 func (e *Executor) Uninstall(ctx context.Context, req *step.Request, release, namespace string, ignoreNotFound bool) (out step.Outcome, err error) {
+	return e.uninstall(ctx, req, release, namespace, ignoreNotFound, nil)
+}
+
+// uninstall is Uninstall of a release as planned says it was (nil: not
+// planned: as it is).
+func (e *Executor) uninstall(ctx context.Context, req *step.Request, release, namespace string, ignoreNotFound bool, planned *khelm.Planned) (out step.Outcome, err error) {
 	defer req.RedactOutcome(&out, &err)
 	ns := req.Namespace(namespace)
 	subject := fmt.Sprintf("release %s (%s)", release, ns)
-	res, err := client(req).Uninstall(ctx, release, ns, khelm.UninstallOptions{IgnoreNotFound: ignoreNotFound, Timeout: req.Timeout, Run: runOf(req)})
+	res, err := client(req).Uninstall(ctx, release, ns, khelm.UninstallOptions{IgnoreNotFound: ignoreNotFound, Timeout: req.Timeout, Run: runOf(req), Planned: planned})
 	if errors.Is(err, khelm.ErrReleaseNotFound) {
 		return step.Outcome{}, fmt.Errorf("%s not found (set ignoreNotFound: true to accept that)", subject)
 	}

@@ -391,26 +391,67 @@ func (e *Executor) Plan(ctx context.Context, req *step.Request) (result step.Pre
 }
 
 // Destroy deletes the step's Job (never one khook does not own) and waits
-// until it is gone; a Job already gone is success.
+// until it is gone; a Job already gone is success. With the plan shown
+// and confirmed (req.Planned), it carries out that plan: the Job it read
+// is deleted, unless it changed since (a *objects.StaleError); nothing is
+// read again.
 func (e *Executor) Destroy(ctx context.Context, req *step.Request) (result step.Outcome, err error) {
 	defer req.RedactOutcome(&result, &err)
 	r, err := jobRef(req)
 	if err != nil {
 		return step.Outcome{}, err
 	}
-	old, err := req.Kube.Typed.BatchV1().Jobs(r.ns).Get(ctx, r.name, metav1.GetOptions{})
+	var planned *plannedJob
+	if req.Planned != nil {
+		planned, _ = req.Planned.Carry.(*plannedJob)
+	} else if planned, err = readJob(ctx, req, r); err != nil {
+		return step.Outcome{}, err
+	}
+	switch {
+	case planned == nil || planned.job == nil:
+		return step.Outcome{Message: r.subject + " already gone"}, nil
+	case !planned.owned:
+		return step.Outcome{Skipped: true, SkipReason: r.subject + " is not managed by khook: left alone"}, nil
+	}
+	m := req.Objects()
+	t, err := m.DeletePlanned(ctx, planned.mapping, planned.job)
 	switch {
 	case apierrors.IsNotFound(err):
 		return step.Outcome{Message: r.subject + " already gone"}, nil
 	case err != nil:
-		return step.Outcome{}, fmt.Errorf("%s: %w", r.subject, err)
-	case !Owned(old):
-		return step.Outcome{Skipped: true, SkipReason: r.subject + " is not managed by khook: left alone"}, nil
+		return step.Outcome{}, fmt.Errorf("delete %s: %w", r.subject, err)
 	}
-	if err := deleteAndWait(ctx, req.Objects(), r, old.UID); err != nil {
+	if err := m.WaitGone(ctx, []waiter.Target{t}, nil); err != nil {
 		return step.Outcome{}, err
 	}
 	return step.Outcome{Message: r.subject + " deleted", Changed: true}, nil
+}
+
+// plannedJob is the step's Job as a destroy plan read it (job nil: gone).
+type plannedJob struct {
+	mapping *meta.RESTMapping
+	job     *unstructured.Unstructured
+	owned   bool
+}
+
+// readJob reads the step's Job for a destroy plan.
+func readJob(ctx context.Context, req *step.Request, r ref) (*plannedJob, error) {
+	mapping, err := jobsMapping(ctx, req.Objects())
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", r.subject, err)
+	}
+	u, err := req.Objects().Client(mapping, r.ns).Get(ctx, r.name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return &plannedJob{mapping: mapping}, nil
+	case err != nil:
+		return nil, fmt.Errorf("%s: %w", r.subject, err)
+	}
+	var j batchv1.Job
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &j); err != nil {
+		return nil, fmt.Errorf("%s: %w", r.subject, err)
+	}
+	return &plannedJob{mapping: mapping, job: u, owned: Owned(&j)}, nil
 }
 
 // PlanDestroy says what Destroy would do with the step's Job, changing
@@ -422,17 +463,18 @@ func (e *Executor) PlanDestroy(ctx context.Context, req *step.Request) (p step.D
 		return p, err
 	}
 	it := step.DestroyItem{Object: r.subject}
-	old, err := req.Kube.Typed.BatchV1().Jobs(r.ns).Get(ctx, r.name, metav1.GetOptions{})
+	planned, err := readJob(ctx, req, r)
 	switch {
-	case apierrors.IsNotFound(err):
-		it.Action, it.Reason = "gone", "already gone"
 	case err != nil:
-		return p, fmt.Errorf("%s: %w", r.subject, err)
-	case !Owned(old):
+		return p, err
+	case planned.job == nil:
+		it.Action, it.Reason = "gone", "already gone"
+	case !planned.owned:
 		it.Action, it.Reason = "leave", "not managed by khook"
 	default:
 		it.Action, it.Reason = "delete", "khook's Job"
 	}
 	p.Items = append(p.Items, it)
+	p.Carry = planned
 	return p, nil
 }

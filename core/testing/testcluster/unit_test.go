@@ -122,7 +122,8 @@ func TestKwokConfig(t *testing.T) {
 		t.Error("a placeholder survived rendering")
 	}
 	want := []string{"node-initialize", "node-heartbeat-with-lease", "pod-ready", "pod-complete", "pod-delete", "pod-fail",
-		"pod-fails-image-pull", "pod-fails-image-pull-backoff", "pod-fails-crash-loop", "pod-fails-readiness", "pod-fails-config", "pod-stays-creating"}
+		"pod-fails-image-pull", "pod-fails-image-pull-backoff", "pod-fails-crash-loop", "pod-fails-readiness", "pod-fails-readiness-again",
+		"pod-slow-probe-starts", "pod-slow-probe-ready", "pod-fails-config", "pod-stays-creating"}
 	if !slices.Equal(stages, want) {
 		t.Errorf("stages %v, want %v", stages, want)
 	}
