@@ -164,7 +164,9 @@ func (s otlpSpan) attr(key string) string {
 	return ""
 }
 
-func (s otlpSpan) isError() bool { return fmt.Sprint(s.Status.Code) == "2" || s.Status.Code == "STATUS_CODE_ERROR" }
+func (s otlpSpan) isError() bool {
+	return fmt.Sprint(s.Status.Code) == "2" || s.Status.Code == "STATUS_CODE_ERROR"
+}
 
 func (s otlpSpan) hasEvent(name string) bool {
 	for _, e := range s.Events {
