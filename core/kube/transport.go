@@ -271,4 +271,3 @@ func (t *outerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, ctx.Err()
 	}
 }
-
