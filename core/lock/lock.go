@@ -22,6 +22,8 @@ package lock
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -94,6 +96,14 @@ const (
 type Location struct{ Namespace, Name string }
 
 func (l Location) String() string { return l.Namespace + "/" + l.Name }
+
+// ID names the lock in a label value: 16 hexadecimal digits of the
+// SHA-256 of its namespace and name (what a helm revision written under
+// the lock carries, step.RunLockLabel).
+func (l Location) ID() string {
+	sum := sha256.Sum256([]byte(l.Namespace + "/" + l.Name))
+	return hex.EncodeToString(sum[:8])
+}
 
 // Holder is who holds, or asks for, a lock.
 type Holder struct {
@@ -719,6 +729,14 @@ func (l *Lock) renewNow() {
 // authorizer has caught up): by then another run may have taken it over.
 func (l *Lock) renew() {
 	defer close(l.done)
+	// a renewal in flight ends when the lock is released: Release does not
+	// wait for one that gets no answer
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-l.stop
+		cancel()
+	}()
 	t := l.clock.NewTimer(RenewPeriod)
 	defer t.Stop()
 	var refusedSince time.Time // zero: the last renewal was not refused
@@ -729,7 +747,10 @@ func (l *Lock) renew() {
 		case <-t.C():
 		case <-l.kick:
 		}
-		err := l.renewOnce()
+		err := l.renewOnce(ctx)
+		if ctx.Err() != nil {
+			return // released meanwhile
+		}
 		l.mu.Lock()
 		l.renewErr = err
 		l.mu.Unlock()
@@ -792,8 +813,8 @@ func (l *Lock) lose(err *LostError) {
 // else, or by a renewal of its own whose answer was lost) is renewed on
 // its new version; one another run holds, or that force-unlock broke or
 // deleted, is lost.
-func (l *Lock) renewOnce() error {
-	ctx, cancel := context.WithTimeout(kube.Unfenced(kube.WithoutRetries(context.Background())), requestTimeout)
+func (l *Lock) renewOnce(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(kube.Unfenced(kube.WithoutRetries(ctx)), requestTimeout)
 	defer cancel()
 	for try := 0; ; try++ {
 		l.mu.Lock()
@@ -915,11 +936,14 @@ func (l *Lock) suspectNow() {
 }
 
 // Release stops renewing and deletes the Lease, only if it is still this
-// run's (a precondition on the version this run last wrote). While the API
-// server does not answer, it tries for ReleaseTimeout; the lock is then
-// left to the next run, which takes it over once it has seen it unchanged
-// for LeaseDuration. Releasing a lost lock only stops renewing. From the
-// call on, Fence refuses the run's writes.
+// run's (a precondition on the version this run last wrote; the delete is
+// sent again after a lost answer, whose NotFound is then its own work).
+// While the API server does not answer, it tries until ctx ends, for
+// ReleaseTimeout at most; the lock is then left to the next run, which
+// takes it over once it has seen it unchanged for LeaseDuration. Releasing
+// a lost lock only stops renewing. From the call on, Fence refuses the
+// run's writes. ctx should outlive the run's cancellation (the engine
+// passes one that ends kube.Grace after Ctrl-C).
 func (l *Lock) Release(ctx context.Context) error {
 	l.mu.Lock()
 	l.released = true
@@ -930,14 +954,12 @@ func (l *Lock) Release(ctx context.Context) error {
 	if l.Err() != nil {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(kube.Unfenced(context.WithoutCancel(ctx)), ReleaseTimeout)
+	ctx, cancel := context.WithTimeout(kube.Unfenced(ctx), ReleaseTimeout)
 	defer cancel()
 	for try := 0; ; try++ {
 		l.mu.Lock()
 		uid, rv := l.lease.UID, l.lease.ResourceVersion
 		l.mu.Unlock()
-		// a delete with preconditions is sent again after a broken
-		// connection, until ctx ends (kube's retries)
 		err := l.leases.Delete(ctx, l.loc.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}})
 		switch {
 		case err == nil, apierrors.IsNotFound(err):
