@@ -17,7 +17,7 @@ import (
 // for Grace at most; so may the last writes of an interrupted run (its
 // record, the release of its lock). On a server that answers, that is
 // ample; during an outage it bounds what Ctrl-C waits for.
-const Grace = 2 * time.Second
+const Grace = 1500 * time.Millisecond
 
 // Bind returns ctx bound to owner: besides when ctx ends, it ends Grace
 // after owner ends (Grace after the call when owner has ended already),

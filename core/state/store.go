@@ -400,11 +400,13 @@ func (s *Store) Abandon() { s.stopWriter(context.Background()) }
 // write's: earlier writes that failed only delayed the journal (it claimed
 // less than was done), and this write carries everything they would have.
 // The exception is a conflict: after it nothing is written, and Finish
-// returns it. ctx bounds the write (and the wait for one in flight); it
-// should outlive the run's cancellation, so that an interrupted run still
+// returns it. ctx bounds the write and the wait for one in flight (both
+// within writeTimeout); it should outlive the run's cancellation, so that an interrupted run still
 // records how it ended (the engine passes one that ends kube.Grace after
 // Ctrl-C).
 func (s *Store) Finish(ctx context.Context, runStatus string) error {
+	ctx, cancel := context.WithTimeout(ctx, writeTimeout) // the wait for a write in flight included
+	defer cancel()
 	s.stopWriter(ctx)
 	s.mu.Lock()
 	now := time.Now().UTC()
@@ -426,6 +428,8 @@ func (s *Store) Finish(ctx context.Context, runStatus string) error {
 // changed since is left alone and reported (a *ConflictError); one that is
 // gone already is fine.
 func (s *Store) Delete(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, writeTimeout) // the wait for a write in flight included
+	defer cancel()
 	s.stopWriter(ctx)
 	s.mu.Lock()
 	lost, rv, uid := s.lost, s.rv, s.uid
