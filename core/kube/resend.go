@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
@@ -80,18 +82,37 @@ type write struct {
 	// object is the URL of the object the request acts on (a create's:
 	// its collection's and the name), "" when it names none
 	object string
-	// body is the request's body decoded to JSON: the object (create,
-	// update), the patch, or the DeleteOptions; nil when there is none or
-	// it cannot be read
-	body      map[string]any
-	ops       []any // a JSON patch's operations
-	patchType types.PatchType
+	// raw and contentType are the request's body; sent decodes it
+	raw         []byte
+	contentType string
+	ops         []any // a JSON patch's operations
+	patchType   types.PatchType
 	// sub is the subresource written ("status"), "" for the object
 	sub string
 	// rv and uid are what a conditional write is conditioned on
 	rv, uid string
-	// kind is the resource (plural) written, for a delete's answer
+	// resource (plural) and name are what is written, for a delete's
+	// answer
 	resource, name string
+}
+
+// sent is the request's body as JSON (the object of a create or update,
+// a patch); nil when it cannot be read. It is decoded only when a lost
+// answer is to be resolved: classifying a request reads only what peek
+// reads.
+func (w write) sent() map[string]any {
+	data := w.raw
+	if w.patchType == types.ApplyPatchType {
+		var err error
+		if data, err = yaml.YAMLToJSON(data); err != nil {
+			return nil
+		}
+		return decodeObject("application/json", data)
+	}
+	if w.patchType != "" {
+		return decodeObject("application/json", data)
+	}
+	return decodeObject(w.contentType, data)
 }
 
 // classify reads req as the resend rule does.
@@ -107,8 +128,9 @@ func classify(req *http.Request) write {
 		return w
 	}
 	w.resource, w.name, w.sub = p.resource, p.name, p.sub
-	ct := mediaType(req.Header.Get("Content-Type"))
+	w.contentType = mediaType(req.Header.Get("Content-Type"))
 	data, readable := bodyOf(req)
+	w.raw = data
 	switch req.Method {
 	case http.MethodPost:
 		if p.name == "" && isReview(p.resource) {
@@ -118,32 +140,26 @@ func classify(req *http.Request) write {
 		if p.name != "" || !readable {
 			return w // a subresource (an eviction), or an unreadable body
 		}
-		obj := decodeObject(ct, data)
-		md, _ := obj["metadata"].(map[string]any)
-		name, _ := md["name"].(string)
-		gen, _ := md["generateName"].(string)
-		if name == "" || gen != "" {
+		m, ok := peek(w.contentType, data)
+		if !ok || m.Metadata.Name == "" || m.Metadata.GenerateName != "" {
 			return w
 		}
-		w.policy, w.body, w.name = retryCreate, obj, name
-		w.object = p.objectURL(req, name)
+		w.policy, w.name = retryCreate, m.Metadata.Name
+		w.object = p.objectURL(req, w.name)
 	case http.MethodPut:
 		w.policy = retryAny // a replacement
 		if p.name == "" || !readable {
 			return w
 		}
 		w.object = p.objectURL(req, p.name)
-		if obj := decodeObject(ct, data); obj != nil {
-			w.body = obj
-			if w.rv = resourceVersionOf(obj); w.rv != "" {
-				w.policy = retryConditional
-			}
+		if m, ok := peek(w.contentType, data); ok && m.Metadata.ResourceVersion != "" {
+			w.policy, w.rv = retryConditional, m.Metadata.ResourceVersion
 		}
 	case http.MethodPatch:
 		if p.name == "" {
 			return w
 		}
-		w.object, w.patchType = p.objectURL(req, p.name), types.PatchType(ct)
+		w.object, w.patchType = p.objectURL(req, p.name), types.PatchType(w.contentType)
 		switch w.patchType {
 		case types.ApplyCBORPatchType:
 			w.policy = retryAny // cannot read it: an apply is idempotent all the same
@@ -153,14 +169,8 @@ func classify(req *http.Request) write {
 			if !readable {
 				return w
 			}
-			if w.patchType == types.ApplyPatchType {
-				data, _ = yaml.YAMLToJSON(data)
-			}
-			if json.Unmarshal(data, &w.body) != nil || w.body == nil {
-				return w
-			}
-			if w.rv = resourceVersionOf(w.body); w.rv != "" {
-				w.policy = retryConditional
+			if m, ok := peek("application/json", data); ok && m.Metadata.ResourceVersion != "" {
+				w.policy, w.rv = retryConditional, m.Metadata.ResourceVersion
 			}
 		case types.JSONPatchType:
 			// a JSON patch may add to a list twice: sent again only when
@@ -177,20 +187,82 @@ func classify(req *http.Request) write {
 		}
 		w.object = p.objectURL(req, p.name)
 		w.policy = retryRead
-		if readable && len(data) > 0 {
-			opts := decodeObject(ct, data)
-			pre, _ := opts["preconditions"].(map[string]any)
-			w.uid, _ = pre["uid"].(string)
-			w.rv, _ = pre["resourceVersion"].(string)
+		if m, ok := peek(w.contentType, data); readable && len(data) > 0 && ok {
+			if pre := m.Preconditions; pre != nil {
+				w.uid, w.rv = pre.UID, pre.ResourceVersion
+			}
 			if w.uid != "" || w.rv != "" {
 				w.policy = retryConditional
 			}
-			if dry, _ := opts["dryRun"].([]any); len(dry) > 0 {
+			if len(m.DryRun) > 0 {
 				w.policy = retryAny // changes nothing
 			}
 		}
 	}
 	return w
+}
+
+// bodyMeta is what classify reads of a body: an object's name and
+// version, a DeleteOptions' preconditions.
+type bodyMeta struct {
+	Metadata struct {
+		Name            string `json:"name"`
+		GenerateName    string `json:"generateName"`
+		ResourceVersion string `json:"resourceVersion"`
+	} `json:"metadata"`
+	Preconditions *struct {
+		UID             string `json:"uid"`
+		ResourceVersion string `json:"resourceVersion"`
+	} `json:"preconditions"`
+	DryRun []string `json:"dryRun"`
+}
+
+// peek reads a body's bodyMeta without decoding the rest: JSON (or YAML
+// written as JSON) into the struct, protobuf through client-go's scheme.
+func peek(contentType string, data []byte) (bodyMeta, bool) {
+	var m bodyMeta
+	switch contentType {
+	case "application/json", "", string(types.ApplyPatchType):
+		data = bytes.TrimSpace(data)
+		if len(data) > 0 && data[0] != '{' {
+			var err error
+			if data, err = yaml.YAMLToJSON(data); err != nil { // a YAML apply configuration
+				return m, false
+			}
+		}
+		return m, json.Unmarshal(data, &m) == nil
+	case "application/vnd.kubernetes.protobuf":
+		if !bytes.HasPrefix(data, protobufMagic) {
+			return m, false
+		}
+		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(data, nil, nil)
+		if err != nil {
+			return m, false
+		}
+		if opts, ok := obj.(*metav1.DeleteOptions); ok {
+			if p := opts.Preconditions; p != nil {
+				m.Preconditions = &struct {
+					UID             string `json:"uid"`
+					ResourceVersion string `json:"resourceVersion"`
+				}{}
+				if p.UID != nil {
+					m.Preconditions.UID = string(*p.UID)
+				}
+				if p.ResourceVersion != nil {
+					m.Preconditions.ResourceVersion = *p.ResourceVersion
+				}
+			}
+			m.DryRun = opts.DryRun
+			return m, true
+		}
+		acc, err := meta.Accessor(obj)
+		if err != nil {
+			return m, false
+		}
+		m.Metadata.Name, m.Metadata.GenerateName, m.Metadata.ResourceVersion = acc.GetName(), acc.GetGenerateName(), acc.GetResourceVersion()
+		return m, true
+	}
+	return m, false
 }
 
 // resourcePath is a resource URL path read: /api/v1/... or
@@ -359,9 +431,9 @@ func (t *retryTransport) recognise(req *http.Request, w write, refused *http.Res
 	case w.method == http.MethodDelete:
 		return t.deletedAnswer(req, w, existing)
 	case w.policy == retryCreate:
-		mine = sameAsSent(w.body, existing)
+		mine = sameAsSent(w.sent(), existing)
 	case w.method == http.MethodPut:
-		mine = resourceVersionOf(existing) != w.rv && updated(w.body, existing, w.sub)
+		mine = resourceVersionOf(existing) != w.rv && updated(w.sent(), existing, w.sub)
 	case w.method == http.MethodPatch:
 		mine = resourceVersionOf(existing) != w.rv && patched(w, existing)
 	}
@@ -540,7 +612,7 @@ func patched(w write, existing map[string]any) bool {
 	var after []byte
 	switch w.patchType {
 	case types.ApplyPatchType:
-		s := normalSent(w.body)
+		s := normalSent(w.sent())
 		if s == nil {
 			return false
 		}
@@ -550,7 +622,7 @@ func patched(w write, existing map[string]any) bool {
 		}
 		return contains(existing, s)
 	case types.MergePatchType, types.StrategicMergePatchType:
-		p := normalSent(w.body)
+		p := normalSent(w.sent())
 		if md, ok := p["metadata"].(map[string]any); ok {
 			delete(md, "resourceVersion")
 		}
