@@ -326,6 +326,9 @@ func (s *Store) Begin(ctx context.Context, r Run) error {
 			ce.Begin = true
 			return ce
 		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("state record %s: the run was not marked begun, nothing ran: %w", s.loc, context.Cause(ctx))
+		}
 		return fmt.Errorf("state record %s is not writable: %w", s.loc, err)
 	}
 	s.kick, s.stop, s.done = make(chan struct{}, 1), make(chan struct{}), make(chan struct{})
