@@ -6,12 +6,15 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
@@ -131,4 +134,62 @@ func TestLostAnswersOnTheCluster(t *testing.T) {
 			t.Fatalf("want the other writer's conflict, got %v", err)
 		}
 	})
+}
+
+// TestMapperForFindsANewCRD: the mapper khook gives helm (MapperFor)
+// finds a kind whose CRD became Established after the run's discovery
+// was cached, where the cached mapper alone reports no match; its
+// discovery requests carry its context.
+func TestMapperForFindsANewCRD(t *testing.T) {
+	c := testcluster.Get(t)
+	clients, err := kube.NewForConfig(c.RESTConfig(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := clients.Mapper.RESTMapping(schema.GroupKind{Group: "apps", Kind: "Deployment"}); err != nil {
+		t.Fatal(err) // discovery cached
+	}
+	group := fmt.Sprintf("m%d.khook.test", time.Now().UnixNano())
+	crds := clients.Dynamic.Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"})
+	crd := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+		"metadata": map[string]any{"name": "widgets." + group},
+		"spec": map[string]any{"group": group, "scope": "Namespaced",
+			"names":    map[string]any{"plural": "widgets", "singular": "widget", "kind": "Widget"},
+			"versions": []any{map[string]any{"name": "v1", "served": true, "storage": true, "schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}}},
+	}}
+	if _, err := crds.Create(ctx, crd, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = crds.Delete(context.Background(), "widgets."+group, metav1.DeleteOptions{}) })
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		got, err := crds.Get(ctx, "widgets."+group, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
+		established := false
+		for _, cd := range conds {
+			m, _ := cd.(map[string]any)
+			established = established || m["type"] == "Established" && m["status"] == "True"
+		}
+		if established {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the CRD never became Established")
+		}
+	}
+	gk := schema.GroupKind{Group: group, Kind: "Widget"}
+	if _, err := clients.Mapper.RESTMapping(gk, "v1"); !meta.IsNoMatchError(err) {
+		t.Fatalf("the cached mapper: %v, want no match (the test's premise)", err)
+	}
+	m, err := clients.MapperFor(ctx).RESTMapping(gk, "v1")
+	if err != nil {
+		t.Fatalf("MapperFor: %v", err)
+	}
+	if m.Resource.Resource != "widgets" {
+		t.Errorf("mapping %+v", m)
+	}
 }
