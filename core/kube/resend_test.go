@@ -270,6 +270,22 @@ func TestLostAnswersOfProtobufWrites(t *testing.T) {
 			t.Errorf("%d writes acted on, requests %v", api.acted, api.seen)
 		}
 	})
+	t.Run("a helm release Secret create (helm's storage driver)", func(t *testing.T) {
+		api := newFakeAPI(cutFirst(http.MethodPost))
+		typed, _ := clientsOver(t, api)
+		rel := &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: "sh.helm.release.v1.app.v1", Labels: map[string]string{
+				"name": "app", "owner": "helm", "status": "pending-install", "version": "1", "khook.io/run": "r1", "khook.io/run-revision": "1"}},
+			Type: "helm.sh/release.v1",
+			Data: map[string][]byte{"release": []byte("H4sIAAAAAAAA/6pWKkktLlGyUlAqSy0qzszPU7JSMlSqBQQAAP//")},
+		}
+		if _, err := typed.CoreV1().Secrets("ns").Create(ctx, rel, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("the create whose answer was lost: %v", err)
+		}
+		if api.acted != 1 || api.seen["POST /api/v1/namespaces/ns/secrets"] != 2 {
+			t.Errorf("%d writes acted on, requests %v", api.acted, api.seen)
+		}
+	})
 	t.Run("a conditional update of a Secret (the state record)", func(t *testing.T) {
 		path := "/api/v1/namespaces/ns/secrets/record"
 		api := newFakeAPI(cutFirst(http.MethodPut))
