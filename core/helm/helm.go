@@ -130,6 +130,7 @@ type configuration struct {
 	kube *kubeClient
 }
 
+// configuration builds the configuration of one operation, in namespace.
 // Every request of Helm's clients is bound to ctx (kube.BindTo): Helm
 // sends some with context.Background() (its storage driver's: the release
 // records), which would otherwise wait at the write gate or in the
