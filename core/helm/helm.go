@@ -185,8 +185,11 @@ func (g *restGetter) ToRESTConfig() (*rest.Config, error) {
 	return cfg, nil
 }
 
+// ToDiscoveryClient is the run's cached discovery, its requests bound to
+// the operation's context (helm reads the server's version and API groups
+// for every operation).
 func (g *restGetter) ToDiscoveryClient() (discovery.CachedDiscoveryInterface, error) {
-	return g.kube.Discovery, nil
+	return g.kube.DiscoveryFor(g.ctx), nil
 }
 
 // ToRESTMapper is the run's RESTMapper, its discovery requests bound to

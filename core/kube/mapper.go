@@ -4,7 +4,10 @@ import (
 	"context"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/version"
+	"k8s.io/client-go/discovery"
 )
 
 // MapperFor is the run's RESTMapper for a library that asks it without a
@@ -61,4 +64,45 @@ func (r refreshingMapper) RESTMappings(gk schema.GroupKind, versions ...string) 
 
 func (r refreshingMapper) ResourceSingularizer(resource string) (string, error) {
 	return r.m.ResourceSingularizer(resource)
+}
+
+// DiscoveryFor is the run's cached discovery for a library that asks it
+// without a context (helm 4 reads the server's version and API groups for
+// every operation): its requests end with ctx.
+func (c *Clients) DiscoveryFor(ctx context.Context) discovery.CachedDiscoveryInterface {
+	d, ok := c.Discovery.(discovery.CachedDiscoveryInterfaceWithContext)
+	if !ok {
+		return c.Discovery
+	}
+	return ctxDiscovery{CachedDiscoveryInterface: c.Discovery, d: d, ctx: ctx}
+}
+
+type ctxDiscovery struct {
+	discovery.CachedDiscoveryInterface
+	d   discovery.CachedDiscoveryInterfaceWithContext
+	ctx context.Context
+}
+
+func (x ctxDiscovery) ServerGroups() (*metav1.APIGroupList, error) {
+	return x.d.ServerGroupsWithContext(x.ctx)
+}
+
+func (x ctxDiscovery) ServerResourcesForGroupVersion(gv string) (*metav1.APIResourceList, error) {
+	return x.d.ServerResourcesForGroupVersionWithContext(x.ctx, gv)
+}
+
+func (x ctxDiscovery) ServerGroupsAndResources() ([]*metav1.APIGroup, []*metav1.APIResourceList, error) {
+	return x.d.ServerGroupsAndResourcesWithContext(x.ctx)
+}
+
+func (x ctxDiscovery) ServerPreferredResources() ([]*metav1.APIResourceList, error) {
+	return x.d.ServerPreferredResourcesWithContext(x.ctx)
+}
+
+func (x ctxDiscovery) ServerPreferredNamespacedResources() ([]*metav1.APIResourceList, error) {
+	return x.d.ServerPreferredNamespacedResourcesWithContext(x.ctx)
+}
+
+func (x ctxDiscovery) ServerVersion() (*version.Info, error) {
+	return x.d.ServerVersionWithContext(x.ctx)
 }
