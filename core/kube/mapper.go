@@ -69,18 +69,30 @@ func (r refreshingMapper) ResourceSingularizer(resource string) (string, error) 
 // DiscoveryFor is the run's cached discovery for a library that asks it
 // without a context (helm 4 reads the server's version and API groups for
 // every operation): its requests end with ctx.
+//
+// It is the run's cache itself, aggregated discovery included (client-go
+// and helm read the groups and resources in one request when the client
+// says it can), with ctx on every call.
 func (c *Clients) DiscoveryFor(ctx context.Context) discovery.CachedDiscoveryInterface {
 	d, ok := c.Discovery.(discovery.CachedDiscoveryInterfaceWithContext)
-	if !ok {
+	ad, aok := c.Discovery.(discovery.AggregatedDiscoveryInterfaceWithContext)
+	if !ok || !aok {
 		return c.Discovery
 	}
-	return ctxDiscovery{CachedDiscoveryInterface: c.Discovery, d: d, ctx: ctx}
+	return ctxDiscovery{CachedDiscoveryInterface: c.Discovery, d: d, ad: ad, ctx: ctx}
 }
 
 type ctxDiscovery struct {
 	discovery.CachedDiscoveryInterface
 	d   discovery.CachedDiscoveryInterfaceWithContext
+	ad  discovery.AggregatedDiscoveryInterfaceWithContext
 	ctx context.Context
+}
+
+var _ discovery.AggregatedDiscoveryInterface = ctxDiscovery{}
+
+func (x ctxDiscovery) GroupsAndMaybeResources() (*metav1.APIGroupList, map[schema.GroupVersion]*metav1.APIResourceList, map[schema.GroupVersion]error, error) {
+	return x.ad.GroupsAndMaybeResourcesWithContext(x.ctx)
 }
 
 func (x ctxDiscovery) ServerGroups() (*metav1.APIGroupList, error) {
