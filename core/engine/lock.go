@@ -45,7 +45,7 @@ func (c *Cluster) noteLock(ctx context.Context) {
 // (what steps write for other runs to recognise) is set either way.
 func (c *Cluster) takeLock(ctx context.Context, command Command, timeout time.Duration) (*lock.Lock, error) {
 	if !c.doc.Spec.State.IsEnabled() {
-		c.run = step.Run{ID: lock.NewID()}
+		c.run = step.Run{ID: lock.NewID(), Ops: &step.Operations{}}
 		return nil, nil
 	}
 	loc := lockLocation(c.doc)
@@ -80,7 +80,7 @@ func (c *Cluster) takeLock(ctx context.Context, command Command, timeout time.Du
 			c.note(NoteLine, "took over the run lock of state record %s from %s, which did not renew it for the %s this run watched it (last renewal %s ago by this machine's clock; killed?): steps it left running run again", loc, took.Describe(), lock.LeaseDuration, time.Since(took.Renewed).Round(time.Second))
 		}
 	}
-	c.run = step.Run{ID: me.ID, Abandoned: func(id string) bool {
+	c.run = step.Run{ID: me.ID, Lock: loc.ID(), Ops: &step.Operations{}, Abandoned: func(id string) bool {
 		took := lk.TookOver()
 		return took != nil && took.ID == id
 	}}
@@ -126,15 +126,15 @@ func (c *Cluster) ensureStateNamespace(ctx context.Context, ns string) error {
 }
 
 // releaseLock releases lk at the end of a run (also after Ctrl-C or a
-// failure), then lets the session's writes through unfenced again (the
-// run writes nothing more); a release that fails is a warning, not the
-// run's error: the next run takes the lock over once it has seen it
-// unchanged for the lease duration.
-func (c *Cluster) releaseLock(lk *lock.Lock) {
+// failure) within ctx, then lets the session's writes through unfenced
+// again (the run writes nothing more); a release that fails is a warning,
+// not the run's error: the next run takes the lock over once it has seen
+// it unchanged for the lease duration.
+func (c *Cluster) releaseLock(ctx context.Context, lk *lock.Lock) {
 	if lk == nil {
 		return
 	}
-	if err := lk.Release(context.Background()); err != nil {
+	if err := lk.Release(ctx); err != nil {
 		c.note(NoteWarning, "%v", err)
 	}
 	c.clients.Writes.Set(nil)

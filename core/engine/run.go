@@ -40,6 +40,12 @@ type Run struct {
 	// question showed), which its Destroy carries out; nil: planned when
 	// the step runs (destroy --yes)
 	planned []*step.DestroyPlan
+	// tail bounds what the run does after its steps (its last record
+	// write, the release of its lock): not cancelled with the run, but
+	// ended kube.Grace after it (Ctrl-C during an outage); nil before
+	// Execute
+	tail       context.Context
+	cancelTail context.CancelFunc
 }
 
 // Begin starts command (apply or destroy) on the cluster: it takes the
@@ -63,7 +69,9 @@ func (c *Cluster) Begin(ctx context.Context, command Command, lockTimeout time.D
 	defer cancel()
 	r, err := c.prepare(pctx, command, lk)
 	if err != nil {
-		c.releaseLock(lk)
+		tail, cancel := kube.Bind(context.WithoutCancel(ctx), ctx)
+		defer cancel()
+		c.releaseLock(tail, lk)
 		return nil, err
 	}
 	return r, nil
@@ -217,6 +225,8 @@ func (r *Run) Execute(ctx context.Context, progress event.Sink, parallelism int)
 	rctx, stop := watchLost(ctx, r.lock, store)
 	res := run.Run(rctx, r.graph, r.tasks, run.Options{Parallelism: parallelism, Events: c.sink})
 	stop()
+	// the run's last writes outlive its cancellation, by kube.Grace
+	r.tail, r.cancelTail = kube.Bind(context.WithoutCancel(ctx), ctx)
 	lost := lostError(r.lock, store)
 	if r.rs == nil {
 		return res, lost
@@ -226,7 +236,7 @@ func (r *Run) Execute(ctx context.Context, progress event.Sink, parallelism int)
 		store.Abandon()
 		return res, lost
 	}
-	err := r.rs.finish(ctx, c, r.command, res.Status)
+	err := r.rs.finish(r.tail, c, r.command, res.Status)
 	if lost != nil {
 		return res, errors.Join(lost, err)
 	}
@@ -241,8 +251,15 @@ func (r *Run) Release() {
 	if r == nil {
 		return
 	}
-	r.c.releaseLock(r.lock)
+	tail := r.tail
+	if tail == nil {
+		tail = context.Background()
+	}
+	r.c.releaseLock(tail, r.lock)
 	r.lock = nil
+	if r.cancelTail != nil {
+		r.cancelTail()
+	}
 }
 
 // RunOptions tune Cluster.Run.

@@ -4,6 +4,7 @@ package helm
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -270,7 +271,7 @@ func newCreateSide(t *testing.T, name string, tc createCase) *createSide {
 	rc := c.RESTConfig(t)
 	rc.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &createRecorder{w: s.wire, next: rt} })
 	clients := clientsFor(t, rc)
-	cfg, err := NewClient(Env{Kube: clients, Redactor: redact.New(), Log: t.Logf}).configuration(s.ns)
+	cfg, err := NewClient(Env{Kube: clients, Redactor: redact.New(), Log: t.Logf}).configuration(context.Background(), s.ns)
 	if err != nil {
 		t.Fatal(err)
 	}

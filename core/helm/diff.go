@@ -97,7 +97,7 @@ func (c *Client) Diff(ctx context.Context, r Release) (ReleaseDiff, error) {
 }
 
 func (c *Client) diff(ctx context.Context, r Release) (ReleaseDiff, error) {
-	cfg, err := c.configuration(r.Namespace)
+	cfg, err := c.configuration(ctx, r.Namespace)
 	if err != nil {
 		return ReleaseDiff{}, err
 	}
@@ -241,7 +241,7 @@ func (c *Client) renderInstall(ctx context.Context, cfg *configuration, r Releas
 	}
 	// Client-only rendering swaps the configuration's clients and storage
 	// for fakes: it gets a configuration of its own.
-	local, err := c.configuration(r.Namespace)
+	local, err := c.configuration(ctx, r.Namespace)
 	if err != nil {
 		return nil, err
 	}

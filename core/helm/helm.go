@@ -134,11 +134,16 @@ type configuration struct {
 	kube *kubeClient
 }
 
-func (c *Client) configuration(namespace string) (*configuration, error) {
+// configuration builds the configuration of one operation, in namespace.
+// Every request of Helm's clients is bound to ctx (kube.BindTo): Helm
+// sends some with context.Background() (its storage driver's: the release
+// records), which would otherwise wait at the write gate or in the
+// connection retries past the step's deadline and Ctrl-C.
+func (c *Client) configuration(ctx context.Context, namespace string) (*configuration, error) {
 	if c.env.Kube == nil {
 		return nil, fmt.Errorf("no cluster clients")
 	}
-	getter := &restGetter{kube: c.env.Kube, namespace: namespace, fieldManager: c.env.fieldManager(), warnings: c.env.warningHandler()}
+	getter := &restGetter{ctx: ctx, kube: c.env.Kube, namespace: namespace, fieldManager: c.env.fieldManager(), warnings: c.env.warningHandler()}
 	log := &helmLog{}
 	cfg := action.NewConfiguration(action.ConfigurationSetLogger(log))
 	if err := cfg.Init(getter, namespace, "secret"); err != nil {
@@ -158,8 +163,10 @@ func (c *Client) configuration(namespace string) (*configuration, error) {
 }
 
 // restGetter hands Helm the run's shared REST config, cached discovery and
-// RESTMapper, with namespace as the default namespace.
+// RESTMapper, with namespace as the default namespace, bound to the
+// operation's context ctx.
 type restGetter struct {
+	ctx       context.Context
 	kube      *kube.Clients
 	namespace string
 	// fieldManager is set on every write (fieldManagerTransport);
@@ -169,9 +176,10 @@ type restGetter struct {
 }
 
 // ToRESTConfig is the run's REST config with the operation's field
-// manager and warnings.
+// manager and warnings, its requests bound to the operation's context.
 func (g *restGetter) ToRESTConfig() (*rest.Config, error) {
 	cfg := rest.CopyConfig(g.kube.Config)
+	cfg.Wrap(kube.BindTo(g.ctx))
 	if g.fieldManager != "" {
 		cfg.Wrap(fieldManagerTransport(g.fieldManager))
 	}
@@ -181,11 +189,17 @@ func (g *restGetter) ToRESTConfig() (*rest.Config, error) {
 	return cfg, nil
 }
 
+// ToDiscoveryClient is the run's cached discovery, its requests bound to
+// the operation's context (helm reads the server's version and API groups
+// for every operation).
 func (g *restGetter) ToDiscoveryClient() (discovery.CachedDiscoveryInterface, error) {
-	return g.kube.Discovery, nil
+	return g.kube.DiscoveryFor(g.ctx), nil
 }
 
-func (g *restGetter) ToRESTMapper() (meta.RESTMapper, error) { return g.kube.Mapper, nil }
+// ToRESTMapper is the run's RESTMapper, its discovery requests bound to
+// the operation's context; a kind it does not find is looked up again
+// once after discovery is refreshed (a chart's CRD just Established).
+func (g *restGetter) ToRESTMapper() (meta.RESTMapper, error) { return g.kube.MapperFor(g.ctx), nil }
 
 func (g *restGetter) ToRawKubeConfigLoader() clientcmd.ClientConfig {
 	var base clientcmd.ClientConfig = clientcmd.NewDefaultClientConfig(*clientcmdapi.NewConfig(), &clientcmd.ConfigOverrides{})

@@ -91,7 +91,7 @@ func (c *cluster) applyErr(r Release) error {
 
 func (c *cluster) config() *configuration {
 	c.t.Helper()
-	cfg, err := c.client.configuration(c.ns)
+	cfg, err := c.client.configuration(context.Background(), c.ns)
 	if err != nil {
 		c.t.Fatal(err)
 	}

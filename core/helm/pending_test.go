@@ -55,6 +55,15 @@ func TestJudgePending(t *testing.T) {
 		// the run that wrote it is gone: abandoned at once
 		{status: rcommon.StatusPendingInstall, age: time.Second, labels: own("dead"), run: gone, want: want{abandoned: true, byRun: true, writer: "khook run dead"}},
 		{status: rcommon.StatusUninstalling, age: time.Second, deleted: time.Second, labels: own("dead"), run: gone, want: want{abandoned: true, byRun: true, writer: "khook run dead"}},
+		// this run's own, once no other operation of it is on the release
+		{status: rcommon.StatusPendingInstall, age: time.Second, labels: own("me"), run: Run{ID: "me", sole: true}, want: want{abandoned: true, byRun: true, writer: "khook run me"}},
+		{status: rcommon.StatusPendingInstall, age: time.Second, labels: own("me"), run: Run{ID: "me"}, want: want{writer: "khook run me"}},
+		// a run that wrote it under the run lock this run holds now has
+		// ended; a lock label carried over names nobody
+		{status: rcommon.StatusPendingUpgrade, age: time.Second, labels: map[string]string{RunLabel: "old", RunRevisionLabel: "3", RunLockLabel: "l0ck"}, run: Run{ID: "me", Lock: "l0ck"}, want: want{abandoned: true, byRun: true, writer: "khook run old"}},
+		{status: rcommon.StatusPendingUpgrade, age: time.Second, labels: map[string]string{RunLabel: "old", RunRevisionLabel: "3", RunLockLabel: "other"}, run: Run{ID: "me", Lock: "l0ck"}, want: want{writer: "khook run old"}},
+		{status: rcommon.StatusPendingUpgrade, age: time.Second, labels: map[string]string{RunLabel: "old", RunRevisionLabel: "2", RunLockLabel: "l0ck"}, run: Run{ID: "me", Lock: "l0ck"},
+			want: want{writer: "not khook (its khook.io/run label was carried over from revision 2): helm or another tool"}},
 		// a live run, or a run this one knows nothing of
 		{status: rcommon.StatusPendingInstall, age: time.Second, labels: own("live"), run: gone, want: want{writer: "khook run live"}},
 		{status: rcommon.StatusPendingUpgrade, age: time.Second, labels: own("dead"), want: want{writer: "khook run dead"}},
@@ -108,6 +117,10 @@ func TestPendingWords(t *testing.T) {
 			"revision 2 was left pending-upgrade 1h0m0s ago, longer than the step's timeout (5m0s)"},
 		{rel(rcommon.StatusPendingUpgrade, time.Second, map[string]string{RunLabel: "a1", RunRevisionLabel: "2"}), Run{Abandoned: func(string) bool { return true }},
 			"revision 2 was left pending-upgrade by khook run a1, which is gone (its run lock expired)"},
+		{rel(rcommon.StatusPendingInstall, time.Second, map[string]string{RunLabel: "a1", RunRevisionLabel: "2"}), Run{ID: "a1", sole: true},
+			"revision 2 was left pending-install by this run, whose operation on it ended"},
+		{rel(rcommon.StatusPendingInstall, time.Second, map[string]string{RunLabel: "a0", RunRevisionLabel: "2", RunLockLabel: "l0ck"}), Run{ID: "a1", Lock: "l0ck"},
+			"revision 2 was left pending-install by khook run a0, which has ended (this run holds the run lock it held)"},
 	}
 	for _, tt := range tests {
 		p := judgePending(tt.rel, now, 5*time.Minute, tt.run)
@@ -131,20 +144,22 @@ func TestPendingWords(t *testing.T) {
 // id that is no label value is refused before anything is written.
 func TestRunLabels(t *testing.T) {
 	tests := []struct {
-		id      string
-		upgrade bool
-		want    string
-		err     string
+		id, lock string
+		upgrade  bool
+		want     string
+		err      string
 	}{
 		{id: "run-1", want: "khook.io/run=run-1 khook.io/run-revision=4"},
-		{id: "run-1", upgrade: true, want: "khook.io/run=run-1 khook.io/run-revision=4"},
+		{id: "run-1", upgrade: true, want: "khook.io/run=run-1 khook.io/run-revision=4 khook.io/run-lock=null"},
+		{id: "run-1", lock: "l0ck", want: "khook.io/run=run-1 khook.io/run-revision=4 khook.io/run-lock=l0ck"},
+		{id: "run-1", lock: "l0ck", upgrade: true, want: "khook.io/run=run-1 khook.io/run-revision=4 khook.io/run-lock=l0ck"},
 		{id: "", want: ""},
-		{id: "", upgrade: true, want: "khook.io/run=null khook.io/run-revision=null"},
+		{id: "", upgrade: true, want: "khook.io/run=null khook.io/run-revision=null khook.io/run-lock=null"},
 		{id: "me@host", err: `run id "me@host" cannot label the release (khook.io/run): a valid label must be`},
 		{id: strings.Repeat("x", 64), err: "must be no more than 63"},
 	}
 	for _, tt := range tests {
-		got, err := runLabels(Run{ID: tt.id}, 4, tt.upgrade)
+		got, err := runLabels(Run{ID: tt.id, Lock: tt.lock}, 4, tt.upgrade)
 		if tt.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tt.err) {
 				t.Errorf("%q: err = %v, want %q", tt.id, err, tt.err)
@@ -152,7 +167,7 @@ func TestRunLabels(t *testing.T) {
 			continue
 		}
 		var pairs []string
-		for _, k := range []string{RunLabel, RunRevisionLabel} {
+		for _, k := range []string{RunLabel, RunRevisionLabel, RunLockLabel} {
 			if v, ok := got[k]; ok {
 				pairs = append(pairs, k+"="+v)
 			}

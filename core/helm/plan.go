@@ -73,7 +73,7 @@ func (c *Client) Plan(ctx context.Context, r Release) (Plan, error) {
 }
 
 func (c *Client) plan(ctx context.Context, r Release) (Plan, error) {
-	cfg, err := c.configuration(r.Namespace)
+	cfg, err := c.configuration(ctx, r.Namespace)
 	if err != nil {
 		return Plan{}, err
 	}

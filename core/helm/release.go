@@ -88,10 +88,34 @@ type Run struct {
 	// Abandoned reports whether the run of id is known to be gone (its
 	// run lock expired and this run took it over); nil: none is.
 	Abandoned func(id string) bool
+	// Lock names the run lock the run holds (a state record's: step.Run's
+	// Lock), labelling every revision the run makes (RunLockLabel); empty:
+	// none. A pending revision another run wrote under the same lock was
+	// left by a run that has ended: this run holds that lock now.
+	Lock string
+	// Enter marks release key ("namespace/name") as one the run operates
+	// on until leave is called; alone reports whether no other operation
+	// of the run was on it. Nil: the run does not say.
+	Enter func(key string) (alone bool, leave func())
+	// sole: the operation judging a pending revision is the run's only
+	// one on the release (set from Enter)
+	sole bool
 }
 
 func (r Run) abandoned(id string) bool {
 	return id != "" && r.Abandoned != nil && r.Abandoned(id)
+}
+
+// enter marks the release as one r operates on (Run.Enter): a revision
+// this run left pending is then taken over only when no other operation
+// of the run is on it.
+func (r *Run) enter(namespace, name string) (leave func()) {
+	if r.Enter == nil || r.ID == "" {
+		return func() {}
+	}
+	alone, leave := r.Enter(namespace + "/" + name)
+	r.sole = alone
+	return leave
 }
 
 // RunLabel is the release label naming the khook run that wrote a
@@ -107,21 +131,35 @@ const RunLabel = "khook.io/run"
 // rollback.
 const RunRevisionLabel = "khook.io/run-revision"
 
+// RunLockLabel names the run lock the run that wrote a revision held
+// (step.RunLockLabel): read only where RunRevisionLabel says the labels
+// are the writer's.
+const RunLockLabel = "khook.io/run-lock"
+
 // runLabels are the labels of the revision an install or upgrade by run
 // makes. Without an id, an upgrade drops the labels carried over from
 // the last revision (helm's "null" removes a label) and an install sets
-// none.
+// none; without a lock, an upgrade drops a carried-over lock label.
 func runLabels(run Run, revision int, upgrade bool) (map[string]string, error) {
 	if run.ID == "" {
 		if upgrade {
-			return map[string]string{RunLabel: "null", RunRevisionLabel: "null"}, nil
+			return map[string]string{RunLabel: "null", RunRevisionLabel: "null", RunLockLabel: "null"}, nil
 		}
 		return nil, nil
 	}
-	if errs := validation.IsValidLabelValue(run.ID); len(errs) > 0 {
-		return nil, fmt.Errorf("run id %q cannot label the release (%s): %s", run.ID, RunLabel, strings.Join(errs, "; "))
+	for _, v := range []string{run.ID, run.Lock} {
+		if errs := validation.IsValidLabelValue(v); len(errs) > 0 {
+			return nil, fmt.Errorf("run id %q cannot label the release (%s): %s", v, RunLabel, strings.Join(errs, "; "))
+		}
 	}
-	return map[string]string{RunLabel: run.ID, RunRevisionLabel: strconv.Itoa(revision)}, nil
+	labels := map[string]string{RunLabel: run.ID, RunRevisionLabel: strconv.Itoa(revision)}
+	switch {
+	case run.Lock != "":
+		labels[RunLockLabel] = run.Lock
+	case upgrade:
+		labels[RunLockLabel] = "null"
+	}
+	return labels, nil
 }
 
 // defaultTimeout is the step timeout of the spec when none is given: the
@@ -139,12 +177,15 @@ type pending struct {
 	timeout time.Duration
 	// run is the khook run that wrote the revision, "" when unknown;
 	// carried is the revision a RunLabel on it was written for, when
-	// another (helm carried it over).
+	// another (helm carried it over); lock is the run lock its writer held
+	// (RunLockLabel), "" when unknown.
 	run     string
 	carried string
-	// byRun: the run that wrote it is known to be gone; byAge: it is older
-	// than the timeout.
+	lock    string
+	// byRun: the run that wrote it is known to be gone, or to have left
+	// it (gone says how); byAge: it is older than the timeout.
 	byRun, byAge bool
+	gone         string
 }
 
 // judgePending decides whether rel, a pending revision (Status.Pending),
@@ -166,7 +207,7 @@ func judgePending(rel *release.Release, now time.Time, timeout time.Duration, ru
 	}
 	if id := rel.Labels[RunLabel]; id != "" {
 		if rev := rel.Labels[RunRevisionLabel]; rev == strconv.Itoa(rel.Version) {
-			p.run = id
+			p.run, p.lock = id, rel.Labels[RunLockLabel]
 		} else {
 			p.carried = rev
 		}
@@ -177,7 +218,16 @@ func judgePending(rel *release.Release, now time.Time, timeout time.Duration, ru
 		p.age = max(now.Sub(since), 0)
 		p.byAge = p.age > timeout
 	}
-	p.byRun = run.abandoned(p.run)
+	switch {
+	case p.run == "":
+	case p.run == run.ID && run.sole:
+		p.byRun, p.gone = true, "by this run, whose operation on it ended"
+	case p.run == run.ID:
+	case run.abandoned(p.run):
+		p.byRun, p.gone = true, fmt.Sprintf("by khook run %s, which is gone (its run lock expired)", p.run)
+	case run.Lock != "" && p.lock == run.Lock:
+		p.byRun, p.gone = true, fmt.Sprintf("by khook run %s, which has ended (this run holds the run lock it held)", p.run)
+	}
 	return p
 }
 
@@ -212,7 +262,7 @@ func (p pending) operation() string {
 // left says why a revision is taken as abandoned.
 func (p pending) left() string {
 	if p.byRun {
-		return fmt.Sprintf("revision %d was left %s by khook run %s, which is gone (its run lock expired)", p.revision, p.status, p.run)
+		return fmt.Sprintf("revision %d was left %s %s", p.revision, p.status, p.gone)
 	}
 	return fmt.Sprintf("revision %d was left %s %s ago, longer than the step's timeout (%s)", p.revision, p.status, p.ageString(), p.timeout)
 }
@@ -358,7 +408,8 @@ func (c *Client) Apply(ctx context.Context, r Release) (Result, error) {
 
 func (c *Client) apply(ctx context.Context, r Release) (Result, error) {
 	res := Result{Release: r.Name, Namespace: r.Namespace}
-	cfg, err := c.configuration(r.Namespace)
+	defer r.Run.enter(r.Namespace, r.Name)()
+	cfg, err := c.configuration(ctx, r.Namespace)
 	if err != nil {
 		return res, err
 	}
@@ -880,7 +931,7 @@ func statusOf(rel *release.Release) *Status {
 // Get returns the latest revision of a release, or nil when there is
 // none.
 func (c *Client) Get(ctx context.Context, name, namespace string) (*Status, error) {
-	cfg, err := c.configuration(namespace)
+	cfg, err := c.configuration(ctx, namespace)
 	if err != nil {
 		return nil, c.env.Redactor.Error(err)
 	}

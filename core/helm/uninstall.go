@@ -92,7 +92,8 @@ func (c *Client) Uninstall(ctx context.Context, name, namespace string, opts Uni
 }
 
 func (c *Client) uninstallRelease(ctx context.Context, name, namespace string, opts UninstallOptions) (UninstallResult, error) {
-	cfg, err := c.configuration(namespace)
+	defer opts.Run.enter(namespace, name)()
+	cfg, err := c.configuration(ctx, namespace)
 	if err != nil {
 		return UninstallResult{}, err
 	}

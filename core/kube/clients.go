@@ -204,7 +204,7 @@ func (c *Clients) Check(ctx context.Context, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var reached atomic.Bool
-	rctx := withReached(WithoutRetries(ctx), &reached)
+	rctx := withReached(withoutDialRetries(ctx), &reached)
 	_, err := c.Typed.Discovery().RESTClient().Get().AbsPath("/version").Do(rctx).Raw()
 	if err == nil {
 		return nil

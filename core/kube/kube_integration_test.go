@@ -121,17 +121,32 @@ func TestDiscoveryEndsWithItsContext(t *testing.T) {
 			_, err := c.MappingForType(ctx, "deploy")
 			return err
 		},
+		"MapperFor (helm's)": func(ctx context.Context) error {
+			_, err := c.MapperFor(ctx).RESTMapping(schema.GroupKind{Group: "apps", Kind: "Deployment"}, "v1")
+			return err
+		},
+		"DiscoveryFor (helm's)": func(ctx context.Context) error {
+			_, err := c.DiscoveryFor(ctx).ServerVersion()
+			return err
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			c.ResetMapper()
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
 			done := make(chan error, 1)
+			start := time.Now()
 			go func() { done <- lookup(ctx) }()
 			select {
 			case err := <-done:
 				if err == nil {
 					t.Fatal("a lookup through a stalled server succeeded")
+				}
+				// generous: the context's 2 s, and the slack of a loaded
+				// machine (before decision 242 a type resolved through
+				// kubectl's builder took 53 s, helm's lookups up to 30 s)
+				if took := time.Since(start); took > 15*time.Second {
+					t.Errorf("the lookup ended %s after it began, its context 2s", took.Round(time.Millisecond))
 				}
 				t.Log(err)
 			case <-time.After(2 * time.Minute):

@@ -39,7 +39,7 @@ func (c *Clients) MappingForType(ctx context.Context, typ string) (*meta.RESTMap
 func (c *Clients) resolveType(ctx context.Context, typ string) (*meta.RESTMapping, error) {
 	// the builder calls the mapper without a context: bind ctx to it
 	rec := &recordingMapper{RESTMapper: ctxMapper{ctx: ctx, m: c.mapper}}
-	getter := builderGetter{cfg: c.Config, disco: c.Discovery, mapper: rec}
+	getter := builderGetter{cfg: c.Config, disco: c.DiscoveryFor(ctx), mapper: rec}
 	// ResourceTypeOrNameArgs with allowEmptySelector selects every object
 	// of the type: the builder only resolves it here, nothing is listed.
 	m, err := resource.NewBuilder(getter).

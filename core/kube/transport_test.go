@@ -53,20 +53,24 @@ func TestPolicyFor(t *testing.T) {
 		{"get (lists and watches too)", http.MethodGet, "", "", retryAny},
 		{"head", http.MethodHead, "", "", retryAny},
 		{"put replaces", http.MethodPut, "application/json", `{"kind":"ConfigMap"}`, retryAny},
+		{"put of a version is a compare-and-swap", http.MethodPut, "application/json", `{"kind":"ConfigMap","metadata":{"name":"y","resourceVersion":"7"}}`, retryConditional},
+		{"merge patch of a version", http.MethodPatch, string(types.MergePatchType), `{"metadata":{"resourceVersion":"7"},"data":{"a":"b"}}`, retryConditional},
+		{"JSON patch that pins the version", http.MethodPatch, string(types.JSONPatchType), `[{"op":"test","path":"/metadata/resourceVersion","value":"7"},{"op":"add","path":"/x/-","value":1}]`, retryConditional},
 		{"server-side apply", http.MethodPatch, string(types.ApplyPatchType), "kind: ConfigMap", retryAny},
 		{"server-side apply, CBOR", http.MethodPatch, string(types.ApplyCBORPatchType), "x", retryAny},
 		{"strategic merge patch", http.MethodPatch, string(types.StrategicMergePatchType), `{"data":{"a":"b"}}`, retryAny},
 		{"merge patch", http.MethodPatch, string(types.MergePatchType), `{"data":{"a":"b"}}`, retryAny},
 		{"JSON patch may append twice", http.MethodPatch, string(types.JSONPatchType), `[{"op":"add","path":"/x/-","value":1}]`, retryUnsent},
 		{"create with generateName may create twice", http.MethodPost, "application/json", `{"metadata":{"generateName":"x-"}}`, retryUnsent},
-		{"delete with a uid precondition", http.MethodDelete, "application/json", `{"kind":"DeleteOptions","preconditions":{"uid":"1234"}}`, retryAny},
-		{"delete with a resourceVersion precondition", http.MethodDelete, "application/json", `{"preconditions":{"resourceVersion":"7"}}`, retryAny},
-		{"delete with empty preconditions", http.MethodDelete, "application/json", `{"preconditions":{}}`, retryUnsent},
-		{"delete without preconditions", http.MethodDelete, "application/json", `{"propagationPolicy":"Background"}`, retryUnsent},
-		{"delete without a body", http.MethodDelete, "", "", retryUnsent},
+		{"delete with a uid precondition", http.MethodDelete, "application/json", `{"kind":"DeleteOptions","preconditions":{"uid":"1234"}}`, retryConditional},
+		{"delete with a resourceVersion precondition", http.MethodDelete, "application/json", `{"preconditions":{"resourceVersion":"7"}}`, retryConditional},
+		{"delete with empty preconditions is resolved by reading", http.MethodDelete, "application/json", `{"preconditions":{}}`, retryRead},
+		{"delete without preconditions is resolved by reading", http.MethodDelete, "application/json", `{"propagationPolicy":"Background"}`, retryRead},
+		{"delete without a body is resolved by reading", http.MethodDelete, "", "", retryRead},
+		{"dry-run delete", http.MethodDelete, "application/json", `{"dryRun":["All"]}`, retryAny},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := policyFor(request(t, ctx, tc.method, tc.contentType, tc.body)); got != tc.want {
+			if got := classify(request(t, ctx, tc.method, tc.contentType, tc.body)).policy; got != tc.want {
 				t.Errorf("policy %d, want %d", got, tc.want)
 			}
 		})
@@ -291,11 +295,12 @@ func TestPolicyForCreates(t *testing.T) {
 		{"generateName and a name", "https://h/api/v1/namespaces/x/configmaps", "application/json", `{"metadata":{"name":"y","generateName":"y-"}}`, retryUnsent},
 		{"no name", "https://h/api/v1/namespaces/x/configmaps", "application/json", `{"metadata":{}}`, retryUnsent},
 		{"a subresource (an eviction)", "https://h/api/v1/namespaces/x/pods/p/eviction", "application/json", named, retryUnsent},
-		{"protobuf", "https://h/api/v1/namespaces/x/configmaps", "application/vnd.kubernetes.protobuf", named, retryUnsent},
+		{"protobuf that is not", "https://h/api/v1/namespaces/x/configmaps", "application/vnd.kubernetes.protobuf", named, retryUnsent},
+		{"an access review asks a question", "https://h/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", "application/json", `{"spec":{}}`, retryAny},
 		{"JSON with a charset", "https://h/api/v1/namespaces/x/configmaps", "application/json; charset=utf-8", named, retryCreate},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := policyFor(requestTo(t, ctx, http.MethodPost, tc.url, tc.contentType, tc.body)); got != tc.want {
+			if got := classify(requestTo(t, ctx, http.MethodPost, tc.url, tc.contentType, tc.body)).policy; got != tc.want {
 				t.Errorf("policy %d, want %d", got, tc.want)
 			}
 		})
@@ -456,17 +461,23 @@ func TestSameAsSent(t *testing.T) {
 		{"not JSON", `kind: X`, `{}`, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := sameAsSent([]byte(tc.sent), []byte(tc.existing)); got != tc.want {
+			if got := sameAsSent(jsonMap(tc.sent), jsonMap(tc.existing)); got != tc.want {
 				t.Errorf("sameAsSent = %v, want %v", got, tc.want)
 			}
 		})
 	}
 }
 
-// fenceFunc is a Fence.
+func jsonMap(s string) map[string]any {
+	var m map[string]any
+	_ = json.Unmarshal([]byte(s), &m)
+	return m
+}
+
+// fenceFunc is a Fence without a deadline.
 type fenceFunc func(ctx context.Context) error
 
-func (f fenceFunc) Fence(ctx context.Context) error { return f(ctx) }
+func (f fenceFunc) WriteUntil(ctx context.Context) (time.Time, error) { return time.Time{}, f(ctx) }
 
 func TestWriteGate(t *testing.T) {
 	lost := errors.New("run lock lost")

@@ -22,6 +22,8 @@ package lock
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -94,6 +96,14 @@ const (
 type Location struct{ Namespace, Name string }
 
 func (l Location) String() string { return l.Namespace + "/" + l.Name }
+
+// ID names the lock in a label value: 16 hexadecimal digits of the
+// SHA-256 of its namespace and name (what a helm revision written under
+// the lock carries, step.RunLockLabel).
+func (l Location) ID() string {
+	sum := sha256.Sum256([]byte(l.Namespace + "/" + l.Name))
+	return hex.EncodeToString(sum[:8])
+}
 
 // Holder is who holds, or asks for, a lock.
 type Holder struct {
@@ -641,23 +651,35 @@ func (l *Lock) Err() error {
 // other writer since. While that is not so (an API-server outage, a
 // change of the Lease under it), it asks for a renewal at once and waits
 // for it, or until ctx ends (ctx's error). A lost or released lock is a
-// final error: the run writes no more. The run's record writes and, through
-// the clients' write gate (kube.WriteGate), all its other writes ask it
-// first.
+// final error: the run writes no more. The run's record writes ask it
+// first; all its writes pass WriteUntil through the clients' write gate
+// (kube.WriteGate).
 func (l *Lock) Fence(ctx context.Context) error {
+	_, err := l.WriteUntil(ctx)
+	return err
+}
+
+// WriteUntil is Fence with the deadline of a write sent now: the lock's
+// last confirmation (when the renewal that confirmed it was sent) plus
+// RenewDeadline. A write that has not landed by then is abandoned by the
+// write gate: a taker's LeaseDuration of observation begins only after
+// that renewal reached the server, so a write that lands before the
+// deadline lands at least LeaseDuration-RenewDeadline before anyone can
+// take the lock over (docs/spec.md decision 203).
+func (l *Lock) WriteUntil(ctx context.Context) (time.Time, error) {
 	for {
 		l.mu.Lock()
-		switch {
+		switch since := l.clock.Since(l.confirmed); {
 		case l.lostErr != nil:
 			err := l.lostErr
 			l.mu.Unlock()
-			return err
+			return time.Time{}, err
 		case l.released:
 			l.mu.Unlock()
-			return &ReleasedError{Location: l.loc}
-		case !l.suspect && l.clock.Since(l.confirmed) < RenewDeadline:
+			return time.Time{}, &ReleasedError{Location: l.loc}
+		case !l.suspect && since < RenewDeadline:
 			l.mu.Unlock()
-			return nil
+			return time.Now().Add(RenewDeadline - since), nil
 		}
 		changed := l.changed
 		l.mu.Unlock()
@@ -666,7 +688,7 @@ func (l *Lock) Fence(ctx context.Context) error {
 		case <-changed:
 		case <-ctx.Done():
 			since, why := l.unconfirmed()
-			return fmt.Errorf("run lock of state record %s not confirmed by the API server since %s ago%s: %w", l.loc, since.Round(time.Second), why, context.Cause(ctx))
+			return time.Time{}, fmt.Errorf("run lock of state record %s not confirmed by the API server since %s ago%s: %w", l.loc, since.Round(time.Second), why, context.Cause(ctx))
 		}
 	}
 }
@@ -707,6 +729,14 @@ func (l *Lock) renewNow() {
 // authorizer has caught up): by then another run may have taken it over.
 func (l *Lock) renew() {
 	defer close(l.done)
+	// a renewal in flight ends when the lock is released: Release does not
+	// wait for one that gets no answer
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-l.stop
+		cancel()
+	}()
 	t := l.clock.NewTimer(RenewPeriod)
 	defer t.Stop()
 	var refusedSince time.Time // zero: the last renewal was not refused
@@ -717,7 +747,10 @@ func (l *Lock) renew() {
 		case <-t.C():
 		case <-l.kick:
 		}
-		err := l.renewOnce()
+		err := l.renewOnce(ctx)
+		if ctx.Err() != nil {
+			return // released meanwhile
+		}
 		l.mu.Lock()
 		l.renewErr = err
 		l.mu.Unlock()
@@ -780,8 +813,8 @@ func (l *Lock) lose(err *LostError) {
 // else, or by a renewal of its own whose answer was lost) is renewed on
 // its new version; one another run holds, or that force-unlock broke or
 // deleted, is lost.
-func (l *Lock) renewOnce() error {
-	ctx, cancel := context.WithTimeout(kube.Unfenced(kube.WithoutRetries(context.Background())), requestTimeout)
+func (l *Lock) renewOnce(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(kube.Unfenced(kube.WithoutRetries(ctx)), requestTimeout)
 	defer cancel()
 	for try := 0; ; try++ {
 		l.mu.Lock()
@@ -903,11 +936,14 @@ func (l *Lock) suspectNow() {
 }
 
 // Release stops renewing and deletes the Lease, only if it is still this
-// run's (a precondition on the version this run last wrote). While the API
-// server does not answer, it tries for ReleaseTimeout; the lock is then
-// left to the next run, which takes it over once it has seen it unchanged
-// for LeaseDuration. Releasing a lost lock only stops renewing. From the
-// call on, Fence refuses the run's writes.
+// run's (a precondition on the version this run last wrote; the delete is
+// sent again after a lost answer, whose NotFound is then its own work).
+// While the API server does not answer, it tries until ctx ends, for
+// ReleaseTimeout at most; the lock is then left to the next run, which
+// takes it over once it has seen it unchanged for LeaseDuration. Releasing
+// a lost lock only stops renewing. From the call on, Fence refuses the
+// run's writes. ctx should outlive the run's cancellation (the engine
+// passes one that ends kube.Grace after Ctrl-C).
 func (l *Lock) Release(ctx context.Context) error {
 	l.mu.Lock()
 	l.released = true
@@ -918,14 +954,12 @@ func (l *Lock) Release(ctx context.Context) error {
 	if l.Err() != nil {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(kube.Unfenced(context.WithoutCancel(ctx)), ReleaseTimeout)
+	ctx, cancel := context.WithTimeout(kube.Unfenced(ctx), ReleaseTimeout)
 	defer cancel()
 	for try := 0; ; try++ {
 		l.mu.Lock()
 		uid, rv := l.lease.UID, l.lease.ResourceVersion
 		l.mu.Unlock()
-		// a delete with preconditions is sent again after a broken
-		// connection, until ctx ends (kube's retries)
 		err := l.leases.Delete(ctx, l.loc.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}})
 		switch {
 		case err == nil, apierrors.IsNotFound(err):

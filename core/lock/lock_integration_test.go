@@ -157,7 +157,7 @@ func TestKilledHoldersLockIsTakenOverAfterTheObservation(t *testing.T) {
 		t.Fatalf("took over %+v, want aaaa's holder", took)
 	}
 	var lost *LostError
-	if err := a.renewOnce(); !errors.As(err, &lost) || !strings.Contains(lost.Error(), "run bbbb") {
+	if err := a.renewOnce(ctx); !errors.As(err, &lost) || !strings.Contains(lost.Error(), "run bbbb") {
 		t.Fatalf("a's renewal: %v, want lost to run bbbb", err)
 	}
 	if h, held, err := Read(ctx, c, loc); err != nil || !held || h.ID != "bbbb" {

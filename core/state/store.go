@@ -24,8 +24,9 @@ const (
 	SpecLabel      = "khook.io/spec"
 )
 
-// writeTimeout bounds one write of the record; writes use a context of
-// their own so an interrupted run still records how it ended.
+// writeTimeout bounds one write of the record. The last write (Finish,
+// Delete) is given a context that outlives the run's cancellation, so an
+// interrupted run still records how it ended.
 const writeTimeout = 15 * time.Second
 
 // Pauses before the writer tries a failed write again.
@@ -167,6 +168,9 @@ type Store struct {
 	kick chan struct{}
 	stop chan struct{}
 	done chan struct{}
+	// abort ends the writer's write in flight (stopWriter's context ended)
+	writes context.Context
+	abort  context.CancelFunc
 }
 
 // Open loads the record at loc (a new one when there is none), refusing a
@@ -325,9 +329,13 @@ func (s *Store) Begin(ctx context.Context, r Run) error {
 			ce.Begin = true
 			return ce
 		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("state record %s: the run was not marked begun, nothing ran: %w", s.loc, context.Cause(ctx))
+		}
 		return fmt.Errorf("state record %s is not writable: %w", s.loc, err)
 	}
 	s.kick, s.stop, s.done = make(chan struct{}, 1), make(chan struct{}), make(chan struct{})
+	s.writes, s.abort = context.WithCancel(context.Background())
 	go s.writer()
 	return nil
 }
@@ -367,31 +375,45 @@ func (s *Store) kickWriter() {
 	}
 }
 
-// stopWriter ends the writer goroutine, if Begin started it.
-func (s *Store) stopWriter() {
-	if s.stop != nil {
-		select {
-		case <-s.stop:
-		default:
-			close(s.stop)
-		}
+// stopWriter ends the writer goroutine, if Begin started it, waiting for
+// its write in flight until ctx ends: then that write is abandoned (its
+// outcome unknown, as after a lost answer: the next write recognises it).
+func (s *Store) stopWriter(ctx context.Context) {
+	if s.stop == nil {
+		return
+	}
+	select {
+	case <-s.stop:
+	default:
+		close(s.stop)
+	}
+	select {
+	case <-s.done:
+	case <-ctx.Done():
+		s.abort()
 		<-s.done
 	}
+	s.abort()
 }
 
 // Abandon stops writing the record, without a last write: the run lost
 // its lock, so the record is another run's now (a write of this run
 // already in flight may still land, and the other run's next write then
 // finds it: decision 136).
-func (s *Store) Abandon() { s.stopWriter() }
+func (s *Store) Abandon() { s.stopWriter(context.Background()) }
 
 // Finish records how the run ended and writes it. Its error is the final
 // write's: earlier writes that failed only delayed the journal (it claimed
 // less than was done), and this write carries everything they would have.
 // The exception is a conflict: after it nothing is written, and Finish
-// returns it.
+// returns it. ctx bounds the write and the wait for one in flight (both
+// within writeTimeout); it should outlive the run's cancellation, so that an interrupted run still
+// records how it ended (the engine passes one that ends kube.Grace after
+// Ctrl-C).
 func (s *Store) Finish(ctx context.Context, runStatus string) error {
-	s.stopWriter()
+	ctx, cancel := context.WithTimeout(ctx, writeTimeout) // the wait for a write in flight included
+	defer cancel()
+	s.stopWriter(ctx)
 	s.mu.Lock()
 	now := time.Now().UTC()
 	s.rec.RunStatus, s.rec.FinishedAt = runStatus, &now
@@ -412,7 +434,9 @@ func (s *Store) Finish(ctx context.Context, runStatus string) error {
 // changed since is left alone and reported (a *ConflictError); one that is
 // gone already is fine.
 func (s *Store) Delete(ctx context.Context) error {
-	s.stopWriter()
+	ctx, cancel := context.WithTimeout(ctx, writeTimeout) // the wait for a write in flight included
+	defer cancel()
+	s.stopWriter(ctx)
 	s.mu.Lock()
 	lost, rv, uid := s.lost, s.rv, s.uid
 	s.mu.Unlock()
@@ -459,7 +483,7 @@ func (s *Store) writer() {
 		case <-s.kick:
 		case <-retry:
 		}
-		if err := s.write(context.Background()); err != nil {
+		if err := s.write(s.writes); err != nil {
 			var ce *ConflictError
 			if errors.As(err, &ce) || s.Fenced() != nil {
 				return
@@ -537,7 +561,7 @@ func (s *Store) write(parent context.Context) error {
 	rv, uid := s.rv, s.uid
 	s.mu.Unlock()
 
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(parent), writeTimeout)
+	ctx, cancel := context.WithTimeout(parent, writeTimeout)
 	defer cancel()
 	rec.UpdatedAt = time.Now().UTC()
 	data, err := encode(rec, s.budget, s.loc)

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"khook.io/core/kube"
 	"khook.io/core/testing/testcluster"
 )
 
@@ -79,7 +80,7 @@ func TestConflictOnTheCluster(t *testing.T) {
 				if err := o.Begin(ctx, Run{Command: "destroy", Steps: []string{"a"}, Changing: map[string]string{"a": "the other run"}}); err != nil {
 					t.Fatal(err)
 				}
-				o.stopWriter()
+				o.stopWriter(ctx)
 			}
 			if tc.when == "begin" {
 				meddle()
@@ -150,5 +151,64 @@ func TestConflictOnTheCluster(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestLostAnswersOfTheRecord: every write of the record whose answer the
+// lossy link cuts after the API server stored it (the create, updates by
+// the writer and by Finish, the delete) is resent and recognised as the
+// run's own: no "another run wrote it" about itself, and the record holds
+// what the run wrote.
+func TestLostAnswersOfTheRecord(t *testing.T) {
+	c := testcluster.Get(t)
+	link := c.NewLossyLink(t, testcluster.LossyOptions{Seed: 136})
+	clients, err := kube.NewForConfig(link.RESTConfig(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	loc := Location{Namespace: c.NewNamespace(t, "rec"), Name: "khook-state-t"}
+	cut := func(suffix string) { link.CutNext(testcluster.WriteTo(suffix)) }
+	s, err := Open(ctx, clients.Typed, loc, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut("/secrets") // the create
+	if err := s.Begin(ctx, Run{Command: "apply", Steps: []string{"a", "b"}}); err != nil {
+		t.Fatalf("Begin: %v", err)
+	}
+	cut("/secrets/" + loc.Name) // the writer's update
+	s.Step("a", StepRecord{Type: "apply", Hash: "sha256:a", Status: StepOK})
+	deadline := time.Now().Add(time.Minute)
+	for link.Counts().CutWrites < 2 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	s.Step("b", StepRecord{Type: "apply", Hash: "sha256:b", Status: StepOK})
+	cut("/secrets/" + loc.Name) // Finish's update
+	if err := s.Finish(ctx, "ok"); err != nil {
+		t.Fatalf("Finish: %v", err)
+	}
+	if n := link.Counts().CutWrites; n != 3 {
+		t.Errorf("%d answers of the record's writes cut, want 3", n)
+	}
+	rec, found, err := Read(ctx, clients.Typed, loc)
+	if err != nil || !found || rec.RunStatus != "ok" || rec.Steps["a"] == nil || rec.Steps["b"] == nil || rec.Steps["b"].Status != StepOK {
+		t.Fatalf("the record after the run: %+v, %v, %v", rec, found, err)
+	}
+
+	// a destroy's delete of the record it wrote
+	d, err := Open(ctx, clients.Typed, loc, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Begin(ctx, Run{Command: "destroy", Steps: []string{"a", "b"}}); err != nil {
+		t.Fatal(err)
+	}
+	cut("/secrets/" + loc.Name)
+	if err := d.Delete(ctx); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	if _, found, err := Read(ctx, clients.Typed, loc); found || err != nil {
+		t.Errorf("the record after the delete: found %v, %v", found, err)
 	}
 }

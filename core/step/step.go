@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -102,6 +103,52 @@ type Run struct {
 	// the expired lock over. Nil, or false: not known to be gone (it may
 	// be running).
 	Abandoned func(id string) bool
+	// Lock names the run lock the run holds (RunLockLabel's value), ""
+	// without one: what another run wrote under it was written by a run
+	// that has ended, since this run holds it now.
+	Lock string
+	// Ops is what the run operates on now (nil: unknown), so that a step
+	// does not take what another step of the same run is working on for
+	// something this run left behind.
+	Ops *Operations
+}
+
+// RunLockLabel is the label that names, next to RunLabel, the run lock
+// the writing run held.
+const RunLockLabel = "khook.io/run-lock"
+
+// Operations counts a run's operations in progress by what they act on
+// (a helm release: "namespace/name"). Safe for concurrent use; the nil
+// *Operations knows of none.
+type Operations struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+// Enter marks key as operated on until leave is called; alone reports
+// whether no other operation of the run was on it (false for a nil
+// *Operations: it cannot tell).
+func (o *Operations) Enter(key string) (alone bool, leave func()) {
+	if o == nil {
+		return false, func() {}
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.n == nil {
+		o.n = map[string]int{}
+	}
+	o.n[key]++
+	alone = o.n[key] == 1
+	var once sync.Once
+	return alone, func() {
+		once.Do(func() {
+			o.mu.Lock()
+			defer o.mu.Unlock()
+			if o.n[key]--; o.n[key] == 0 {
+				delete(o.n, key)
+			}
+		})
+	}
 }
 
 // RunLabel is the label that names, on what a run writes for others to

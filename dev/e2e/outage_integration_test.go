@@ -364,6 +364,11 @@ steps:
 		consistent(t, cs, ns, "gate", "app", "c0", "c1", "c2")
 	})
 
+	// No wait outlives its deadline during an outage (deadline_integration_test.go).
+	t.Run("a helm step's timeout and SIGINT hold during a 30s outage", func(t *testing.T) {
+		deadlinesThroughAnOutage(t, c, cs, env)
+	})
+
 	// A holder SIGKILLed while the API server is down cannot release its
 	// lock. The next run, started once the server is back, watches the
 	// Lease stay unchanged for the lease duration and takes it over. (No

@@ -17,11 +17,15 @@
 //     anything in the step, or the chart, upgrades; --replace upgrades
 //     even a release that needs nothing (a new revision, hooks run);
 //   - every revision an install or upgrade makes carries the run's id
-//     (step.Request.Run) as the label step.RunLabel;
+//     (step.Request.Run) as the label step.RunLabel, and the run lock it
+//     holds as step.RunLockLabel;
 //   - a release left pending (pending-install, -upgrade, -rollback,
 //     uninstalling) is recovered only when it is provably abandoned: older
-//     than the step timeout, or left by a run known to be gone (see
-//     khook.io/core/helm.Client.Apply); the outcome says how. Otherwise
+//     than the step timeout, or left by a run known to be gone (one whose
+//     lock this run took over, one that wrote it under the lock this run
+//     holds now, or this run itself, when no other step of it is working
+//     on the release: see khook.io/core/helm.Client.Apply); the outcome
+//     says how. Otherwise
 //     another operation may be working on it and the step fails at once,
 //     naming the revision, its status, its age and who last wrote it; so
 //     does an uninstall (delete.release, destroy) of such a release;
@@ -260,7 +264,7 @@ func client(req *step.Request) *khelm.Client {
 
 // runOf is the request's run, as the helm package takes it.
 func runOf(req *step.Request) khelm.Run {
-	return khelm.Run{ID: req.Run.ID, Abandoned: req.Run.IsAbandoned}
+	return khelm.Run{ID: req.Run.ID, Abandoned: req.Run.IsAbandoned, Lock: req.Run.Lock, Enter: req.Run.Ops.Enter}
 }
 
 // releaseOf is the step's desired release.

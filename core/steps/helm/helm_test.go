@@ -10,8 +10,8 @@ import (
 // TestRunLabel: the label the helm package writes on a revision is the
 // one the step contract names.
 func TestRunLabel(t *testing.T) {
-	if khelm.RunLabel != step.RunLabel {
-		t.Errorf("helm writes %q, the step contract names %q", khelm.RunLabel, step.RunLabel)
+	if khelm.RunLabel != step.RunLabel || khelm.RunLockLabel != step.RunLockLabel {
+		t.Errorf("helm writes %q and %q, the step contract names %q and %q", khelm.RunLabel, khelm.RunLockLabel, step.RunLabel, step.RunLockLabel)
 	}
 }
 

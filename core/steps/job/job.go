@@ -290,14 +290,25 @@ func check(uid types.UID) waiter.CheckFunc {
 }
 
 // interruptTimeout bounds the cleanup of an interrupted attempt, which
-// runs after the run's context is cancelled.
+// runs after the run's context is cancelled: within it, the cleanup ends
+// kube.Grace after the attempt's context did (cleanupContext).
 const interruptTimeout = 10 * time.Second
+
+// cleanupContext is what an interrupted attempt cleans up within: not
+// cancelled with ctx, but ended kube.Grace after it (so that Ctrl-C
+// during an API-server outage does not wait for it) and interruptTimeout
+// at most.
+func cleanupContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	bound, unbind := kube.Bind(context.WithoutCancel(ctx), ctx)
+	dctx, cancel := context.WithTimeout(bound, interruptTimeout)
+	return dctx, func() { cancel(); unbind() }
+}
 
 // stopOnInterrupt deletes the Job of uid that an interrupted attempt
 // created (its pods in the background, without waiting), unless it has
 // finished, and returns err with a note saying what became of the Job.
 func stopOnInterrupt(ctx context.Context, req *step.Request, r ref, uid types.UID, err error) error {
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), interruptTimeout)
+	dctx, cancel := cleanupContext(ctx)
 	defer cancel()
 	var note string
 	j, gerr := req.Kube.Typed.BatchV1().Jobs(r.ns).Get(dctx, r.name, metav1.GetOptions{})
@@ -329,7 +340,7 @@ func stopOnInterrupt(ctx context.Context, req *step.Request, r ref, uid types.UI
 // that khook owns is the one this attempt created, and is stopped as
 // stopOnInterrupt stops it.
 func stopCreateOnInterrupt(ctx context.Context, req *step.Request, r ref, err error) error {
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), interruptTimeout)
+	dctx, cancel := cleanupContext(ctx)
 	defer cancel()
 	j, gerr := req.Kube.Typed.BatchV1().Jobs(r.ns).Get(dctx, r.name, metav1.GetOptions{})
 	switch {

@@ -219,3 +219,29 @@ func namespacePrefix(prefix string) string {
 	}
 	return strings.TrimRight(s, "-") + "-"
 }
+
+// NewLossyLink starts a lossy link to the cluster's API server (see
+// LossyLink) for t: it is closed when t ends, and what it did (requests
+// forwarded, answers cut, requests held) goes to t's log then.
+func (c *Cluster) NewLossyLink(t testing.TB, opts LossyOptions) *LossyLink {
+	t.Helper()
+	l, err := c.LossyLink(t.TempDir(), opts)
+	if err != nil {
+		t.Fatalf("testcluster: %v", err)
+	}
+	t.Cleanup(func() {
+		t.Logf("lossy link (seed %d): %s", opts.Seed, l.Counts())
+		_ = l.Close()
+	})
+	return l
+}
+
+// RESTConfig is a fresh admin client configuration through the link.
+func (l *LossyLink) RESTConfig(t testing.TB) *rest.Config {
+	t.Helper()
+	cfg, err := restConfig(l.Kubeconfig)
+	if err != nil {
+		t.Fatalf("testcluster: %v", err)
+	}
+	return cfg
+}
