@@ -130,6 +130,14 @@ func ptyConverse(t *testing.T, env []string, steps []ptyStep, answer string, arg
 	}
 wait:
 	werr := cmd.Wait()
+	// the binary has ended, but what it printed last may still be in the
+	// terminal's buffer: read it to its end (EIO once drained) before
+	// closing, or its last line is lost (a "destroy cancelled" went
+	// missing so, on a loaded machine)
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+	}
 	f.Close()
 	<-done
 	code := 0
