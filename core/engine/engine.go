@@ -291,8 +291,19 @@ func (c *Cluster) executor(i int) (step.Executor, error) {
 	return exec, nil
 }
 
-// request builds the request for step i, attempt n.
-func (c *Cluster) request(i, attempt int, timeout time.Duration, sink event.Sink) *step.Request {
+// stepCall bounds ctx by step i's timeout and builds the request of its
+// one call (attempt 1) with fate d, progress lines going to sink: what a
+// plan, a diff and a destroy plan ask of an executor. cancel ends the
+// call's context.
+func (c *Cluster) stepCall(ctx context.Context, i int, d Disposition, sink event.Sink) (context.Context, *step.Request, context.CancelFunc) {
+	timeout := c.doc.Settings(i).Timeout.Duration()
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	return ctx, c.request(i, 1, timeout, d, sink), cancel
+}
+
+// request builds the request for step i, attempt n, with fate d: Dispose
+// alone says whether --replace forces it.
+func (c *Cluster) request(i, attempt int, timeout time.Duration, d Disposition, sink event.Sink) *step.Request {
 	st := &c.doc.Spec.Steps[i]
 	return &step.Request{
 		Step:             st,
@@ -306,7 +317,7 @@ func (c *Cluster) request(i, attempt int, timeout time.Duration, sink event.Sink
 		Redactor:         c.red,
 		Run:              c.run,
 		ForceCRDs:        c.opts.ForceCRDs,
-		Replace:          c.opts.Selection.Forced(i),
+		Replace:          d.Fate == FateForced,
 		DriftDefaults:    c.driftDefaults(),
 		FieldManager:     c.opts.FieldManager,
 		Warn:             c.warn(st.Name),

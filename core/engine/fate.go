@@ -65,6 +65,20 @@ func (f Fate) Skipped() bool {
 	return false
 }
 
+// Predicted reports whether a live plan or diff asks the cluster what a
+// step of this fate would do: a step the command runs, or may run (a
+// conditional one, decided from its triggers). A step it skips whatever
+// the cluster holds (resumed from the record, not selected, excluded) is
+// shown from the spec and the record alone, as the run skips it: no
+// request is sent for it.
+func (f Fate) Predicted() bool {
+	switch f {
+	case FateRun, FateForced, FateConditional, FateTriggered:
+		return true
+	}
+	return false
+}
+
 // Disposition is one step's fate and what it was decided from.
 type Disposition struct {
 	Fate Fate
