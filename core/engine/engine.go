@@ -136,7 +136,7 @@ func (e *Engine) Connect(ctx context.Context, doc *load.Document, t Target, o Op
 // Attach is Connect with clients built and checked already (a caller's
 // own, a test's fake clientset): nothing is checked.
 func (e *Engine) Attach(doc *load.Document, clients *kube.Clients, t Target, o Options) *Cluster {
-	return &Cluster{red: e.redactor(), doc: doc, clients: clients, registry: e.registry(), http: fetch.NewClient(), namespace: "default",
+	return &Cluster{red: e.redactor(), doc: doc, clients: clients, registry: e.Registry(), http: fetch.NewClient(), namespace: "default",
 		opts: o, notes: t.Notes, releaseNotes: e.ReleaseNotes, sink: event.Tee(t.Events), events: event.Tee(t.Events)}
 }
 
@@ -158,8 +158,9 @@ func (e *Engine) Clients(ctx context.Context, t Target) (*kube.Clients, error) {
 	return cl, nil
 }
 
-// registry is the step executors, or nil when there are none.
-func (e *Engine) registry() *step.Registry {
+// Registry is the step executors, or nil when there are none (the offline
+// commands name what a step's hash cannot see with them).
+func (e *Engine) Registry() *step.Registry {
 	if e == nil || e.Steps == nil {
 		return nil
 	}
