@@ -20,6 +20,7 @@
 # record.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+. "$root/bench/paired.sh"
 runs="${RUNS:-7}"
 steps="${STEPS:-3000}"
 go="${GO:-go}"
@@ -61,7 +62,7 @@ timed() {
 	start=$(date +%s%N)
 	"$bin" "$1" -f "$spec" -o json >"$tmp/out" 2>&1 || { cat "$tmp/out" >&2; exit 1; }
 	end=$(date +%s%N)
-	if [[ $1 == apply ]] && grep -q '"status": *"ok"' "$tmp/out"; then
+	if [[ $1 == apply ]] && grep -q '"attempts": *[1-9]' "$tmp/out"; then
 		echo "the no-op apply ran a step" >&2
 		exit 1
 	fi
@@ -74,11 +75,4 @@ for round in $(seq "$runs"); do
 	echo "round $round: plan $(tail -1 "$tmp/plan") ms, apply $(tail -1 "$tmp/apply") ms" >&2
 done
 
-median() { sort -n "$1" | awk '{ t[NR] = $1 } END { printf "%.3f", t[int((NR + 1) / 2)] / 1000 }'; }
-paste "$tmp/plan" "$tmp/apply" | awk '{ printf "%.4f\n", $1 / $2 }' >"$tmp/ratio"
-echo
-echo "machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg); $runs paired rounds, alternating order"
-echo "$steps apply: steps recorded done ($bin): live plan median $(median "$tmp/plan") s, no-op apply median $(median "$tmp/apply") s"
-echo "median of the per-round ratios plan/apply: $(sort -n "$tmp/ratio" | awk '{ t[NR] = $1 } END { printf "%.3f", t[int((NR + 1) / 2)] }')"
-echo "plan:  $(tr '\n' ' ' <"$tmp/plan")"
-echo "apply: $(tr '\n' ' ' <"$tmp/apply")"
+paired_report "$steps apply: steps recorded done ($bin)" plan "$tmp/plan" apply "$tmp/apply"
