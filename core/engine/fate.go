@@ -206,7 +206,7 @@ func Dispose(doc *load.Document, command Command, sel *Selection, f Facts) []Dis
 			if f.Undoes != nil && !f.Undoes[i] {
 				d.Fate = FateLeftAlone
 			}
-		case sel.Forced(i):
+		case sel.replaces(i):
 			d.Fate = FateForced
 		case conditional(doc, i, d.Resumed):
 			d.Fate = FateConditional
