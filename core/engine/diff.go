@@ -143,10 +143,10 @@ func (c *Cluster) Diff(ctx context.Context, parallelism int) ([]*StepDiff, error
 	return results, nil
 }
 
-// diffStep diffs step i (fate d) with its executor's Differ, or says what
-// its Planner predicts; bounded by the step's timeout.
-func (c *Cluster) diffStep(ctx context.Context, i int, d Disposition, exec step.Executor) *StepDiff {
-	ctx, req, cancel := c.stepCall(ctx, i, d, c.sink)
+// diffStep diffs step i (fate disp) with its executor's Differ, or says
+// what its Planner predicts; bounded by the step's timeout.
+func (c *Cluster) diffStep(ctx context.Context, i int, disp Disposition, exec step.Executor) *StepDiff {
+	ctx, req, cancel := c.stepCall(ctx, i, disp, c.sink)
 	defer cancel()
 	red := c.red
 	if d, ok := exec.(step.Differ); ok {

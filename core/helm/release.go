@@ -642,8 +642,9 @@ func dryRunInstall(ctx context.Context, cfg *configuration, r Release, chrt *cha
 
 // dryInstall is helm's install of r that changes nothing: the server
 // renders and checks it (action.DryRunServer), or helm alone renders it
-// (action.DryRunClient: no client-side validation, which would ask the
-// server). replace installs over an uninstalled revision kept in history.
+// (action.DryRunClient, on a configuration whose clients helm swaps for
+// fakes: nothing to validate against). replace installs over an
+// uninstalled revision kept in history.
 func dryInstall(cfg *configuration, r Release, strategy action.DryRunStrategy, replace bool) *action.Install {
 	dry := action.NewInstall(cfg.Configuration)
 	dry.ReleaseName = r.Name
