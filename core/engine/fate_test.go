@@ -11,12 +11,12 @@ import (
 	"khook.io/core/steps/builtin"
 )
 
-// fatesSpec is the spec of TestFates: a needs b needs... as drawn:
+// fateTableSpec is the spec of TestFates: a needs b needs... as drawn:
 //
 //	a ── b ── c (rollout, triggeredBy b)
 //	│    └─── e (job) ── f (rollout, triggeredBy e)
 //	└── d (when: false)
-const fatesSpec = `apiVersion: khook.io/v1
+const fateTableSpec = `apiVersion: khook.io/v1
 kind: Khook
 metadata: {name: fates}
 %STATE%steps:
@@ -146,7 +146,7 @@ func TestFates(t *testing.T) {
 		want: map[string]string{"a": notSelected, "b": notSelected, "c": notSelected, "d": notSelected, "e": "left alone | nothing to undo: destroy leaves job steps alone", "f": "left alone | nothing to undo: destroy leaves rollout steps alone"},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			text := strings.Replace(fatesSpec, "%STATE%", map[bool]string{true: "state: {}\n"}[tc.state], 1)
+			text := strings.Replace(fateTableSpec, "%STATE%", map[bool]string{true: "state: {}\n"}[tc.state], 1)
 			doc, err := (&load.Loader{Steps: builtin.Registry}).Load(load.Options{File: "-", Stdin: strings.NewReader(text), Redactor: redact.New()})
 			if err != nil {
 				t.Fatal(err)

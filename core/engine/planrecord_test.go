@@ -84,7 +84,7 @@ func TestPlanAsksWhatRuns(t *testing.T) {
 		planned: []string{"plan b", "plan e"},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			text := strings.Replace(fatesSpec, "%STATE%", "state: {}\n", 1)
+			text := strings.Replace(fateTableSpec, "%STATE%", "state: {}\n", 1)
 			doc, err := (&load.Loader{Steps: builtin.Registry}).Load(load.Options{File: "-", Stdin: strings.NewReader(text), Redactor: redact.New()})
 			if err != nil {
 				t.Fatal(err)
