@@ -22,11 +22,8 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 . "$root/bench/paired.sh"
 runs="${RUNS:-11}"
-go="${GO:-go}"
 before="${BEFORE:-}"
 [[ -n "$before" || -n "${BEFORE_BIN:-}" ]] || { echo "BEFORE=<commit> or BEFORE_BIN=<binary> names the build to compare with" >&2; exit 2; }
-: "${KUBECONFIG:?KUBECONFIG must name a test cluster}"
-kubectl="${KHOOK_TESTBIN:-$root/.cache/testbin/bin}/kubectl"
 charts="$root/core/testing/chartrepo/testdata/charts"
 
 tmp="$(mktemp -d)"

@@ -1,5 +1,10 @@
-# Sourced by the bench scripts that time two variants in paired rounds:
+# Sourced by the bench scripts that time two variants in paired rounds on
+# a test cluster, once they set root (the checkout): their settings and
 # the summary of the rounds.
+
+go="${GO:-go}"
+: "${KUBECONFIG:?KUBECONFIG must name a test cluster}"
+kubectl="${KHOOK_TESTBIN:-$root/.cache/testbin/bin}/kubectl"
 
 # median_s FILE: the median of FILE's numbers (milliseconds, one a line),
 # in seconds.
