@@ -20,12 +20,10 @@
 # cluster-up), in a namespace of its own, removed at the end.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+. "$root/bench/paired.sh"
 runs="${RUNS:-11}"
-go="${GO:-go}"
 before="${BEFORE:-}"
 [[ -n "$before" || -n "${BEFORE_BIN:-}" ]] || { echo "BEFORE=<commit> or BEFORE_BIN=<binary> names the build to compare with" >&2; exit 2; }
-: "${KUBECONFIG:?KUBECONFIG must name a test cluster}"
-kubectl="${KHOOK_TESTBIN:-$root/.cache/testbin/bin}/kubectl"
 charts="$root/core/testing/chartrepo/testdata/charts"
 
 tmp="$(mktemp -d)"
@@ -106,17 +104,10 @@ for round in $(seq "$runs"); do
 	echo "$line" >&2
 done
 
-median() { sort -n "$1" | awk '{ t[NR] = $1 } END { printf "%.3f", t[int((NR + 1) / 2)] / 1000 }'; }
-paste "$tmp/before" "$tmp/after" | awk '{ printf "%.4f\n", $2 / $1 }' >"$tmp/ratio"
-echo
-echo "machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg); $runs paired rounds, alternating order"
-echo "no-op re-run, 10 charts: before ($before) median $(median "$tmp/before") s, after median $(median "$tmp/after") s"
-echo "median of the per-round ratios after/before: $(sort -n "$tmp/ratio" | awk '{ t[NR] = $1 } END { printf "%.3f", t[int((NR + 1) / 2)] }')"
-echo "before: $(tr '\n' ' ' <"$tmp/before")"
-echo "after:  $(tr '\n' ' ' <"$tmp/after")"
+paired_report "no-op re-run, 10 charts (before: $before)" after "$tmp/after" before "$tmp/before"
 if [[ -n "${TRACED:-}" ]]; then
 	paste "$tmp/before" "$tmp/traced" | awk '{ printf "%.4f\n", $2 / $1 }' >"$tmp/ratio-traced"
-	echo "traced (OTLP/gRPC to the collector's receiver): median $(median "$tmp/traced") s; median of the per-round ratios traced/before: $(sort -n "$tmp/ratio-traced" | awk '{ t[NR] = $1 } END { printf "%.3f", t[int((NR + 1) / 2)] }')"
+	echo "traced (OTLP/gRPC to the collector's receiver): median $(median_s "$tmp/traced") s; median of the per-round ratios traced/before: $(sort -n "$tmp/ratio-traced" | awk '{ t[NR] = $1 } END { printf "%.3f", t[int((NR + 1) / 2)] }')"
 	echo "traced: $(tr '\n' ' ' <"$tmp/traced")"
 	echo "spans received: $(grep -o '"spanId"' "$tmp/spans.jsonl" | wc -l) in $(wc -l <"$tmp/spans.jsonl") requests"
 fi

@@ -170,7 +170,7 @@ func (o *PlanOptions) plan(ctx context.Context, doc *load.Document, t engine.Tar
 			return nil, err
 		}
 	}
-	res, err := engine.OfflinePlan(doc, sel, o.Clusters.registry())
+	res, err := engine.OfflinePlan(doc, sel, o.Clusters.engine().Registry())
 	if err != nil {
 		return nil, err
 	}

@@ -115,19 +115,6 @@ func (c *Clusters) connect(ctx context.Context, doc *load.Document, o engine.Opt
 	return c.engine().Connect(ctx, doc, t, o)
 }
 
-// registry is the step executors, nil without them (the offline commands
-// name what a step's hash cannot see with them).
-func (c *Clusters) registry() *step.Registry {
-	if c == nil || c.Steps == nil {
-		return nil
-	}
-	reg, err := c.Steps()
-	if err != nil {
-		return nil
-	}
-	return reg
-}
-
 // contextFlag is the name of the connection's flag for one context.
 func (c *Clusters) contextFlag() string {
 	if c != nil {

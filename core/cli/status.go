@@ -119,7 +119,7 @@ func (o *StatusOptions) Run(ctx context.Context) error {
 	if o.Timeline != "" {
 		if st == nil {
 			sp := doc.Spec
-			return fmt.Errorf("--timeline: %s is not applied yet: no state record at %s, no run to draw", sp.Metadata.Name, state.Location{Namespace: sp.StateNamespace(), Name: sp.StateSecretName()})
+			return fmt.Errorf("--timeline: %s is not applied yet: no state record at %s, no run to draw", sp.Metadata.Name, state.LocationOf(sp))
 		}
 		if err := writeTimeline(o.Timeline, timeline.FromRecord(st.Record, timelineDefs(doc, st.Record.Command)), o.Redactor); err != nil {
 			return err
@@ -156,7 +156,7 @@ func (o *StatusOptions) print(st *state.Status, doc *load.Document, w io.Writer)
 	}
 	if st == nil {
 		sp := doc.Spec
-		_, err := fmt.Fprintf(w, "%s is not applied yet: no state record at %s.\n", sp.Metadata.Name, state.Location{Namespace: sp.StateNamespace(), Name: sp.StateSecretName()})
+		_, err := fmt.Fprintf(w, "%s is not applied yet: no state record at %s.\n", sp.Metadata.Name, state.LocationOf(sp))
 		return err
 	}
 	return render.StatusText(w, st)

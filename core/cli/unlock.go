@@ -15,6 +15,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"khook.io/core/lock"
+	"khook.io/core/state"
 )
 
 // ForceUnlockFlags are force-unlock's flags.
@@ -94,7 +95,7 @@ func (o *ForceUnlockOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	loc := lock.Location{Namespace: doc.Spec.StateNamespace(), Name: doc.Spec.StateSecretName()}
+	loc := lock.Location(state.LocationOf(doc.Spec))
 	h, held, err := lock.Read(ctx, clients.Typed, loc)
 	switch {
 	case err != nil:

@@ -68,9 +68,8 @@ func (r *Run) DestroyPlan(ctx context.Context) ([]DestroyStep, error) {
 				ds.Note = "undone"
 				break
 			}
-			timeout := c.doc.Settings(i).Timeout.Duration()
-			sctx, cancel := context.WithTimeout(ctx, timeout)
-			plan, err := p.PlanDestroy(sctx, c.request(i, 1, timeout, event.Discard))
+			sctx, req, cancel := c.stepCall(ctx, i, d, event.Discard)
+			plan, err := p.PlanDestroy(sctx, req)
 			cancel()
 			if r.planned != nil && ctx.Err() == nil {
 				r.planned[i] = &plan

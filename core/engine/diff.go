@@ -98,7 +98,7 @@ func (c *Cluster) Diff(ctx context.Context, parallelism int) ([]*StepDiff, error
 			return nil, err
 		}
 		g.Go(func() error {
-			results[i] = c.diffStep(gctx, i, exec)
+			results[i] = c.diffStep(gctx, i, d, exec)
 			return nil // a step's error is its result
 		})
 	}
@@ -143,13 +143,11 @@ func (c *Cluster) Diff(ctx context.Context, parallelism int) ([]*StepDiff, error
 	return results, nil
 }
 
-// diffStep diffs step i with its executor's Differ, or says what its
-// Planner predicts; bounded by the step's timeout.
-func (c *Cluster) diffStep(ctx context.Context, i int, exec step.Executor) *StepDiff {
-	timeout := c.doc.Settings(i).Timeout.Duration()
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+// diffStep diffs step i (fate disp) with its executor's Differ, or says
+// what its Planner predicts; bounded by the step's timeout.
+func (c *Cluster) diffStep(ctx context.Context, i int, disp Disposition, exec step.Executor) *StepDiff {
+	ctx, req, cancel := c.stepCall(ctx, i, disp, c.sink)
 	defer cancel()
-	req := c.request(i, 1, timeout, c.sink)
 	red := c.red
 	if d, ok := exec.(step.Differ); ok {
 		res, err := d.Diff(ctx, req)

@@ -136,7 +136,7 @@ func (e *Engine) Connect(ctx context.Context, doc *load.Document, t Target, o Op
 // Attach is Connect with clients built and checked already (a caller's
 // own, a test's fake clientset): nothing is checked.
 func (e *Engine) Attach(doc *load.Document, clients *kube.Clients, t Target, o Options) *Cluster {
-	return &Cluster{red: e.redactor(), doc: doc, clients: clients, registry: e.registry(), http: fetch.NewClient(), namespace: "default",
+	return &Cluster{red: e.redactor(), doc: doc, clients: clients, registry: e.Registry(), http: fetch.NewClient(), namespace: "default",
 		opts: o, notes: t.Notes, releaseNotes: e.ReleaseNotes, sink: event.Tee(t.Events), events: event.Tee(t.Events)}
 }
 
@@ -158,8 +158,9 @@ func (e *Engine) Clients(ctx context.Context, t Target) (*kube.Clients, error) {
 	return cl, nil
 }
 
-// registry is the step executors, or nil when there are none.
-func (e *Engine) registry() *step.Registry {
+// Registry is the step executors, or nil when there are none (the offline
+// commands name what a step's hash cannot see with them).
+func (e *Engine) Registry() *step.Registry {
 	if e == nil || e.Steps == nil {
 		return nil
 	}
@@ -291,8 +292,19 @@ func (c *Cluster) executor(i int) (step.Executor, error) {
 	return exec, nil
 }
 
-// request builds the request for step i, attempt n.
-func (c *Cluster) request(i, attempt int, timeout time.Duration, sink event.Sink) *step.Request {
+// stepCall bounds ctx by step i's timeout and builds the request of its
+// one call (attempt 1) with fate d, progress lines going to sink: what a
+// plan, a diff and a destroy plan ask of an executor. cancel ends the
+// call's context.
+func (c *Cluster) stepCall(ctx context.Context, i int, d Disposition, sink event.Sink) (context.Context, *step.Request, context.CancelFunc) {
+	timeout := c.doc.Settings(i).Timeout.Duration()
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	return ctx, c.request(i, 1, timeout, d, sink), cancel
+}
+
+// request builds the request for step i, attempt n, with fate d: Dispose
+// alone says whether --replace forces it.
+func (c *Cluster) request(i, attempt int, timeout time.Duration, d Disposition, sink event.Sink) *step.Request {
 	st := &c.doc.Spec.Steps[i]
 	return &step.Request{
 		Step:             st,
@@ -306,7 +318,7 @@ func (c *Cluster) request(i, attempt int, timeout time.Duration, sink event.Sink
 		Redactor:         c.red,
 		Run:              c.run,
 		ForceCRDs:        c.opts.ForceCRDs,
-		Replace:          c.opts.Selection.Forced(i),
+		Replace:          d.Fate == FateForced,
 		DriftDefaults:    c.driftDefaults(),
 		FieldManager:     c.opts.FieldManager,
 		Warn:             c.warn(st.Name),

@@ -65,6 +65,20 @@ func (f Fate) Skipped() bool {
 	return false
 }
 
+// Predicted reports whether a live plan or diff asks the cluster what a
+// step of this fate would do: a step the command runs, or may run (a
+// conditional one, decided from its triggers). A step it skips whatever
+// the cluster holds (resumed from the record, not selected, excluded) is
+// shown from the spec and the record alone, as the run skips it: no
+// request is sent for it.
+func (f Fate) Predicted() bool {
+	switch f {
+	case FateRun, FateForced, FateConditional, FateTriggered:
+		return true
+	}
+	return false
+}
+
 // Disposition is one step's fate and what it was decided from.
 type Disposition struct {
 	Fate Fate
@@ -192,7 +206,7 @@ func Dispose(doc *load.Document, command Command, sel *Selection, f Facts) []Dis
 			if f.Undoes != nil && !f.Undoes[i] {
 				d.Fate = FateLeftAlone
 			}
-		case sel.Forced(i):
+		case sel.replaces(i):
 			d.Fate = FateForced
 		case conditional(doc, i, d.Resumed):
 			d.Fate = FateConditional

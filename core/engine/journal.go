@@ -37,7 +37,7 @@ func (c *Cluster) openState(ctx context.Context, lk *lock.Lock) (*journal, error
 	if !sp.State.IsEnabled() {
 		return nil, nil
 	}
-	loc := state.Location{Namespace: sp.StateNamespace(), Name: sp.StateSecretName()}
+	loc := state.LocationOf(sp)
 	end := c.phase(event.PhaseRecord, "read state record "+loc.String())
 	store, err := state.Open(ctx, c.clients.Typed, loc, sp.Metadata.Name)
 	end(err)

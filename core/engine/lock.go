@@ -22,8 +22,7 @@ import (
 // lockLocation is where the run lock of doc's state record lives: a
 // Lease of the record's name, next to it.
 func lockLocation(doc *load.Document) lock.Location {
-	sp := doc.Spec
-	return lock.Location{Namespace: sp.StateNamespace(), Name: sp.StateSecretName()}
+	return lock.Location(state.LocationOf(doc.Spec))
 }
 
 // noteLock notes, for plan, diff and status (which take no lock), whether
@@ -96,8 +95,7 @@ func (c *Cluster) takeLock(ctx context.Context, command Command, timeout time.Du
 func (c *Cluster) holderEnded(ctx context.Context, h lock.Holder) string {
 	ctx, cancel := c.preflight(ctx)
 	defer cancel()
-	sp := c.doc.Spec
-	rec, found, err := state.Read(ctx, c.clients.Typed, state.Location{Namespace: sp.StateNamespace(), Name: sp.StateSecretName()})
+	rec, found, err := state.Read(ctx, c.clients.Typed, state.LocationOf(c.doc.Spec))
 	if err != nil || !found || rec.RunStatus == "running" || rec.FinishedAt == nil || h.Acquired.IsZero() || rec.FinishedAt.Before(h.Acquired) {
 		return ""
 	}
@@ -145,11 +143,10 @@ func (c *Cluster) releaseLock(ctx context.Context, lk *lock.Lock) {
 // the spec has no record. Reading the Lease is best effort: a user who may
 // not read Leases gets no note.
 func LockNote(ctx context.Context, c kubernetes.Interface, doc *load.Document) string {
-	sp := doc.Spec
-	if !sp.State.IsEnabled() {
+	if !doc.Spec.State.IsEnabled() {
 		return ""
 	}
-	loc := lock.Location{Namespace: sp.StateNamespace(), Name: sp.StateSecretName()}
+	loc := lockLocation(doc)
 	h, held, err := lock.Read(ctx, c, loc)
 	if err != nil || !held {
 		return ""

@@ -41,22 +41,30 @@ func OfflinePlan(doc *load.Document, sel *Selection, reg *step.Registry) (*PlanR
 	return &PlanResult{Plan: p, Dispositions: disp}, nil
 }
 
-// Plan is the live plan of the cluster: every included step's executor
-// predicts its action, reading the cluster only; the state record is read
+// Plan is the live plan of the cluster: the state record is read
 // (without writing it or taking the lock) and each step gets the fate
-// apply will give it, conditional steps predicted from their triggers'
-// dry runs. A note says when a run holds the record's lock.
+// apply will give it; the executor of every step apply runs or may run
+// predicts its action, reading the cluster only, conditional steps
+// predicted from their triggers' dry runs. A step apply skips (resumed
+// from the record, not selected) is planned from the record, as apply
+// skips it: no request (Fate.Predicted). A note says when a run holds the
+// record's lock.
 func (c *Cluster) Plan(ctx context.Context) (*PlanResult, error) {
 	c.noteLock(ctx)
-	p := c.livePlan(ctx)
-	if ctx.Err() != nil {
-		return nil, &StoppedError{Cause: context.Cause(ctx)}
-	}
 	r, err := c.dispose(ctx, CommandPlan)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil, &StoppedError{Cause: context.Cause(ctx)}
+		}
 		return nil, err
 	}
 	disp := r.disp
+	// a step the run skips (resumed, not selected) is planned from the
+	// record: no request
+	p := c.livePlan(ctx, disp)
+	if ctx.Err() != nil {
+		return nil, &StoppedError{Cause: context.Cause(ctx)}
+	}
 	dry := c.dryRunTriggers(ctx, disp)
 	byName := make(map[string]*plan.Step, len(p.Steps))
 	for k := range p.Steps {
@@ -122,7 +130,7 @@ func ChangingAction(a string) bool { return actionChanges[a] }
 // livePlan refines the offline plan with each executor's prediction,
 // assessing steps in parallel. Planners only read the cluster; a step whose
 // executor has none keeps the offline action (run).
-func (c *Cluster) livePlan(ctx context.Context) *plan.Plan {
+func (c *Cluster) livePlan(ctx context.Context, disp []Disposition) *plan.Plan {
 	p := c.doc.OfflinePlan()
 	p.Mode = plan.ModeLive
 	c.sink = event.Discard
@@ -130,7 +138,7 @@ func (c *Cluster) livePlan(ctx context.Context) *plan.Plan {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(planParallelism)
 	for i := range c.doc.Spec.Steps {
-		if !c.doc.Included(i) {
+		if !disp[i].Fate.Predicted() {
 			continue
 		}
 		exec, ok := c.registry.Get(c.doc.Spec.Steps[i].Type())
@@ -139,10 +147,9 @@ func (c *Cluster) livePlan(ctx context.Context) *plan.Plan {
 			continue
 		}
 		g.Go(func() error {
-			timeout := c.doc.Settings(i).Timeout.Duration()
-			pctx, cancel := context.WithTimeout(gctx, timeout)
+			pctx, req, cancel := c.stepCall(gctx, i, disp[i], c.sink)
 			defer cancel()
-			pred, err := planner.Plan(pctx, c.request(i, 1, timeout, c.sink))
+			pred, err := planner.Plan(pctx, req)
 			if err != nil {
 				pred = step.Prediction{Action: plan.ActionUnknown, Reason: err.Error()}
 			}
@@ -185,7 +192,7 @@ func (c *Cluster) dryRunTriggers(ctx context.Context, disp []Disposition) map[in
 			if err != nil {
 				continue
 			}
-			d := c.diffStep(ctx, j, exec)
+			d := c.diffStep(ctx, j, disp[j], exec)
 			if d.raw != nil {
 				d = diffResult(*d.raw, c.red)
 			}

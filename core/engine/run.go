@@ -134,16 +134,16 @@ func (c *Cluster) task(i int, d Disposition, exec step.Executor, planned []*step
 	}
 	switch d.Fate {
 	case FateRun:
-		t.Attempt = c.attempt(i, t.Timeout, exec.Run)
+		t.Attempt = c.attempt(i, d, t.Timeout, exec.Run)
 	case FateForced:
-		t.Attempt = withNote(c.attempt(i, t.Timeout, exec.Run), d.Reason(c.doc, i))
+		t.Attempt = withNote(c.attempt(i, d, t.Timeout, exec.Run), d.Reason(c.doc, i))
 	case FateConditional:
-		t.Attempt = c.attempt(i, t.Timeout, exec.Run)
+		t.Attempt = c.attempt(i, d, t.Timeout, exec.Run)
 		t.Triggers = d.Triggers
 		t.NotTriggered = notTriggered(c.doc, i, d.Resumed)
 	case FateUndo:
 		destroy := exec.(step.Destroyer).Destroy
-		t.Attempt = c.attempt(i, t.Timeout, func(ctx context.Context, req *step.Request) (step.Outcome, error) {
+		t.Attempt = c.attempt(i, d, t.Timeout, func(ctx context.Context, req *step.Request) (step.Outcome, error) {
 			req.Planned = planned[i]
 			return destroy(ctx, req)
 		})
@@ -168,11 +168,11 @@ func withNote(fn run.AttemptFunc, note string) run.AttemptFunc {
 	}
 }
 
-// attempt adapts an executor method to the scheduler; progress lines go to
-// the run's event sink.
-func (c *Cluster) attempt(i int, timeout time.Duration, fn func(context.Context, *step.Request) (step.Outcome, error)) run.AttemptFunc {
+// attempt adapts an executor method to the scheduler for step i with fate
+// d; progress lines go to the run's event sink.
+func (c *Cluster) attempt(i int, d Disposition, timeout time.Duration, fn func(context.Context, *step.Request) (step.Outcome, error)) run.AttemptFunc {
 	return func(ctx context.Context, attempt int) (run.Outcome, error) {
-		req := c.request(i, attempt, timeout, c.sink)
+		req := c.request(i, attempt, timeout, d, c.sink)
 		// the phases and the causes of waits deep inside the step go to
 		// the run's events
 		ctx = event.WithAttempt(ctx, c.sink, req.Step.Name, req.Step.Type(), attempt)

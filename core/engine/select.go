@@ -120,8 +120,9 @@ func Resolve(doc *load.Document, command Command, o SelectOptions) (*Selection, 
 // Selected reports whether step i takes part in the run.
 func (sel *Selection) Selected(i int) bool { return sel == nil || sel.in[i] }
 
-// Forced reports whether --replace re-runs step i.
-func (sel *Selection) Forced(i int) bool { return sel != nil && sel.forced[i] }
+// replaces reports whether --replace names step i: Dispose alone reads it
+// (FateForced), and every other place reads the step's fate.
+func (sel *Selection) replaces(i int) bool { return sel != nil && sel.forced[i] }
 
 // Partial reports whether --steps left steps out: the run never claims
 // the whole spec (its hash), and a destroy keeps the record.

@@ -78,12 +78,10 @@ func (c *Cluster) dispose(ctx context.Context, command Command) (*recorded, erro
 // step's inputs (their hashes) to compare with it: nil without a state:
 // block or a record.
 func (c *Cluster) readRecord(ctx context.Context) (*state.Record, []*state.Inputs, error) {
-	sp := c.doc.Spec
-	if !sp.State.IsEnabled() {
+	if !c.doc.Spec.State.IsEnabled() {
 		return nil, nil, nil
 	}
-	loc := state.Location{Namespace: sp.StateNamespace(), Name: sp.StateSecretName()}
-	rec, found, err := state.Read(ctx, c.clients.Typed, loc)
+	rec, found, err := state.Read(ctx, c.clients.Typed, state.LocationOf(c.doc.Spec))
 	if err != nil || !found {
 		return nil, nil, err
 	}
@@ -98,10 +96,9 @@ func (c *Cluster) readRecord(ctx context.Context) (*state.Record, []*state.Input
 // steps the next apply resumes.
 func (c *Cluster) compare(rec *state.Record, ins []*state.Inputs, resumed []bool) *state.Status {
 	sp := c.doc.Spec
-	loc := state.Location{Namespace: sp.StateNamespace(), Name: sp.StateSecretName()}
 	steps := make([]state.SpecStep, len(sp.Steps))
 	for i, st := range sp.Steps {
 		steps[i] = state.SpecStep{Name: st.Name, Type: st.Type(), Hash: ins[i].Hash, Excluded: !c.doc.Included(i), When: st.When, Resumes: resumed[i], HashCannotSee: ins[i].HashCannotSee}
 	}
-	return state.Compare(loc, rec, steps)
+	return state.Compare(state.LocationOf(sp), rec, steps)
 }

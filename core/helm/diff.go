@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"helm.sh/helm/v4/pkg/action"
-	helmkube "helm.sh/helm/v4/pkg/kube"
 	rcommon "helm.sh/helm/v4/pkg/release/common"
 	release "helm.sh/helm/v4/pkg/release/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -248,15 +247,7 @@ func (c *Client) renderInstall(ctx context.Context, cfg *configuration, r Releas
 	if chrt, err = ch.load(); err != nil {
 		return nil, err
 	}
-	tpl := action.NewInstall(local.Configuration)
-	tpl.ReleaseName = r.Name
-	tpl.Namespace = r.Namespace
-	tpl.DryRunStrategy = action.DryRunClient
-	tpl.ServerSideApply = false
-	tpl.WaitStrategy = helmkube.HookOnlyStrategy
-	tpl.Replace = true
-	tpl.DisableOpenAPIValidation = true
-	rel, err = v1Release(tpl.RunWithContext(ctx, chrt, vals))
+	rel, err = v1Release(dryInstall(local, r, action.DryRunClient, true).RunWithContext(ctx, chrt, vals))
 	if err != nil {
 		return nil, fmt.Errorf("render: %w", oneLine(err))
 	}

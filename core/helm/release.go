@@ -632,19 +632,29 @@ var errUnmappable = errors.New("the chart's objects cannot be mapped yet")
 // server cannot map the chart's objects yet, the error wraps
 // errUnmappable.
 func dryRunInstall(ctx context.Context, cfg *configuration, r Release, chrt *chart.Chart, vals map[string]any, replace bool) (*release.Release, error) {
-	dry := action.NewInstall(cfg.Configuration)
-	dry.ReleaseName = r.Name
-	dry.Namespace = r.Namespace
-	dry.Replace = replace
-	dry.DryRunStrategy = action.DryRunServer
-	dry.ServerSideApply = false
-	dry.WaitStrategy = helmkube.HookOnlyStrategy
-	dry.DisableOpenAPIValidation = noClientValidation
+	dry := dryInstall(cfg, r, action.DryRunServer, replace)
 	rel, err := v1Release(dry.RunWithContext(ctx, chrt, vals))
 	if err != nil && strings.Contains(err.Error(), "unable to build kubernetes objects from release manifest") {
 		return nil, fmt.Errorf("%w: %w", errUnmappable, err)
 	}
 	return rel, err
+}
+
+// dryInstall is helm's install of r that changes nothing: the server
+// renders and checks it (action.DryRunServer), or helm alone renders it
+// (action.DryRunClient, on a configuration whose clients helm swaps for
+// fakes: nothing to validate against). replace installs over an
+// uninstalled revision kept in history.
+func dryInstall(cfg *configuration, r Release, strategy action.DryRunStrategy, replace bool) *action.Install {
+	dry := action.NewInstall(cfg.Configuration)
+	dry.ReleaseName = r.Name
+	dry.Namespace = r.Namespace
+	dry.Replace = replace
+	dry.DryRunStrategy = strategy
+	dry.ServerSideApply = false
+	dry.WaitStrategy = helmkube.HookOnlyStrategy
+	dry.DisableOpenAPIValidation = noClientValidation || strategy == action.DryRunClient
+	return dry
 }
 
 // render is a server-side dry-run upgrade: it changes nothing.

@@ -81,6 +81,21 @@ func (e *NotFoundError) Error() string {
 	return "not found: " + strings.Join(e.Objects, ", ")
 }
 
+// deleteOrder splits objs (a manifests list, as loaded) into the two
+// phases khook deletes them in, each last manifest first: the custom
+// resource definitions come last, so that their custom resources are
+// gone before them (DeleteAll, PlanUndo and Undo).
+func deleteOrder(objs []*unstructured.Unstructured) (rest, crds []*unstructured.Unstructured) {
+	for _, o := range slices.Backward(objs) {
+		if manifest.IsCRD(o.GroupVersionKind()) {
+			crds = append(crds, o)
+		} else {
+			rest = append(rest, o)
+		}
+	}
+	return rest, crds
+}
+
 // DeleteAll deletes objs (a manifests list, as loaded) in reverse
 // order, custom resource definitions last (so their custom resources are
 // gone before them), with background propagation like kubectl, then waits
@@ -91,14 +106,7 @@ func (e *NotFoundError) Error() string {
 // then fails with a *PartialError naming each object left and why.
 func (m *Manager) DeleteAll(ctx context.Context, objs []*unstructured.Unstructured, opts DeleteOptions) (DeleteSummary, error) {
 	var sum DeleteSummary
-	var crds, rest []*unstructured.Unstructured
-	for _, o := range slices.Backward(objs) {
-		if manifest.IsCRD(o.GroupVersionKind()) {
-			crds = append(crds, o)
-		} else {
-			rest = append(rest, o)
-		}
-	}
+	rest, crds := deleteOrder(objs)
 	for _, phase := range [][]*unstructured.Unstructured{rest, crds} {
 		var targets []waiter.Target
 		var deleted []string

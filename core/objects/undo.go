@@ -90,14 +90,7 @@ const foreignShown = 3
 // unless opts.ForceCRDs. An object that cannot be read is UndoUnknown,
 // and the error names each (the other objects are still planned).
 func (m *Manager) PlanUndo(ctx context.Context, objs []*unstructured.Unstructured, opts UndoOptions) ([]UndoItem, error) {
-	var crds, rest []*unstructured.Unstructured
-	for _, o := range slices.Backward(objs) {
-		if manifest.IsCRD(o.GroupVersionKind()) {
-			crds = append(crds, o)
-		} else {
-			rest = append(rest, o)
-		}
-	}
+	rest, crds := deleteOrder(objs)
 	var items []UndoItem
 	var errs []error
 	for _, o := range append(rest, crds...) {

@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+
+	"khook.io/core/spec"
 )
 
 // The record Secret's identity.
@@ -39,6 +41,13 @@ const (
 type Location struct{ Namespace, Name string }
 
 func (l Location) String() string { return l.Namespace + "/" + l.Name }
+
+// LocationOf is where sp's record lives: state.namespace (default
+// "default") and state.name (default khook-state-<metadata.name>). The run
+// lock is a Lease of the same namespace and name.
+func LocationOf(sp *spec.Spec) Location {
+	return Location{Namespace: sp.StateNamespace(), Name: sp.StateSecretName()}
+}
 
 // NotOwnedError: a Secret of the record's name exists without khook's
 // label; khook never touches it.

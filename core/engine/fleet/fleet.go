@@ -23,6 +23,7 @@ import (
 
 	"khook.io/core/kube"
 	"khook.io/core/load"
+	"khook.io/core/state"
 	"khook.io/core/vars"
 )
 
@@ -281,7 +282,7 @@ func stateRecord(doc *load.Document) string {
 	if !doc.Spec.State.IsEnabled() {
 		return ""
 	}
-	return doc.Spec.StateNamespace() + "/" + doc.Spec.StateSecretName()
+	return state.LocationOf(doc.Spec).String()
 }
 
 // SameClusters refuses a fleet in which two contexts are one cluster

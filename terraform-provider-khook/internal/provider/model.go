@@ -340,7 +340,7 @@ func rowsFrom(ctx context.Context, l types.List) ([]stepRow, diag.Diagnostics) {
 func specID(doc *load.Document) string {
 	sp := doc.Spec
 	if sp.State.IsEnabled() {
-		return sp.StateNamespace() + "/" + sp.StateSecretName()
+		return state.LocationOf(sp).String()
 	}
 	return "spec/" + sp.Metadata.Name
 }

@@ -494,7 +494,7 @@ func (r *specResource) Read(ctx context.Context, req resource.ReadRequest, resp 
 	if err != nil {
 		return
 	}
-	rec, found, err := state.Read(rctx, clients.Typed, state.Location{Namespace: doc.Spec.StateNamespace(), Name: doc.Spec.StateSecretName()})
+	rec, found, err := state.Read(rctx, clients.Typed, state.LocationOf(doc.Spec))
 	if err != nil {
 		resp.Diagnostics.AddWarning("khook_spec: state record not read", red.String(err.Error()))
 		return
