@@ -11,6 +11,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"khook.io/core/engine"
+	"khook.io/core/engine/fleet"
 	"khook.io/core/event"
 	"khook.io/core/redact"
 	"khook.io/core/render"
@@ -228,7 +229,7 @@ func (o *RunOptions) runOne(ctx context.Context) (err error) {
 	}
 	o.trace.SetContext(c.Name())
 	if o.Command == "destroy" && o.Destroy.DryRun {
-		v := render.DestroyPlanView{Spec: doc.Spec.Metadata.Name, Clusters: []render.DestroyCluster{o.destroyCluster(ctx, c, "", nil)}}
+		v := o.destroyView(doc.Spec.Metadata.Name, fleet.DestroyPlan(ctx, c, "", nil))
 		if err := ctx.Err(); err != nil { // Ctrl-C while destroy planned: no plan to show
 			return err
 		}
@@ -240,7 +241,7 @@ func (o *RunOptions) runOne(ctx context.Context) (err error) {
 	}
 	defer r.Release()
 	if o.asks() {
-		v := render.DestroyPlanView{Spec: doc.Spec.Metadata.Name, Clusters: []render.DestroyCluster{o.destroyCluster(ctx, c, "", r)}}
+		v := o.destroyView(doc.Spec.Metadata.Name, fleet.DestroyPlan(ctx, c, "", r))
 		if err := ctx.Err(); err != nil { // Ctrl-C while destroy planned: no plan to show
 			return err
 		}
