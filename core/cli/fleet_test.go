@@ -219,20 +219,6 @@ func TestFleetRefusesBadInputBeforeAnyCluster(t *testing.T) {
 	}
 }
 
-func TestLinePrefixer(t *testing.T) {
-	var b bytes.Buffer
-	p := &linePrefixer{w: &b, prefix: "prod-eu: "}
-	for _, s := range []string{"Warning: a\nWarn", "ing: b\n", "Warning: c\nWarning: d\n"} {
-		if n, err := p.Write([]byte(s)); n != len(s) || err != nil {
-			t.Fatalf("Write = %d, %v", n, err)
-		}
-	}
-	want := "prod-eu: Warning: a\nprod-eu: Warning: b\nprod-eu: Warning: c\nprod-eu: Warning: d\n"
-	if b.String() != want {
-		t.Errorf("got %q, want %q", b.String(), want)
-	}
-}
-
 // TestFleetOptions: the fleet forms' options built alone, with the
 // connection as the only way to the clusters: plan --contexts offline
 // prints a section per context, each with its own variables (its
@@ -325,5 +311,29 @@ func TestEmptyFleetFlags(t *testing.T) {
 	ff := FleetFlags{Contexts: []string{"", " "}}
 	if err := ff.check(); err == nil || !strings.Contains(err.Error(), contexts) {
 		t.Errorf("blank entries: %v", err)
+	}
+}
+
+// TestFleetMemberUsageErrorExits2: a command a member refuses as its
+// usage (--no-needs leaving a need of a step the context runs neither
+// selected nor done) exits 2, as the same command on that one cluster
+// does, not 1 as a failure; the context is named, and the member whose
+// when: excludes the step plans.
+func TestFleetMemberUsageErrorExits2(t *testing.T) {
+	kc, spec, varDir := fleetDir(t, map[string]string{"prod-eu": "eu-west-1", "prod-us": "us-east-1"})
+	for _, output := range []string{"text", "json"} {
+		t.Run(output, func(t *testing.T) {
+			out, errOut, code := runFleetCLI(t, kubeconfigConnection(kc), []string{"KHOOK_SECRET_TOKEN=planted-secret-123"},
+				"plan", "-f", spec, "--offline", "--contexts", "prod-*", "--var-dir", varDir, "--steps", "eu-only", "--no-needs", "-o", output)
+			if code != ExitInvalid || !strings.Contains(errOut, "1 of 2 clusters failed: prod-eu") {
+				t.Errorf("exit %d, want %d (a usage error); stderr:\n%s\nstdout:\n%s", code, ExitInvalid, errOut, out)
+			}
+			if want := "--no-needs: eu-only needs cm"; !strings.Contains(out, want) {
+				t.Errorf("the member's error should say %q:\n%s", want, out)
+			}
+			if output == "text" && !strings.Contains(out, "==> context prod-us <==") {
+				t.Errorf("prod-us should plan:\n%s", out)
+			}
+		})
 	}
 }

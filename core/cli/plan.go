@@ -139,15 +139,16 @@ func planDrift(ps ...*plan.Plan) []string {
 	return out
 }
 
-// print writes plan p in the output format.
-func (o *PlanOptions) print(w io.Writer, p *plan.Plan) error {
+// print writes v, a plan (or a fleet's, structured), in the output
+// format.
+func (o *PlanOptions) print(w io.Writer, v any) error {
 	switch o.Output {
 	case "json":
-		return render.JSON(w, p)
+		return render.JSON(w, v)
 	case "yaml":
-		return render.YAML(w, p)
+		return render.YAML(w, v)
 	}
-	return render.PlanText(w, p)
+	return render.PlanText(w, v.(*plan.Plan))
 }
 
 // plan is doc's plan on t's cluster: live unless offline, or no
