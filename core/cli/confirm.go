@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"khook.io/core/engine/fleet"
 	"khook.io/core/render"
@@ -74,12 +75,19 @@ func (o *RunOptions) confirm(v render.DestroyPlanView) error {
 	if err := render.DestroyQuestion(o.Streams.ErrOut, v); err != nil {
 		return err
 	}
-	if fl, ok := o.Streams.ErrOut.(interface{ Flush() error }); ok {
-		_ = fl.Flush() // the question ends mid-line: a redacting writer holds it back
-	}
-	answer, _ := bufio.NewReader(o.Streams.In).ReadString('\n')
-	if a := strings.TrimSpace(answer); a == "" || (a != "yes" && a != v.Spec) {
+	if a := answer(o.Streams); a == "" || (a != "yes" && a != v.Spec) {
 		return &ExitError{Code: ExitFailed, Err: errors.New("destroy cancelled: nothing was changed (only the spec's name or 'yes' destroys)")}
 	}
 	return nil
+}
+
+// answer is the answer to the question just written to standard error
+// (which ends mid-line, so a redacting writer holds it back until
+// flushed): standard input's next line, trimmed.
+func answer(streams genericiooptions.IOStreams) string {
+	if fl, ok := streams.ErrOut.(interface{ Flush() error }); ok {
+		_ = fl.Flush()
+	}
+	a, _ := bufio.NewReader(streams.In).ReadString('\n')
+	return strings.TrimSpace(a)
 }
