@@ -291,7 +291,7 @@ func (o *RunOptions) runOne(ctx context.Context) (err error) {
 
 // engineOptions are the engine's options of the run.
 func (o *RunOptions) engineOptions(sel *engine.Selection) engine.Options {
-	return engine.Options{Selection: sel, FieldManager: o.FieldManager, ForceCRDs: o.Destroy.ForceCRDs, TraceID: o.trace.ID()}
+	return engine.Options{Selection: sel, FieldManager: o.FieldManager, ForceCRDs: o.Destroy.ForceCRDs, TraceID: o.trace.ID(), Spelling: flagOf}
 }
 
 // finish prints the run's result on cluster c (stateErr is the error of

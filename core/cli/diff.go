@@ -187,7 +187,7 @@ func (o *DiffOptions) diff(ctx context.Context, doc *load.Document, t engine.Tar
 	if err != nil {
 		return false, err
 	}
-	c, err := o.Clusters.engine().Connect(ctx, doc, t, engine.Options{Selection: sel, FieldManager: o.FieldManager})
+	c, err := o.Clusters.engine().Connect(ctx, doc, t, engine.Options{Selection: sel, FieldManager: o.FieldManager, Spelling: flagOf})
 	if err != nil {
 		return false, err
 	}

@@ -152,7 +152,7 @@ func (f *FleetFlags) checkShard() error {
 	case !f.enabled():
 		return invalid(errors.New("--shard needs --contexts: it runs one slice of the contexts of a fleet"))
 	}
-	if _, err := fleet.ParseShard(f.Shard); err != nil {
+	if _, err := fleet.ParseShard(f.Shard, flagOf); err != nil {
 		return invalid(err)
 	}
 	return nil
@@ -167,7 +167,7 @@ func loadFleet(clusters *Clusters, ff *FleetFlags, so *SpecOptions) ([]*fleet.Me
 
 // fleetOptions are the fleet flags for fleet.Resolve.
 func fleetOptions(ff *FleetFlags, clusters *Clusters) fleet.Options {
-	return fleet.Options{Contexts: ff.Contexts, VarDir: ff.VarDir, Shard: ff.Shard, ContextFlag: clusters.contextFlag()}
+	return fleet.Options{Contexts: ff.Contexts, VarDir: ff.VarDir, Shard: ff.Shard, Spelling: clusters.spelling()}
 }
 
 // memberOut is where a member's warnings and notes go: standard error,

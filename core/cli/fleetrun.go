@@ -37,7 +37,7 @@ func (o *RunOptions) runFleet(ctx context.Context) error {
 		ob.spans[i] = o.trace.Cluster(m.Context, true)
 	}
 	fr := &fleet.Run{Command: command, Members: members, Engine: o.Clusters.engine(), Parallelism: o.Fleet.Parallelism, StepParallelism: o.Parallelism,
-		LockTimeout: o.LockTimeout, Observer: ob, Prepare: func(i int) (engine.Target, engine.Options, error) {
+		LockTimeout: o.LockTimeout, Spelling: o.Clusters.spelling(), Observer: ob, Prepare: func(i int) (engine.Target, engine.Options, error) {
 			notes := memberOut(o.Streams.ErrOut, members[i])
 			sel, err := o.Select.resolve(members[i].Doc, command, notes)
 			t := target(members[i].Getter, notes, notes)

@@ -159,7 +159,7 @@ func (o *PlanOptions) plan(ctx context.Context, doc *load.Document, t engine.Tar
 		return nil, err
 	}
 	if !o.Offline {
-		c, err := o.Clusters.engine().Connect(ctx, doc, t, engine.Options{Selection: sel})
+		c, err := o.Clusters.engine().Connect(ctx, doc, t, engine.Options{Selection: sel, Spelling: flagOf})
 		switch {
 		case err == nil:
 			res, err := c.Plan(ctx)

@@ -9,6 +9,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 
 	"khook.io/core/engine"
+	"khook.io/core/engine/fleet"
 	"khook.io/core/load"
 	"khook.io/core/redact"
 	"khook.io/core/render"
@@ -136,6 +137,18 @@ func (c *Clusters) contextFlag() string {
 		}
 	}
 	return "context"
+}
+
+// spelling spells a setting the engine's messages name as the CLI's flag,
+// the connection's own for one context.
+func (c *Clusters) spelling() engine.Spelling {
+	flag := "--" + c.contextFlag()
+	return func(s engine.Setting) string {
+		if s == fleet.SettingContext {
+			return flag
+		}
+		return flagOf(s)
+	}
 }
 
 // ProgressOutput is where a run's progress goes: standard error, live

@@ -135,7 +135,7 @@ func (o *StatusOptions) status(ctx context.Context, doc *load.Document, t engine
 	if err != nil {
 		return nil, err
 	}
-	e, opts := o.Clusters.engine(), engine.Options{Selection: sel}
+	e, opts := o.Clusters.engine(), engine.Options{Selection: sel, Spelling: flagOf}
 	var c *engine.Cluster
 	if o.Clients != nil {
 		clients, err := o.Clients(ctx)

@@ -31,6 +31,8 @@ type Run struct {
 	Parallelism, StepParallelism int
 	// LockTimeout is how long each cluster waits for its run lock.
 	LockTimeout time.Duration
+	// Spelling is how the caller spells the settings the messages name.
+	Spelling engine.Spelling
 	// Prepare is member i's target and options (its notes routed, its
 	// selection resolved); an error fails that member alone.
 	Prepare func(i int) (engine.Target, engine.Options, error)
@@ -116,7 +118,7 @@ func (f *Run) Connect(ctx context.Context) error {
 	for i, m := range f.members {
 		ids[i], known[i] = m.id, m.err == nil
 	}
-	return SameClusters(f.Members, ids, known)
+	return SameClusters(f.Members, ids, known, f.Spelling)
 }
 
 // Lock begins every connected member's run, taking its run lock (held
