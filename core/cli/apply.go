@@ -13,7 +13,6 @@ import (
 	"khook.io/core/engine"
 	"khook.io/core/engine/fleet"
 	"khook.io/core/event"
-	"khook.io/core/redact"
 	"khook.io/core/render"
 	"khook.io/core/run"
 	"khook.io/core/timeline"
@@ -22,15 +21,12 @@ import (
 
 // RunFlags are the flags of the commands that run steps (apply, destroy).
 type RunFlags struct {
-	Spec        SpecFlags
-	Fleet       FleetFlags
+	ClusterFlags
 	Output      *outputFlag
 	Parallelism int
 	// LockTimeout is how long to wait for the run lock another run holds
 	// (0: fail at once).
 	LockTimeout time.Duration
-	// Select is --steps (and apply's --no-needs, --replace).
-	Select SelectFlags
 	// Destroy is destroy's --yes, --dry-run and --force-crds (confirm.go).
 	Destroy DestroyFlags
 	// FieldManager is --field-manager: the field manager of every write
@@ -46,17 +42,16 @@ type RunFlags struct {
 
 // NewRunFlags returns apply's and destroy's flags with their defaults.
 func NewRunFlags() *RunFlags {
-	return &RunFlags{Spec: NewSpecFlags(), Fleet: NewFleetFlags(), Output: newOutputFlag("text", "text", "json", "junit"), Parallelism: defaultParallelism}
+	return &RunFlags{ClusterFlags: newClusterFlags(), Output: newOutputFlag("text", "text", "json", "junit"), Parallelism: defaultParallelism}
 }
 
 // defaultParallelism is how many steps apply and destroy run at once.
 const defaultParallelism = 16
 
-// AddFlags registers the flags; contextFlag is the connection's flag for
-// one context.
-func (f *RunFlags) AddFlags(cmd *cobra.Command, contextFlag string) {
-	f.Spec.AddFlags(cmd)
-	f.Fleet.AddFlags(cmd, contextFlag)
+// AddFlags registers the flags of command ("apply" or "destroy");
+// contextFlag is the connection's flag for one context.
+func (f *RunFlags) AddFlags(cmd *cobra.Command, contextFlag, command string) {
+	f.ClusterFlags.AddFlags(cmd, contextFlag, command)
 	f.Output.add(cmd, "output", "o", "report format (junit: a JUnit XML report, one test suite per cluster, one test case per step); progress always goes to standard error")
 	cmd.Flags().IntVar(&f.Parallelism, "parallelism", defaultParallelism, "how many steps may run at once (0: no limit); with --contexts, on each cluster")
 	AddFieldManagerFlag(cmd, &f.FieldManager)
@@ -66,26 +61,20 @@ func (f *RunFlags) AddFlags(cmd *cobra.Command, contextFlag string) {
 
 // RunOptions is a ready-to-run apply or destroy.
 type RunOptions struct {
+	ClusterOptions
 	// Command is "apply" or "destroy".
 	Command     string
-	Spec        *SpecOptions
-	Fleet       FleetFlags
 	Output      string
 	Parallelism int
 	LockTimeout time.Duration
-	Select      SelectFlags
 	Destroy     DestroyFlags
 	// FieldManager is --field-manager ("": the defaults).
 	FieldManager string
 	// DetailedExitCode: a run that succeeds having found drift it leaves
 	// as it is (drift mode warn) exits ExitDrift.
 	DetailedExitCode bool
-	// Streams: the summary goes to Out, progress to Progress (standard
-	// error).
-	Streams  genericiooptions.IOStreams
+	// Progress is where progress goes (standard error).
 	Progress ProgressOutput
-	Redactor *redact.Redactor
-	Clusters *Clusters
 	// Trace is --trace-file and --timeline; Environ the environment the
 	// OpenTelemetry variables are read from (nil: the process's).
 	Trace   TraceFlags
@@ -105,30 +94,19 @@ func (f *RunFlags) ToOptions(command string, streams genericiooptions.IOStreams,
 	if err := checkFieldManager(f.FieldManager); err != nil {
 		return nil, err
 	}
-	if err := errors.Join(f.Fleet.check(), f.Select.check(), f.Trace.check(f.Fleet.enabled())); err != nil {
-		return nil, err
-	}
-	so, err := f.Spec.ToOptions(src)
+	co, err := f.toOptions(streams, src, clusters, f.Trace.check(f.Fleet.enabled()))
 	if err != nil {
 		return nil, err
 	}
-	return &RunOptions{Command: command, Spec: so, Fleet: f.Fleet, Output: f.Output.value, Parallelism: f.Parallelism, LockTimeout: f.LockTimeout, Select: f.Select, Destroy: f.Destroy, FieldManager: f.FieldManager, DetailedExitCode: f.DetailedExitCode,
-		Streams: streams, Progress: progress, Redactor: src.Redactor, Clusters: clusters, Trace: f.Trace, Environ: src.Environ}, nil
+	return &RunOptions{ClusterOptions: co, Command: command, Output: f.Output.value, Parallelism: f.Parallelism, LockTimeout: f.LockTimeout, Destroy: f.Destroy, FieldManager: f.FieldManager, DetailedExitCode: f.DetailedExitCode,
+		Progress: progress, Trace: f.Trace, Environ: src.Environ}, nil
 }
 
 // newRunCommand is apply's or destroy's command, cmd its help.
 func newRunCommand(cmd *cobra.Command, command string, streams genericiooptions.IOStreams, src SpecSource, clusters *Clusters, progress ProgressOutput) *cobra.Command {
 	f := NewRunFlags()
-	cmd.Args = noArgs
-	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		o, err := f.ToOptions(command, streams, src, clusters, progress)
-		if err != nil {
-			return err
-		}
-		return o.Run(cmd.Context())
-	}
-	f.AddFlags(cmd, clusters.contextFlag())
-	f.Select.AddFlags(cmd, command)
+	runs(cmd, func() (*RunOptions, error) { return f.ToOptions(command, streams, src, clusters, progress) })
+	f.AddFlags(cmd, clusters.contextFlag(), command)
 	if command == "destroy" {
 		f.Destroy.AddFlags(cmd)
 	} else {

@@ -262,6 +262,20 @@ conditions.`,
 	return root
 }
 
+// runs makes cmd take no arguments and run the options toOptions builds
+// from its flags.
+func runs[O interface{ Run(context.Context) error }](cmd *cobra.Command, toOptions func() (O, error)) *cobra.Command {
+	cmd.Args = noArgs
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		o, err := toOptions()
+		if err != nil {
+			return err
+		}
+		return o.Run(cmd.Context())
+	}
+	return cmd
+}
+
 // noArgs rejects positional arguments as a usage error.
 func noArgs(cmd *cobra.Command, args []string) error {
 	if len(args) > 0 {

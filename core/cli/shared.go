@@ -2,11 +2,14 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"io"
 	"os"
 
+	"github.com/spf13/cobra"
 	"golang.org/x/term"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"khook.io/core/engine"
 	"khook.io/core/engine/fleet"
@@ -49,6 +52,53 @@ func (o *SpecOptions) loader() *load.Loader {
 		o.Loader = &load.Loader{}
 	}
 	return o.Loader
+}
+
+// ClusterFlags are the flags of the commands that take a spec to
+// clusters (plan, diff, status, apply, destroy): the spec, the fleet and
+// the selection.
+type ClusterFlags struct {
+	Spec   SpecFlags
+	Fleet  FleetFlags
+	Select SelectFlags
+}
+
+func newClusterFlags() ClusterFlags {
+	return ClusterFlags{Spec: NewSpecFlags(), Fleet: NewFleetFlags()}
+}
+
+// AddFlags registers the flags of command; contextFlag is the
+// connection's flag for one context.
+func (f *ClusterFlags) AddFlags(cmd *cobra.Command, contextFlag, command string) {
+	f.Spec.AddFlags(cmd)
+	f.Fleet.AddFlags(cmd, contextFlag)
+	f.Select.AddFlags(cmd, command)
+}
+
+// ClusterOptions are ClusterFlags resolved, and the command's ways to the
+// clusters and to the user: the report goes to Streams.Out, warnings and
+// progress to Streams.ErrOut, every line through Redactor.
+type ClusterOptions struct {
+	Spec     *SpecOptions
+	Fleet    FleetFlags
+	Select   SelectFlags
+	Streams  genericiooptions.IOStreams
+	Redactor *redact.Redactor
+	// Clusters reaches the cluster (each of a fleet's).
+	Clusters *Clusters
+}
+
+// toOptions checks the flags (after checks, the command's own) and
+// resolves them.
+func (f *ClusterFlags) toOptions(streams genericiooptions.IOStreams, src SpecSource, clusters *Clusters, checks ...error) (ClusterOptions, error) {
+	if err := errors.Join(append([]error{f.Fleet.check(), f.Select.check()}, checks...)...); err != nil {
+		return ClusterOptions{}, err
+	}
+	so, err := f.Spec.ToOptions(src)
+	if err != nil {
+		return ClusterOptions{}, err
+	}
+	return ClusterOptions{Spec: so, Fleet: f.Fleet, Select: f.Select, Streams: streams, Redactor: src.Redactor, Clusters: clusters}, nil
 }
 
 // Clusters is how a command reaches clusters: the connection flags, the

@@ -41,7 +41,7 @@ type ValidateOptions struct {
 // NewCmdValidate is the validate command.
 func NewCmdValidate(name string, streams genericiooptions.IOStreams, src SpecSource) *cobra.Command {
 	f := NewValidateFlags()
-	cmd := &cobra.Command{
+	cmd := runs(&cobra.Command{
 		Use:   "validate -f SPEC",
 		Short: "Check a spec without touching a cluster",
 		Long: `Check a spec without touching a cluster: variables, YAML, every rule of the
@@ -49,15 +49,7 @@ DSL, when: conditions and the needs graph. Every problem is reported at once,
 with file:line:col and field path. Exit code 0 when valid, 2 when not.`,
 		Example: examples(name, `validate -f bootstrap.yaml
 KHOOK_VAR_ENV=prod %s validate -f bootstrap.yaml --set REGION=eu-west-1`),
-		Args: noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			o, err := f.ToOptions(streams, src)
-			if err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
-	}
+	}, func() (*ValidateOptions, error) { return f.ToOptions(streams, src) })
 	f.AddFlags(cmd)
 	return cmd
 }
