@@ -245,12 +245,7 @@ func (o *RunOptions) runOne(ctx context.Context) (err error) {
 	spans.End(res.Status, stateErr)
 	err = o.finish(c, res, stateErr)
 	if times != nil {
-		disp := r.Dispositions()
-		resumed := make(map[string]bool, len(disp))
-		for i, d := range disp {
-			resumed[doc.Spec.Steps[i].Name] = d.Fate == engine.FateResume
-		}
-		tl := times.Run(doc.Spec.Metadata.Name, o.Command, o.trace.ID(), timelineDefs(doc, o.Command), func(n string) bool { return resumed[n] })
+		tl := times.Run(doc.Spec.Metadata.Name, o.Command, o.trace.ID(), engine.TimelineDefs(doc, engine.Command(o.Command)), engine.Resumed(doc, r.Dispositions()))
 		if werr := writeTimeline(o.Trace.Timeline, tl, o.Redactor); werr != nil && err == nil && stateErr == nil {
 			err = werr
 		}

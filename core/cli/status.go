@@ -98,7 +98,7 @@ func (o *StatusOptions) Run(ctx context.Context) error {
 			sp := doc.Spec
 			return fmt.Errorf("--timeline: %s is not applied yet: no state record at %s, no run to draw", sp.Metadata.Name, state.Location{Namespace: sp.StateNamespace(), Name: sp.StateSecretName()})
 		}
-		if err := writeTimeline(o.Timeline, timeline.FromRecord(st.Record, timelineDefs(doc, st.Record.Command)), o.Redactor); err != nil {
+		if err := writeTimeline(o.Timeline, timeline.FromRecord(st.Record, engine.TimelineDefs(doc, engine.Command(st.Record.Command))), o.Redactor); err != nil {
 			return err
 		}
 	}
