@@ -228,7 +228,7 @@ func (o *RunOptions) runOne(ctx context.Context) (err error) {
 		}
 	}
 	spans.Steps(traceSteps(doc, r.Dispositions()))
-	p := o.Progress.progress(o.Command, doc, r.Order())
+	p := o.Progress.Progress(o.Command, doc, r.Order())
 	var (
 		times *timeline.Collector
 		sink  event.Sink = p

@@ -184,7 +184,7 @@ func (o *DiffOptions) print(ctx context.Context, doc *load.Document, results []*
 	for k, i := range order {
 		inOrder[k] = results[i]
 	}
-	res, err := render.Diff(ctx, out, errOut, doc.Spec.Metadata.Name, stepInfos(doc, order), inOrder, render.DiffOptions{External: o.External, Color: o.Color, Environ: o.programEnv()})
+	res, err := render.Diff(ctx, out, errOut, doc.Spec.Metadata.Name, render.StepInfos(doc, order), inOrder, render.DiffOptions{External: o.External, Color: o.Color, Environ: o.programEnv()})
 	if err != nil {
 		return false, err
 	}

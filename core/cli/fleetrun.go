@@ -33,7 +33,7 @@ func (o *RunOptions) runFleet(ctx context.Context) error {
 	}
 	ob := &fleetObserver{o: o, members: members, infos: make([]render.ClusterInfo, len(members)), spans: make([]*tracing.Sink, len(members))}
 	for i, m := range members {
-		ob.infos[i] = render.ClusterInfo{Context: m.Context, Steps: stepInfos(m.Doc, order)}
+		ob.infos[i] = render.ClusterInfo{Context: m.Context, Steps: render.StepInfos(m.Doc, order)}
 		ob.spans[i] = o.trace.Cluster(m.Context, true)
 	}
 	fr := &fleet.Run{Command: command, Members: members, Engine: o.Clusters.engine(), Parallelism: o.Fleet.Parallelism, StepParallelism: o.Parallelism,
@@ -90,8 +90,7 @@ type fleetObserver struct {
 
 // start starts the progress block.
 func (ob *fleetObserver) start() {
-	popts, w := ob.o.Progress.options(ob.o.Command)
-	ob.progress = render.NewFleetProgress(w, ob.infos, popts)
+	ob.progress = ob.o.Progress.Fleet(ob.o.Command, ob.infos)
 }
 
 func (ob *fleetObserver) Connecting(i int) {

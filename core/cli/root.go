@@ -238,7 +238,8 @@ conditions.`,
 	src := SpecSource{Stdin: cfg.In, Environ: cfg.Environ, Redactor: red, Loader: &load.Loader{Steps: cfg.Steps}}
 	clusters := &Clusters{Connection: cfg.Connection, Steps: cfg.Steps, Redactor: red, Warnings: streams.ErrOut, BeforeClients: logs.route,
 		Verbosity: func() int { return logs.verbosity }}
-	progress := ProgressOutput{ErrOut: streams.ErrOut, Terminal: cfg.ErrOut, Console: console, Redactor: red, Environ: cfg.Environ}
+	progress := ProgressOutput{ErrOut: streams.ErrOut, Terminal: cfg.ErrOut, Console: console, Redactor: red,
+		NoColor: os.Getenv("NO_COLOR") != "" || envLookup(cfg.Environ, "NO_COLOR") != ""}
 	root.AddCommand(
 		NewCmdValidate(cfg.Name, streams, src),
 		NewCmdPlan(cfg.Name, streams, src, clusters),

@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"io"
-	"os"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
@@ -201,53 +199,8 @@ func (c *Clusters) spelling() engine.Spelling {
 	}
 }
 
-// ProgressOutput is where a run's progress goes: standard error, live
-// when it is a terminal.
-type ProgressOutput struct {
-	// ErrOut is the redacting standard error.
-	ErrOut io.Writer
-	// Terminal is standard error as the process has it: an *os.File that
-	// is a terminal makes progress live.
-	Terminal io.Writer
-	// Console is standard error beneath ErrOut, shared with a live block.
-	Console  *render.Console
-	Redactor *redact.Redactor
-	Environ  []string
-}
-
-// options are how progress renders on standard error, and the writer it
-// renders to: live on a terminal (its size, colors unless NO_COLOR,
-// attached to the console so that other lines go above it).
-func (p ProgressOutput) options(verb string) (render.ProgressOptions, io.Writer) {
-	opts := render.ProgressOptions{Verb: verb, Redactor: p.Redactor}
-	if f, ok := p.Terminal.(*os.File); ok && p.Console != nil && term.IsTerminal(int(f.Fd())) {
-		opts.Live = true
-		opts.Color = os.Getenv("NO_COLOR") == "" && envLookup(p.Environ, "NO_COLOR") == ""
-		if w, h, err := term.GetSize(int(f.Fd())); err == nil {
-			opts.Width, opts.Height = w, h
-		}
-		// warnings and client logs written meanwhile go above the block
-		opts.Console = p.Console
-		return opts, p.Redactor.Writer(p.Console.Terminal())
-	}
-	return opts, p.ErrOut
-}
-
-// progress returns the renderer of a run of doc's steps in order.
-func (p ProgressOutput) progress(verb string, doc *load.Document, order []int) *render.Progress {
-	opts, w := p.options(verb)
-	return render.NewProgress(w, stepInfos(doc, order), opts)
-}
-
-// stepInfos names doc's steps in order for a renderer.
-func stepInfos(doc *load.Document, order []int) []render.StepInfo {
-	infos := make([]render.StepInfo, len(order))
-	for k, i := range order {
-		st := &doc.Spec.Steps[i]
-		infos[k] = render.StepInfo{Name: st.Name, Type: st.Type()}
-	}
-	return infos
-}
+// ProgressOutput is where a run's progress goes (render.ProgressOutput).
+type ProgressOutput = render.ProgressOutput
 
 func envLookup(environ []string, key string) string {
 	for _, kv := range environ {

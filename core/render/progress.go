@@ -3,13 +3,17 @@ package render
 import (
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"golang.org/x/term"
+
 	"khook.io/core/event"
 	"khook.io/core/internal/english"
+	"khook.io/core/load"
 	"khook.io/core/redact"
 )
 
@@ -231,6 +235,62 @@ func (p *Progress) drawFrame(b *strings.Builder, final bool) {
 
 // StepInfo names a step for the renderer.
 type StepInfo struct{ Name, Type string }
+
+// StepInfos names doc's steps in order for a renderer.
+func StepInfos(doc *load.Document, order []int) []StepInfo {
+	infos := make([]StepInfo, len(order))
+	for k, i := range order {
+		st := &doc.Spec.Steps[i]
+		infos[k] = StepInfo{Name: st.Name, Type: st.Type()}
+	}
+	return infos
+}
+
+// ProgressOutput is where a run's progress goes: standard error, live
+// when it is a terminal.
+type ProgressOutput struct {
+	// ErrOut is the redacting standard error.
+	ErrOut io.Writer
+	// Terminal is standard error as the process has it: an *os.File that
+	// is a terminal makes progress live.
+	Terminal io.Writer
+	// Console is standard error beneath ErrOut, shared with a live block.
+	Console  *Console
+	Redactor *redact.Redactor
+	// NoColor: NO_COLOR is set, in the process's environment or the
+	// run's.
+	NoColor bool
+}
+
+// Options are how progress renders on standard error, and the writer it
+// renders to: live on a terminal (its size, colors unless NO_COLOR,
+// attached to the console so that other lines go above it).
+func (p ProgressOutput) Options(verb string) (ProgressOptions, io.Writer) {
+	opts := ProgressOptions{Verb: verb, Redactor: p.Redactor}
+	if f, ok := p.Terminal.(*os.File); ok && p.Console != nil && term.IsTerminal(int(f.Fd())) {
+		opts.Live = true
+		opts.Color = !p.NoColor
+		if w, h, err := term.GetSize(int(f.Fd())); err == nil {
+			opts.Width, opts.Height = w, h
+		}
+		// warnings and client logs written meanwhile go above the block
+		opts.Console = p.Console
+		return opts, p.Redactor.Writer(p.Console.Terminal())
+	}
+	return opts, p.ErrOut
+}
+
+// Progress starts the renderer of a run of doc's steps in order.
+func (p ProgressOutput) Progress(verb string, doc *load.Document, order []int) *Progress {
+	opts, w := p.Options(verb)
+	return NewProgress(w, StepInfos(doc, order), opts)
+}
+
+// Fleet starts the renderer of a fleet run on clusters.
+func (p ProgressOutput) Fleet(verb string, clusters []ClusterInfo) *FleetProgress {
+	opts, w := p.Options(verb)
+	return NewFleetProgress(w, clusters, opts)
+}
 
 // Emit renders one event; safe for concurrent use.
 func (p *Progress) Emit(e event.Event) {
