@@ -2,13 +2,10 @@ package cli
 
 import (
 	"context"
-	"fmt"
 	"io"
-	"strings"
 
 	"khook.io/core/engine"
 	"khook.io/core/engine/fleet"
-	"khook.io/core/internal/english"
 	"khook.io/core/plan"
 	"khook.io/core/render"
 	"khook.io/core/state"
@@ -61,15 +58,11 @@ func (o *DiffOptions) runFleet(ctx context.Context) error {
 			differ = append(differ, m.Context)
 		}
 	}
-	line := fmt.Sprintf("\nNo differences on %s", english.CountNoun(len(members), "cluster"))
-	if len(differ) > 0 {
-		line = fmt.Sprintf("\nDifferences on %d of %s: %s", len(differ), english.CountNoun(len(members), "cluster"), strings.Join(differ, ", "))
-	}
 	if err := fleetError(members, outs, ExitDiffError); err != nil {
-		fmt.Fprintf(o.Streams.Out, "%s; %s.\n", line, err)
+		render.FleetDiff(o.Streams.Out, len(members), differ, err.Error())
 		return err
 	}
-	fmt.Fprintln(o.Streams.Out, line+".")
+	render.FleetDiff(o.Streams.Out, len(members), differ, "")
 	if len(differ) > 0 {
 		return &ExitError{Code: ExitFailed, Silent: true}
 	}

@@ -95,8 +95,7 @@ func (o *StatusOptions) Run(ctx context.Context) error {
 	}
 	if o.Timeline != "" {
 		if st == nil {
-			sp := doc.Spec
-			return fmt.Errorf("--timeline: %s is not applied yet: no state record at %s, no run to draw", sp.Metadata.Name, state.Location{Namespace: sp.StateNamespace(), Name: sp.StateSecretName()})
+			return fmt.Errorf("--timeline: %s, no run to draw", notApplied(doc))
 		}
 		if err := writeTimeline(o.Timeline, timeline.FromRecord(st.Record, engine.TimelineDefs(doc, engine.Command(st.Record.Command))), o.Redactor); err != nil {
 			return err
@@ -132,9 +131,14 @@ func (o *StatusOptions) print(st *state.Status, doc *load.Document, w io.Writer)
 		return render.JSON(w, render.NewStatusReport(st))
 	}
 	if st == nil {
-		sp := doc.Spec
-		_, err := fmt.Fprintf(w, "%s is not applied yet: no state record at %s.\n", sp.Metadata.Name, state.Location{Namespace: sp.StateNamespace(), Name: sp.StateSecretName()})
+		_, err := fmt.Fprintf(w, "%s.\n", notApplied(doc))
 		return err
 	}
 	return render.StatusText(w, st)
+}
+
+// notApplied says doc has no state record yet, naming where it would be.
+func notApplied(doc *load.Document) string {
+	sp := doc.Spec
+	return fmt.Sprintf("%s is not applied yet: no state record at %s", sp.Metadata.Name, state.Location{Namespace: sp.StateNamespace(), Name: sp.StateSecretName()})
 }

@@ -195,6 +195,20 @@ func FleetSummary(w io.Writer, name, command string, runs []ClusterRun, d time.D
 	return nil
 }
 
+// FleetDiff writes the closing line of diff on a fleet of n clusters:
+// the contexts of those that differ, and failed, when not "", which ones
+// could not be diffed.
+func FleetDiff(w io.Writer, n int, differ []string, failed string) {
+	line := fmt.Sprintf("\nNo differences on %s", english.CountNoun(n, "cluster"))
+	if len(differ) > 0 {
+		line = fmt.Sprintf("\nDifferences on %d of %s: %s", len(differ), english.CountNoun(n, "cluster"), strings.Join(differ, ", "))
+	}
+	if failed != "" {
+		line += "; " + failed
+	}
+	fmt.Fprintln(w, line+".")
+}
+
 // FleetResults is the structured output (-o json, yaml) of plan and
 // status on a fleet: a result per cluster, in the fleet's order.
 type FleetResults struct {
