@@ -129,10 +129,10 @@ func Check(members []*Member, check func(*load.Document) error) error {
 	return nil
 }
 
-// Resolve resolves o.Contexts against base's kubeconfig (cut to --shard's
-// slice) and loads the spec once per context with loader, with opts and
-// that context's variables: KHOOK_CONTEXT, and with --var-dir its
-// DIR/<context>.yaml after the --var-file files. Nothing contacts a
+// Resolve resolves o.Contexts against base's kubeconfig (cut to the
+// shard's slice) and loads the spec once per context with loader, with
+// opts and that context's variables: KHOOK_CONTEXT, and with a VarDir its
+// DIR/<context>.yaml after opts' variables files. Nothing contacts a
 // cluster. Every problem of every context is reported at once (an
 // *InvalidError): a context whose variables file is missing, a spec
 // invalid for some contexts (a variable missing in one only); then
