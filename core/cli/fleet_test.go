@@ -5,16 +5,22 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/pflag"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
+	"khook.io/core/engine"
+	"khook.io/core/engine/fleet"
 	"khook.io/core/redact"
+	"khook.io/core/render"
+	"khook.io/core/run"
 	"khook.io/core/steps/builtin"
 )
 
@@ -333,6 +339,41 @@ func TestFleetMemberUsageErrorExits2(t *testing.T) {
 			}
 			if output == "text" && !strings.Contains(out, "==> context prod-us <==") {
 				t.Errorf("prod-us should plan:\n%s", out)
+			}
+		})
+	}
+}
+
+// TestFleetRunUsageErrorExits2: apply or destroy on a fleet one member of
+// which refused the run as its usage (--no-needs without a need done in
+// that cluster's record) exits 2 once the report is printed; a failure
+// alone exits 1.
+func TestFleetRunUsageErrorExits2(t *testing.T) {
+	refused := &engine.UsageError{Err: errors.New("--no-needs: b needs a, which is neither selected nor recorded done in the state record: select it too, or leave out --no-needs; nothing was run")}
+	for _, tc := range []struct {
+		name string
+		errs []error
+		want int
+	}{
+		{"a failure", []error{nil, errors.New("unreachable")}, ExitFailed},
+		{"a usage error", []error{nil, refused}, ExitInvalid},
+		{"a usage error and a failure", []error{errors.New("unreachable"), refused}, ExitInvalid},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			streams, _, out, _ := genericiooptions.NewTestIOStreams()
+			o := &RunOptions{Command: "apply", Output: "text", ClusterOptions: ClusterOptions{Streams: streams, Redactor: redact.New()}}
+			runs := make([]render.ClusterRun, len(tc.errs))
+			results := make([]*fleet.Result, len(tc.errs))
+			for i, err := range tc.errs {
+				results[i] = &fleet.Result{Context: fmt.Sprintf("c%d", i), Status: run.RunOK, Err: err}
+				runs[i] = render.ClusterRun{Context: results[i].Context, Status: run.RunOK, Result: &run.Result{Status: run.RunOK}}
+				if err != nil {
+					results[i].Status, runs[i].Status, runs[i].Err, runs[i].Result = run.RunFailed, run.RunFailed, err.Error(), nil
+				}
+			}
+			var exit *ExitError
+			if err := o.fleetReport("spec", runs, results, time.Second); !errors.As(err, &exit) || exit.Code != tc.want {
+				t.Errorf("exit %v, want %d\n%s", err, tc.want, out)
 			}
 		})
 	}
