@@ -11,8 +11,8 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"khook.io/core/engine"
+	"khook.io/core/engine/fleet"
 	"khook.io/core/event"
-	"khook.io/core/redact"
 	"khook.io/core/render"
 	"khook.io/core/run"
 	"khook.io/core/timeline"
@@ -21,15 +21,12 @@ import (
 
 // RunFlags are the flags of the commands that run steps (apply, destroy).
 type RunFlags struct {
-	Spec        SpecFlags
-	Fleet       FleetFlags
+	ClusterFlags
 	Output      *outputFlag
 	Parallelism int
 	// LockTimeout is how long to wait for the run lock another run holds
 	// (0: fail at once).
 	LockTimeout time.Duration
-	// Select is --steps (and apply's --no-needs, --replace).
-	Select SelectFlags
 	// Destroy is destroy's --yes, --dry-run and --force-crds (confirm.go).
 	Destroy DestroyFlags
 	// FieldManager is --field-manager: the field manager of every write
@@ -45,17 +42,16 @@ type RunFlags struct {
 
 // NewRunFlags returns apply's and destroy's flags with their defaults.
 func NewRunFlags() *RunFlags {
-	return &RunFlags{Spec: NewSpecFlags(), Fleet: NewFleetFlags(), Output: newOutputFlag("text", "text", "json", "junit"), Parallelism: defaultParallelism}
+	return &RunFlags{ClusterFlags: newClusterFlags(), Output: newOutputFlag("text", "text", "json", "junit"), Parallelism: defaultParallelism}
 }
 
 // defaultParallelism is how many steps apply and destroy run at once.
 const defaultParallelism = 16
 
-// AddFlags registers the flags; contextFlag is the connection's flag for
-// one context.
-func (f *RunFlags) AddFlags(cmd *cobra.Command, contextFlag string) {
-	f.Spec.AddFlags(cmd)
-	f.Fleet.AddFlags(cmd, contextFlag)
+// AddFlags registers the flags of command ("apply" or "destroy");
+// contextFlag is the connection's flag for one context.
+func (f *RunFlags) AddFlags(cmd *cobra.Command, contextFlag, command string) {
+	f.ClusterFlags.AddFlags(cmd, contextFlag, command)
 	f.Output.add(cmd, "output", "o", "report format (junit: a JUnit XML report, one test suite per cluster, one test case per step); progress always goes to standard error")
 	cmd.Flags().IntVar(&f.Parallelism, "parallelism", defaultParallelism, "how many steps may run at once (0: no limit); with --contexts, on each cluster")
 	AddFieldManagerFlag(cmd, &f.FieldManager)
@@ -65,26 +61,20 @@ func (f *RunFlags) AddFlags(cmd *cobra.Command, contextFlag string) {
 
 // RunOptions is a ready-to-run apply or destroy.
 type RunOptions struct {
+	ClusterOptions
 	// Command is "apply" or "destroy".
 	Command     string
-	Spec        *SpecOptions
-	Fleet       FleetFlags
 	Output      string
 	Parallelism int
 	LockTimeout time.Duration
-	Select      SelectFlags
 	Destroy     DestroyFlags
 	// FieldManager is --field-manager ("": the defaults).
 	FieldManager string
 	// DetailedExitCode: a run that succeeds having found drift it leaves
 	// as it is (drift mode warn) exits ExitDrift.
 	DetailedExitCode bool
-	// Streams: the summary goes to Out, progress to Progress (standard
-	// error).
-	Streams  genericiooptions.IOStreams
+	// Progress is where progress goes (standard error).
 	Progress ProgressOutput
-	Redactor *redact.Redactor
-	Clusters *Clusters
 	// Trace is --trace-file and --timeline; Environ the environment the
 	// OpenTelemetry variables are read from (nil: the process's).
 	Trace   TraceFlags
@@ -104,30 +94,19 @@ func (f *RunFlags) ToOptions(command string, streams genericiooptions.IOStreams,
 	if err := checkFieldManager(f.FieldManager); err != nil {
 		return nil, err
 	}
-	if err := errors.Join(f.Fleet.check(), f.Select.check(), f.Trace.check(f.Fleet.enabled())); err != nil {
-		return nil, err
-	}
-	so, err := f.Spec.ToOptions(src)
+	co, err := f.toOptions(streams, src, clusters, f.Trace.check(f.Fleet.enabled()))
 	if err != nil {
 		return nil, err
 	}
-	return &RunOptions{Command: command, Spec: so, Fleet: f.Fleet, Output: f.Output.value, Parallelism: f.Parallelism, LockTimeout: f.LockTimeout, Select: f.Select, Destroy: f.Destroy, FieldManager: f.FieldManager, DetailedExitCode: f.DetailedExitCode,
-		Streams: streams, Progress: progress, Redactor: src.Redactor, Clusters: clusters, Trace: f.Trace, Environ: src.Environ}, nil
+	return &RunOptions{ClusterOptions: co, Command: command, Output: f.Output.value, Parallelism: f.Parallelism, LockTimeout: f.LockTimeout, Destroy: f.Destroy, FieldManager: f.FieldManager, DetailedExitCode: f.DetailedExitCode,
+		Progress: progress, Trace: f.Trace, Environ: src.Environ}, nil
 }
 
 // newRunCommand is apply's or destroy's command, cmd its help.
 func newRunCommand(cmd *cobra.Command, command string, streams genericiooptions.IOStreams, src SpecSource, clusters *Clusters, progress ProgressOutput) *cobra.Command {
 	f := NewRunFlags()
-	cmd.Args = noArgs
-	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		o, err := f.ToOptions(command, streams, src, clusters, progress)
-		if err != nil {
-			return err
-		}
-		return o.Run(cmd.Context())
-	}
-	f.AddFlags(cmd, clusters.contextFlag())
-	f.Select.AddFlags(cmd, command)
+	runs(cmd, func() (*RunOptions, error) { return f.ToOptions(command, streams, src, clusters, progress) })
+	f.AddFlags(cmd, clusters.contextFlag(), command)
 	if command == "destroy" {
 		f.Destroy.AddFlags(cmd)
 	} else {
@@ -228,7 +207,7 @@ func (o *RunOptions) runOne(ctx context.Context) (err error) {
 	}
 	o.trace.SetContext(c.Name())
 	if o.Command == "destroy" && o.Destroy.DryRun {
-		v := render.DestroyPlanView{Spec: doc.Spec.Metadata.Name, Clusters: []render.DestroyCluster{o.destroyCluster(ctx, c, "", nil)}}
+		v := o.destroyView(doc.Spec.Metadata.Name, fleet.DestroyPlan(ctx, c, "", nil))
 		if err := ctx.Err(); err != nil { // Ctrl-C while destroy planned: no plan to show
 			return err
 		}
@@ -240,7 +219,7 @@ func (o *RunOptions) runOne(ctx context.Context) (err error) {
 	}
 	defer r.Release()
 	if o.asks() {
-		v := render.DestroyPlanView{Spec: doc.Spec.Metadata.Name, Clusters: []render.DestroyCluster{o.destroyCluster(ctx, c, "", r)}}
+		v := o.destroyView(doc.Spec.Metadata.Name, fleet.DestroyPlan(ctx, c, "", r))
 		if err := ctx.Err(); err != nil { // Ctrl-C while destroy planned: no plan to show
 			return err
 		}
@@ -249,7 +228,7 @@ func (o *RunOptions) runOne(ctx context.Context) (err error) {
 		}
 	}
 	spans.Steps(traceSteps(doc, r.Dispositions()))
-	p := o.Progress.progress(o.Command, doc, r.Order())
+	p := o.Progress.Progress(o.Command, doc, r.Order())
 	var (
 		times *timeline.Collector
 		sink  event.Sink = p
@@ -266,12 +245,7 @@ func (o *RunOptions) runOne(ctx context.Context) (err error) {
 	spans.End(res.Status, stateErr)
 	err = o.finish(c, res, stateErr)
 	if times != nil {
-		disp := r.Dispositions()
-		resumed := make(map[string]bool, len(disp))
-		for i, d := range disp {
-			resumed[doc.Spec.Steps[i].Name] = d.Fate == engine.FateResume
-		}
-		tl := times.Run(doc.Spec.Metadata.Name, o.Command, o.trace.ID(), timelineDefs(doc, o.Command), func(n string) bool { return resumed[n] })
+		tl := times.Run(doc.Spec.Metadata.Name, o.Command, o.trace.ID(), engine.TimelineDefs(doc, engine.Command(o.Command)), engine.Resumed(doc, r.Dispositions()))
 		if werr := writeTimeline(o.Trace.Timeline, tl, o.Redactor); werr != nil && err == nil && stateErr == nil {
 			err = werr
 		}
@@ -290,7 +264,7 @@ func (o *RunOptions) runOne(ctx context.Context) (err error) {
 
 // engineOptions are the engine's options of the run.
 func (o *RunOptions) engineOptions(sel *engine.Selection) engine.Options {
-	return engine.Options{Selection: sel, FieldManager: o.FieldManager, ForceCRDs: o.Destroy.ForceCRDs, TraceID: o.trace.ID()}
+	return engine.Options{Selection: sel, FieldManager: o.FieldManager, ForceCRDs: o.Destroy.ForceCRDs, TraceID: o.trace.ID(), Spelling: flagOf}
 }
 
 // finish prints the run's result on cluster c (stateErr is the error of

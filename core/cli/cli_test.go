@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"khook.io/core/load"
+	"khook.io/core/render"
 	"khook.io/core/steps/builtin"
 )
 
@@ -257,12 +258,12 @@ func TestValidateJSONNamesTheStep(t *testing.T) {
 		t.Fatalf("exit %d, want 2", code)
 	}
 	var res struct {
-		Problems []problemEntry `json:"problems"`
+		Problems []render.ValidateProblem `json:"problems"`
 	}
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatal(err)
 	}
-	want := []problemEntry{
+	want := []render.ValidateProblem{
 		{File: "-", Line: 6, Column: 11, Path: "steps[0].helm", Step: "cilium", Message: `repo is required for the bare chart name "cilium" (or write a local path ./cilium, or an oci:// reference)`},
 		{File: "-", Line: 7, Column: 5, Path: "steps[1]", Message: "name is required"},
 	}

@@ -2,13 +2,13 @@ package cli
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"strings"
 
 	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 
-	"khook.io/core/engine"
+	"khook.io/core/engine/fleet"
 	"khook.io/core/render"
 )
 
@@ -52,21 +52,13 @@ func (o *RunOptions) refuseWithoutTerminal() error {
 	return invalid(errors.New("destroy shows its plan and asks before it changes anything, and standard input is not a terminal: pass --yes to destroy without asking (--dry-run shows the plan)"))
 }
 
-// destroyCluster is cluster c's part of destroy's plan: the plan of the
-// run r holds the lock for (what it will run), or without r (--dry-run)
-// the plan previewed without the lock. A step whose objects cannot be
-// read says why in the plan.
-func (o *RunOptions) destroyCluster(ctx context.Context, c *engine.Cluster, context string, r *engine.Run) render.DestroyCluster {
-	dc := render.DestroyCluster{Context: c.Clients().Identity.Context, Server: c.Clients().Server}
-	if dc.Context == "" {
-		dc.Context = context
+// destroyView is destroy's plan of spec on each cluster, as it is shown.
+func (o *RunOptions) destroyView(spec string, plans ...fleet.Plan) render.DestroyPlanView {
+	v := render.DestroyPlanView{Spec: spec, Clusters: make([]render.DestroyCluster, len(plans))}
+	for i, p := range plans {
+		v.Clusters[i] = render.DestroyCluster{Context: p.Context, Server: p.Server, Steps: p.Steps, Err: errorText(o.Redactor, p.Err)}
 	}
-	if r != nil {
-		dc.Steps, _ = r.DestroyPlan(ctx)
-	} else {
-		dc.Steps, _ = c.PreviewDestroy(ctx)
-	}
-	return dc
+	return v
 }
 
 // confirm shows destroy's plan v and asks before anything is changed,
@@ -83,12 +75,19 @@ func (o *RunOptions) confirm(v render.DestroyPlanView) error {
 	if err := render.DestroyQuestion(o.Streams.ErrOut, v); err != nil {
 		return err
 	}
-	if fl, ok := o.Streams.ErrOut.(interface{ Flush() error }); ok {
-		_ = fl.Flush() // the question ends mid-line: a redacting writer holds it back
-	}
-	answer, _ := bufio.NewReader(o.Streams.In).ReadString('\n')
-	if a := strings.TrimSpace(answer); a == "" || (a != "yes" && a != v.Spec) {
+	if a := answer(o.Streams); a == "" || (a != "yes" && a != v.Spec) {
 		return &ExitError{Code: ExitFailed, Err: errors.New("destroy cancelled: nothing was changed (only the spec's name or 'yes' destroys)")}
 	}
 	return nil
+}
+
+// answer is the answer to the question just written to standard error
+// (which ends mid-line, so a redacting writer holds it back until
+// flushed): standard input's next line, trimmed.
+func answer(streams genericiooptions.IOStreams) string {
+	if fl, ok := streams.ErrOut.(interface{ Flush() error }); ok {
+		_ = fl.Flush()
+	}
+	a, _ := bufio.NewReader(streams.In).ReadString('\n')
+	return strings.TrimSpace(a)
 }

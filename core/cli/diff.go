@@ -16,7 +16,6 @@ import (
 	"khook.io/core/engine"
 	"khook.io/core/internal/english"
 	"khook.io/core/load"
-	"khook.io/core/redact"
 	"khook.io/core/render"
 )
 
@@ -29,10 +28,8 @@ const diffParallelism = 8
 
 // DiffFlags are diff's flags.
 type DiffFlags struct {
-	Spec        SpecFlags
-	Fleet       FleetFlags
+	ClusterFlags
 	Parallelism int
-	Select      SelectFlags
 	// FieldManager is --field-manager: the dry runs are apply's requests
 	// with apply's field manager.
 	FieldManager string
@@ -42,28 +39,22 @@ type DiffFlags struct {
 
 // NewDiffFlags returns diff's flags with their defaults.
 func NewDiffFlags() *DiffFlags {
-	return &DiffFlags{Spec: NewSpecFlags(), Fleet: NewFleetFlags(), Parallelism: diffParallelism}
+	return &DiffFlags{ClusterFlags: newClusterFlags(), Parallelism: diffParallelism}
 }
 
 // AddFlags registers the flags; contextFlag is the connection's flag for
 // one context.
 func (f *DiffFlags) AddFlags(cmd *cobra.Command, contextFlag string) {
-	f.Spec.AddFlags(cmd)
-	f.Fleet.AddFlags(cmd, contextFlag)
+	f.ClusterFlags.AddFlags(cmd, contextFlag, "diff")
 	cmd.Flags().IntVar(&f.Parallelism, "parallelism", diffParallelism, "how many steps may be diffed at once (0: no limit); with --contexts, on each cluster")
-	f.Select.AddFlags(cmd, "diff")
 	AddFieldManagerFlag(cmd, &f.FieldManager)
 	DetailedExitCodeFlag(cmd, &f.DetailedExitCode)
 }
 
 // DiffOptions is a ready-to-run diff.
 type DiffOptions struct {
-	Spec        *SpecOptions
-	Fleet       FleetFlags
+	ClusterOptions
 	Parallelism int
-	Streams     genericiooptions.IOStreams
-	Redactor    *redact.Redactor
-	Clusters    *Clusters
 	// External is KUBECTL_EXTERNAL_DIFF's program; zero for the built-in
 	// unified diff.
 	External diff.Program
@@ -74,7 +65,6 @@ type DiffOptions struct {
 	// without the secret variables (those of SecretPrefix).
 	Environ      []string
 	SecretPrefix string
-	Select       SelectFlags
 	// FieldManager is --field-manager ("": the defaults).
 	FieldManager string
 	// DetailedExitCode: a diff without differences that finds drift left
@@ -86,7 +76,7 @@ type DiffOptions struct {
 // process has it (a terminal gets colors).
 func NewCmdDiff(name string, streams genericiooptions.IOStreams, src SpecSource, clusters *Clusters, stdout io.Writer) *cobra.Command {
 	f := NewDiffFlags()
-	cmd := &cobra.Command{
+	cmd := runs(&cobra.Command{
 		Use:   "diff -f SPEC",
 		Short: "Show what apply would change, changing nothing",
 		Long: `Show what apply would change, step by step in DAG order, changing nothing.
@@ -112,15 +102,7 @@ output under a "==> context NAME <==" line, in the order of the contexts;
 the exit code is the worst of theirs.`,
 		Example: examples(name, `diff -f bootstrap.yaml
 KUBECTL_EXTERNAL_DIFF="meld" %s diff -f bootstrap.yaml`),
-		Args: noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			o, err := f.ToOptions(streams, src, clusters, stdout)
-			if err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
-	}
+	}, func() (*DiffOptions, error) { return f.ToOptions(streams, src, clusters, stdout) })
 	f.AddFlags(cmd, clusters.contextFlag())
 	return cmd
 }
@@ -131,14 +113,11 @@ func (f *DiffFlags) ToOptions(streams genericiooptions.IOStreams, src SpecSource
 	if f.Parallelism < 0 {
 		return nil, invalid(fmt.Errorf("--parallelism must not be negative"))
 	}
-	if err := errors.Join(f.Fleet.check(), f.Select.check(), checkFieldManager(f.FieldManager)); err != nil {
-		return nil, err
-	}
-	so, err := f.Spec.ToOptions(src)
+	co, err := f.toOptions(streams, src, clusters, checkFieldManager(f.FieldManager))
 	if err != nil {
 		return nil, err
 	}
-	o := &DiffOptions{Spec: so, Fleet: f.Fleet, Parallelism: f.Parallelism, Select: f.Select, FieldManager: f.FieldManager, DetailedExitCode: f.DetailedExitCode, Streams: streams, Redactor: src.Redactor, Clusters: clusters,
+	o := &DiffOptions{ClusterOptions: co, Parallelism: f.Parallelism, FieldManager: f.FieldManager, DetailedExitCode: f.DetailedExitCode,
 		External: diff.ParseProgram(envLookup(src.Environ, diff.ExternalEnv)), Environ: src.Environ, SecretPrefix: f.Spec.SecretPrefix}
 	if out, ok := stdout.(*os.File); ok && term.IsTerminal(int(out.Fd())) {
 		o.Color = envLookup(src.Environ, "NO_COLOR") == ""
@@ -187,7 +166,7 @@ func (o *DiffOptions) diff(ctx context.Context, doc *load.Document, t engine.Tar
 	if err != nil {
 		return false, err
 	}
-	c, err := o.Clusters.engine().Connect(ctx, doc, t, engine.Options{Selection: sel, FieldManager: o.FieldManager})
+	c, err := o.Clusters.engine().Connect(ctx, doc, t, engine.Options{Selection: sel, FieldManager: o.FieldManager, Spelling: flagOf})
 	if err != nil {
 		return false, err
 	}
@@ -205,7 +184,7 @@ func (o *DiffOptions) print(ctx context.Context, doc *load.Document, results []*
 	for k, i := range order {
 		inOrder[k] = results[i]
 	}
-	res, err := render.Diff(ctx, out, errOut, doc.Spec.Metadata.Name, stepInfos(doc, order), inOrder, render.DiffOptions{External: o.External, Color: o.Color, Environ: o.programEnv()})
+	res, err := render.Diff(ctx, out, errOut, doc.Spec.Metadata.Name, render.StepInfos(doc, order), inOrder, render.DiffOptions{External: o.External, Color: o.Color, Environ: o.programEnv()})
 	if err != nil {
 		return false, err
 	}

@@ -9,13 +9,13 @@ import (
 	"io"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"khook.io/core/engine/fleet"
 	"khook.io/core/redact"
+	"khook.io/core/render"
 )
 
 // defaultFleetParallelism is how many clusters a fleet run runs at once.
@@ -152,7 +152,7 @@ func (f *FleetFlags) checkShard() error {
 	case !f.enabled():
 		return invalid(errors.New("--shard needs --contexts: it runs one slice of the contexts of a fleet"))
 	}
-	if _, err := fleet.ParseShard(f.Shard); err != nil {
+	if _, err := fleet.ParseShard(f.Shard, flagOf); err != nil {
 		return invalid(err)
 	}
 	return nil
@@ -167,13 +167,13 @@ func loadFleet(clusters *Clusters, ff *FleetFlags, so *SpecOptions) ([]*fleet.Me
 
 // fleetOptions are the fleet flags for fleet.Resolve.
 func fleetOptions(ff *FleetFlags, clusters *Clusters) fleet.Options {
-	return fleet.Options{Contexts: ff.Contexts, VarDir: ff.VarDir, Shard: ff.Shard, ContextFlag: clusters.contextFlag()}
+	return fleet.Options{Contexts: ff.Contexts, VarDir: ff.VarDir, Shard: ff.Shard, Spelling: clusters.spelling()}
 }
 
 // memberOut is where a member's warnings and notes go: standard error,
 // each line naming its context.
 func memberOut(w io.Writer, m *fleet.Member) io.Writer {
-	return &linePrefixer{w: w, prefix: m.Context + ": "}
+	return render.PrefixLines(w, m.Context+": ")
 }
 
 // memberOutput is what one cluster of a fleet printed, and its error.
@@ -191,9 +191,9 @@ func silent(err error) bool {
 
 // forEachMember runs fn on every cluster of a fleet (fleet.Visit), each
 // printing into buffers of its own, never interleaved. With sections,
-// each cluster's output is printed under a "==> context NAME <==" line
-// (its error, if any, last), in the fleet's order, as soon as it and the
-// clusters before it are done.
+// each cluster's output is printed in a section of its own
+// (render.Section), in the fleet's order, as soon as it and the clusters
+// before it are done.
 func forEachMember(ctx context.Context, streams genericiooptions.IOStreams, red *redact.Redactor, members []*fleet.Member, parallelism int, sections bool,
 	fn func(ctx context.Context, i int, m *fleet.Member, out, errOut io.Writer) error) []*memberOutput {
 	outs := make([]*memberOutput, len(members))
@@ -204,29 +204,27 @@ func forEachMember(ctx context.Context, streams genericiooptions.IOStreams, red 
 		return fn(ctx, i, members[i], &outs[i].out, &outs[i].errOut)
 	}, func(i int, err error) {
 		outs[i].err = err
-		if !sections {
-			return
-		}
-		if i > 0 {
-			fmt.Fprintln(streams.Out)
-		}
-		fmt.Fprintf(streams.Out, "==> context %s <==\n", members[i].Context)
-		_, _ = streams.Out.Write(outs[i].out.Bytes())
-		_, _ = streams.ErrOut.Write(outs[i].errOut.Bytes())
-		if err != nil && !silent(err) {
-			fmt.Fprintf(streams.Out, "Error: %s\n", red.String(err.Error()))
+		if sections {
+			if silent(err) {
+				err = nil
+			}
+			render.Section(streams.Out, streams.ErrOut, i == 0, members[i].Context, outs[i].out.Bytes(), outs[i].errOut.Bytes(), errorText(red, err))
 		}
 	})
 	return outs
 }
 
 // fleetError is the error of a fleet command whose clusters failed (code
-// is the exit code), or nil.
+// is the exit code; ExitInvalid when one was refused as the command's
+// usage), or nil.
 func fleetError(members []*fleet.Member, outs []*memberOutput, code int) error {
 	var failed []string
 	for i, o := range outs {
 		if o.err != nil && !silent(o.err) {
 			failed = append(failed, members[i].Context)
+			if exitCode(o.err, code) == ExitInvalid {
+				code = ExitInvalid
+			}
 		}
 	}
 	if len(failed) == 0 {
@@ -241,34 +239,4 @@ func errorText(red *redact.Redactor, err error) string {
 		return ""
 	}
 	return red.String(err.Error())
-}
-
-// linePrefixer writes each line with a prefix (a cluster's API warnings
-// say which cluster they come from).
-type linePrefixer struct {
-	mu      sync.Mutex
-	w       io.Writer
-	prefix  string
-	midLine bool
-}
-
-func (p *linePrefixer) Write(b []byte) (int, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	n := len(b)
-	var out bytes.Buffer
-	for len(b) > 0 {
-		if !p.midLine {
-			out.WriteString(p.prefix)
-		}
-		line, rest, found := bytes.Cut(b, []byte("\n"))
-		out.Write(line)
-		if found {
-			out.WriteByte('\n')
-		}
-		p.midLine = !found
-		b = rest
-	}
-	_, err := p.w.Write(out.Bytes())
-	return n, err
 }

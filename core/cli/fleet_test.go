@@ -5,16 +5,22 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/pflag"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
+	"khook.io/core/engine"
+	"khook.io/core/engine/fleet"
 	"khook.io/core/redact"
+	"khook.io/core/render"
+	"khook.io/core/run"
 	"khook.io/core/steps/builtin"
 )
 
@@ -219,20 +225,6 @@ func TestFleetRefusesBadInputBeforeAnyCluster(t *testing.T) {
 	}
 }
 
-func TestLinePrefixer(t *testing.T) {
-	var b bytes.Buffer
-	p := &linePrefixer{w: &b, prefix: "prod-eu: "}
-	for _, s := range []string{"Warning: a\nWarn", "ing: b\n", "Warning: c\nWarning: d\n"} {
-		if n, err := p.Write([]byte(s)); n != len(s) || err != nil {
-			t.Fatalf("Write = %d, %v", n, err)
-		}
-	}
-	want := "prod-eu: Warning: a\nprod-eu: Warning: b\nprod-eu: Warning: c\nprod-eu: Warning: d\n"
-	if b.String() != want {
-		t.Errorf("got %q, want %q", b.String(), want)
-	}
-}
-
 // TestFleetOptions: the fleet forms' options built alone, with the
 // connection as the only way to the clusters: plan --contexts offline
 // prints a section per context, each with its own variables (its
@@ -325,5 +317,64 @@ func TestEmptyFleetFlags(t *testing.T) {
 	ff := FleetFlags{Contexts: []string{"", " "}}
 	if err := ff.check(); err == nil || !strings.Contains(err.Error(), contexts) {
 		t.Errorf("blank entries: %v", err)
+	}
+}
+
+// TestFleetMemberUsageErrorExits2: a command a member refuses as its
+// usage (--no-needs leaving a need of a step the context runs neither
+// selected nor done) exits 2, as the same command on that one cluster
+// does, not 1 as a failure; the context is named, and the member whose
+// when: excludes the step plans.
+func TestFleetMemberUsageErrorExits2(t *testing.T) {
+	kc, spec, varDir := fleetDir(t, map[string]string{"prod-eu": "eu-west-1", "prod-us": "us-east-1"})
+	for _, output := range []string{"text", "json"} {
+		t.Run(output, func(t *testing.T) {
+			out, errOut, code := runFleetCLI(t, kubeconfigConnection(kc), []string{"KHOOK_SECRET_TOKEN=planted-secret-123"},
+				"plan", "-f", spec, "--offline", "--contexts", "prod-*", "--var-dir", varDir, "--steps", "eu-only", "--no-needs", "-o", output)
+			if code != ExitInvalid || !strings.Contains(errOut, "1 of 2 clusters failed: prod-eu") {
+				t.Errorf("exit %d, want %d (a usage error); stderr:\n%s\nstdout:\n%s", code, ExitInvalid, errOut, out)
+			}
+			if want := "--no-needs: eu-only needs cm"; !strings.Contains(out, want) {
+				t.Errorf("the member's error should say %q:\n%s", want, out)
+			}
+			if output == "text" && !strings.Contains(out, "==> context prod-us <==") {
+				t.Errorf("prod-us should plan:\n%s", out)
+			}
+		})
+	}
+}
+
+// TestFleetRunUsageErrorExits2: apply or destroy on a fleet one member of
+// which refused the run as its usage (--no-needs without a need done in
+// that cluster's record) exits 2 once the report is printed; a failure
+// alone exits 1.
+func TestFleetRunUsageErrorExits2(t *testing.T) {
+	refused := &engine.UsageError{Err: errors.New("--no-needs: b needs a, which is neither selected nor recorded done in the state record: select it too, or leave out --no-needs; nothing was run")}
+	for _, tc := range []struct {
+		name string
+		errs []error
+		want int
+	}{
+		{"a failure", []error{nil, errors.New("unreachable")}, ExitFailed},
+		{"a usage error", []error{nil, refused}, ExitInvalid},
+		{"a usage error and a failure", []error{errors.New("unreachable"), refused}, ExitInvalid},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			streams, _, out, _ := genericiooptions.NewTestIOStreams()
+			o := &RunOptions{Command: "apply", Output: "text", ClusterOptions: ClusterOptions{Streams: streams, Redactor: redact.New()}}
+			runs := make([]render.ClusterRun, len(tc.errs))
+			results := make([]*fleet.Result, len(tc.errs))
+			for i, err := range tc.errs {
+				results[i] = &fleet.Result{Context: fmt.Sprintf("c%d", i), Status: run.RunOK, Err: err}
+				runs[i] = render.ClusterRun{Context: results[i].Context, Status: run.RunOK, Result: &run.Result{Status: run.RunOK}}
+				if err != nil {
+					results[i].Status, runs[i].Status, runs[i].Err, runs[i].Result = run.RunFailed, run.RunFailed, err.Error(), nil
+				}
+			}
+			var exit *ExitError
+			if err := o.fleetReport("spec", runs, results, time.Second); !errors.As(err, &exit) || exit.Code != tc.want {
+				t.Errorf("exit %v, want %d\n%s", err, tc.want, out)
+			}
+		})
 	}
 }

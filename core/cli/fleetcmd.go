@@ -2,30 +2,14 @@ package cli
 
 import (
 	"context"
-	"fmt"
 	"io"
-	"strings"
 
 	"khook.io/core/engine"
 	"khook.io/core/engine/fleet"
-	"khook.io/core/internal/english"
 	"khook.io/core/plan"
 	"khook.io/core/render"
 	"khook.io/core/state"
 )
-
-// ---- plan ----
-
-// fleetPlan is plan --contexts -o json (or yaml).
-type fleetPlan struct {
-	Clusters []clusterPlan `json:"clusters"`
-}
-
-type clusterPlan struct {
-	Context string     `json:"context"`
-	Plan    *plan.Plan `json:"plan,omitempty"`
-	Error   string     `json:"error,omitempty"`
-}
 
 // runFleet plans every cluster of the fleet: live (or offline with
 // --offline), each with its own variables.
@@ -38,27 +22,14 @@ func (o *PlanOptions) runFleet(ctx context.Context) error {
 	plans := make([]*plan.Plan, len(members))
 	outs := forEachMember(ctx, o.Streams, o.Redactor, members, o.Fleet.Parallelism, !structured, func(ctx context.Context, i int, m *fleet.Member, out, errOut io.Writer) error {
 		p, err := o.plan(ctx, m.Doc, target(m.Getter, memberOut(o.Streams.ErrOut, m), errOut), errOut)
-		if err != nil {
+		if plans[i] = p; err != nil || structured {
 			return err
-		}
-		plans[i] = p
-		if structured {
-			return nil
 		}
 		return render.PlanText(out, p)
 	})
 	if structured {
-		fp := fleetPlan{Clusters: make([]clusterPlan, len(members))}
-		for i, m := range members {
-			fp.Clusters[i] = clusterPlan{Context: m.Context, Plan: plans[i], Error: errorText(o.Redactor, outs[i].err)}
-		}
-		var err error
-		if o.Output == "yaml" {
-			err = render.YAML(o.Streams.Out, fp)
-		} else {
-			err = render.JSON(o.Streams.Out, fp)
-		}
-		if err != nil {
+		fr := fleetResults(o.Redactor.String, members, outs, func(i int, r *render.ClusterResult) { r.Plan = plans[i] })
+		if err := o.print(o.Streams.Out, fr); err != nil {
 			return err
 		}
 	}
@@ -67,8 +38,6 @@ func (o *PlanOptions) runFleet(ctx context.Context) error {
 	}
 	return driftExit(o.DetailedExitCode, planDrift(plans...))
 }
-
-// ---- diff ----
 
 // runFleet diffs every cluster of the fleet; the exit code is the worst
 // of theirs (an error, then differences).
@@ -89,15 +58,11 @@ func (o *DiffOptions) runFleet(ctx context.Context) error {
 			differ = append(differ, m.Context)
 		}
 	}
-	line := fmt.Sprintf("\nNo differences on %s", english.CountNoun(len(members), "cluster"))
-	if len(differ) > 0 {
-		line = fmt.Sprintf("\nDifferences on %d of %s: %s", len(differ), english.CountNoun(len(members), "cluster"), strings.Join(differ, ", "))
-	}
 	if err := fleetError(members, outs, ExitDiffError); err != nil {
-		fmt.Fprintf(o.Streams.Out, "%s; %s.\n", line, err)
+		render.FleetDiff(o.Streams.Out, len(members), differ, err.Error())
 		return err
 	}
-	fmt.Fprintln(o.Streams.Out, line+".")
+	render.FleetDiff(o.Streams.Out, len(members), differ, "")
 	if len(differ) > 0 {
 		return &ExitError{Code: ExitFailed, Silent: true}
 	}
@@ -107,19 +72,6 @@ func (o *DiffOptions) runFleet(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-// ---- status ----
-
-// fleetStatus is status --contexts -o json.
-type fleetStatus struct {
-	Clusters []clusterStatus `json:"clusters"`
-}
-
-type clusterStatus struct {
-	Context string               `json:"context"`
-	Status  *render.StatusReport `json:"status,omitempty"`
-	Error   string               `json:"error,omitempty"`
 }
 
 // runFleet shows the state record of every cluster of the fleet.
@@ -135,26 +87,35 @@ func (o *StatusOptions) runFleet(ctx context.Context) error {
 	statuses := make([]*state.Status, len(members))
 	outs := forEachMember(ctx, o.Streams, o.Redactor, members, o.Fleet.Parallelism, !structured, func(ctx context.Context, i int, m *fleet.Member, out, errOut io.Writer) error {
 		var err error
-		if statuses[i], err = o.status(ctx, m.Doc, target(m.Getter, memberOut(o.Streams.ErrOut, m), errOut)); err != nil {
+		if statuses[i], err = o.status(ctx, m.Doc, target(m.Getter, memberOut(o.Streams.ErrOut, m), errOut)); err != nil || structured {
 			return err
-		}
-		if structured {
-			return nil
 		}
 		return o.print(statuses[i], m.Doc, out)
 	})
 	if structured {
-		fs := fleetStatus{Clusters: make([]clusterStatus, len(members))}
-		for i, m := range members {
-			fs.Clusters[i] = clusterStatus{Context: m.Context, Error: errorText(o.Redactor, outs[i].err)}
+		fr := fleetResults(o.Redactor.String, members, outs, func(i int, r *render.ClusterResult) {
 			if outs[i].err == nil {
-				r := render.NewStatusReport(statuses[i])
-				fs.Clusters[i].Status = &r
+				sr := render.NewStatusReport(statuses[i])
+				r.Status = &sr
 			}
-		}
-		if err := render.JSON(o.Streams.Out, fs); err != nil {
+		})
+		if err := render.JSON(o.Streams.Out, fr); err != nil {
 			return err
 		}
 	}
 	return fleetError(members, outs, ExitFailed)
+}
+
+// fleetResults is the structured output of a fleet command: each
+// cluster's context and error, and what result sets.
+func fleetResults(redact func(string) string, members []*fleet.Member, outs []*memberOutput, result func(i int, r *render.ClusterResult)) render.FleetResults {
+	fr := render.FleetResults{Clusters: make([]render.ClusterResult, len(members))}
+	for i, m := range members {
+		fr.Clusters[i] = render.ClusterResult{Context: m.Context}
+		if err := outs[i].err; err != nil {
+			fr.Clusters[i].Error = redact(err.Error())
+		}
+		result(i, &fr.Clusters[i])
+	}
+	return fr
 }

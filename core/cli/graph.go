@@ -53,20 +53,12 @@ func (f *GraphFlags) ToOptions(streams genericiooptions.IOStreams, src SpecSourc
 // NewCmdGraph is the graph command.
 func NewCmdGraph(name string, streams genericiooptions.IOStreams, src SpecSource) *cobra.Command {
 	f := NewGraphFlags()
-	cmd := &cobra.Command{
+	cmd := runs(&cobra.Command{
 		Use:   "graph -f SPEC",
 		Short: "Print the step DAG as Mermaid or Graphviz DOT",
 		Example: examples(name, `graph -f bootstrap.yaml > dag.mmd
 graph -f bootstrap.yaml --format dot | dot -Tsvg > dag.svg`),
-		Args: noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			o, err := f.ToOptions(streams, src)
-			if err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
-	}
+	}, func() (*GraphOptions, error) { return f.ToOptions(streams, src) })
 	f.AddFlags(cmd)
 	return cmd
 }

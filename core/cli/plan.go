@@ -12,51 +12,39 @@ import (
 	"khook.io/core/kube"
 	"khook.io/core/load"
 	"khook.io/core/plan"
-	"khook.io/core/redact"
 	"khook.io/core/render"
 )
 
 // PlanFlags are plan's flags.
 type PlanFlags struct {
-	Spec    SpecFlags
-	Fleet   FleetFlags
+	ClusterFlags
 	Output  *outputFlag
 	Offline bool
-	Select  SelectFlags
 	// DetailedExitCode is --detailed-exitcode: exit 4 on drift left.
 	DetailedExitCode bool
 }
 
 // NewPlanFlags returns plan's flags with their defaults.
 func NewPlanFlags() *PlanFlags {
-	return &PlanFlags{Spec: NewSpecFlags(), Fleet: NewFleetFlags(), Output: newOutputFlag("text", "text", "json", "yaml")}
+	return &PlanFlags{ClusterFlags: newClusterFlags(), Output: newOutputFlag("text", "text", "json", "yaml")}
 }
 
 // AddFlags registers the flags; contextFlag is the connection's flag for
 // one context.
 func (f *PlanFlags) AddFlags(cmd *cobra.Command, contextFlag string) {
-	f.Spec.AddFlags(cmd)
-	f.Fleet.AddFlags(cmd, contextFlag)
+	f.ClusterFlags.AddFlags(cmd, contextFlag, "plan")
 	f.Output.add(cmd, "output", "o", "output format")
 	cmd.Flags().BoolVar(&f.Offline, "offline", false, "plan from the spec alone, without contacting a cluster")
-	f.Select.AddFlags(cmd, "plan")
 	DetailedExitCodeFlag(cmd, &f.DetailedExitCode)
 }
 
 // PlanOptions is a ready-to-run plan.
 type PlanOptions struct {
-	Spec   *SpecOptions
-	Fleet  FleetFlags
+	ClusterOptions
 	Output string
 	// Offline plans from the spec alone (--offline, or no cluster
 	// configured).
 	Offline bool
-	// Streams: the plan goes to Out; a fleet's API warnings to ErrOut.
-	Streams  genericiooptions.IOStreams
-	Redactor *redact.Redactor
-	// Clusters reaches the cluster of a live plan.
-	Clusters *Clusters
-	Select   SelectFlags
 	// DetailedExitCode: a plan that finds drift left as it is (drift mode
 	// warn) exits ExitDrift.
 	DetailedExitCode bool
@@ -65,7 +53,7 @@ type PlanOptions struct {
 // NewCmdPlan is the plan command.
 func NewCmdPlan(name string, streams genericiooptions.IOStreams, src SpecSource, clusters *Clusters) *cobra.Command {
 	f := NewPlanFlags()
-	cmd := &cobra.Command{
+	cmd := runs(&cobra.Command{
 		Use:   "plan -f SPEC",
 		Short: "Show what apply would do, step by step",
 		Long: `Show what apply would do: the steps in DAG order with their level, type,
@@ -73,30 +61,19 @@ needs, when: outcome and a one-line summary with variables resolved (secrets
 masked).`,
 		Example: examples(name, `plan -f bootstrap.yaml --offline
 plan -f bootstrap.yaml -o json`),
-		Args: noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			o, err := f.ToOptions(streams, src, clusters)
-			if err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
-	}
+	}, func() (*PlanOptions, error) { return f.ToOptions(streams, src, clusters) })
 	f.AddFlags(cmd, clusters.contextFlag())
 	return cmd
 }
 
 // ToOptions resolves the flags.
 func (f *PlanFlags) ToOptions(streams genericiooptions.IOStreams, src SpecSource, clusters *Clusters) (*PlanOptions, error) {
-	if err := errors.Join(f.Fleet.check(), f.Select.check()); err != nil {
-		return nil, err
-	}
-	so, err := f.Spec.ToOptions(src)
+	co, err := f.toOptions(streams, src, clusters)
 	if err != nil {
 		return nil, err
 	}
 	offline := f.Offline || clusters == nil || clusters.Connection == nil
-	return &PlanOptions{Spec: so, Fleet: f.Fleet, Output: f.Output.value, Offline: offline, Streams: streams, Redactor: src.Redactor, Clusters: clusters, Select: f.Select, DetailedExitCode: f.DetailedExitCode}, nil
+	return &PlanOptions{ClusterOptions: co, Output: f.Output.value, Offline: offline, DetailedExitCode: f.DetailedExitCode}, nil
 }
 
 // Run plans the spec: offline from the spec alone (--offline, or no
@@ -139,15 +116,16 @@ func planDrift(ps ...*plan.Plan) []string {
 	return out
 }
 
-// print writes plan p in the output format.
-func (o *PlanOptions) print(w io.Writer, p *plan.Plan) error {
+// print writes v, a plan (or a fleet's, structured), in the output
+// format.
+func (o *PlanOptions) print(w io.Writer, v any) error {
 	switch o.Output {
 	case "json":
-		return render.JSON(w, p)
+		return render.JSON(w, v)
 	case "yaml":
-		return render.YAML(w, p)
+		return render.YAML(w, v)
 	}
-	return render.PlanText(w, p)
+	return render.PlanText(w, v.(*plan.Plan))
 }
 
 // plan is doc's plan on t's cluster: live unless offline, or no
@@ -158,7 +136,7 @@ func (o *PlanOptions) plan(ctx context.Context, doc *load.Document, t engine.Tar
 		return nil, err
 	}
 	if !o.Offline {
-		c, err := o.Clusters.engine().Connect(ctx, doc, t, engine.Options{Selection: sel})
+		c, err := o.Clusters.engine().Connect(ctx, doc, t, engine.Options{Selection: sel, Spelling: flagOf})
 		switch {
 		case err == nil:
 			res, err := c.Plan(ctx)

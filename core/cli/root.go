@@ -238,7 +238,8 @@ conditions.`,
 	src := SpecSource{Stdin: cfg.In, Environ: cfg.Environ, Redactor: red, Loader: &load.Loader{Steps: cfg.Steps}}
 	clusters := &Clusters{Connection: cfg.Connection, Steps: cfg.Steps, Redactor: red, Warnings: streams.ErrOut, BeforeClients: logs.route,
 		Verbosity: func() int { return logs.verbosity }}
-	progress := ProgressOutput{ErrOut: streams.ErrOut, Terminal: cfg.ErrOut, Console: console, Redactor: red, Environ: cfg.Environ}
+	progress := ProgressOutput{ErrOut: streams.ErrOut, Terminal: cfg.ErrOut, Console: console, Redactor: red,
+		NoColor: os.Getenv("NO_COLOR") != "" || envLookup(cfg.Environ, "NO_COLOR") != ""}
 	root.AddCommand(
 		NewCmdValidate(cfg.Name, streams, src),
 		NewCmdPlan(cfg.Name, streams, src, clusters),
@@ -260,6 +261,20 @@ conditions.`,
 	}
 	root.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
 	return root
+}
+
+// runs makes cmd take no arguments and run the options toOptions builds
+// from its flags.
+func runs[O interface{ Run(context.Context) error }](cmd *cobra.Command, toOptions func() (O, error)) *cobra.Command {
+	cmd.Args = noArgs
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		o, err := toOptions()
+		if err != nil {
+			return err
+		}
+		return o.Run(cmd.Context())
+	}
+	return cmd
 }
 
 // noArgs rejects positional arguments as a usage error.

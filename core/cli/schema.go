@@ -23,18 +23,14 @@ type SchemaOptions struct {
 // NewCmdSchema is the schema command: of a spec whose steps are the kinds
 // of steps.
 func NewCmdSchema(streams genericiooptions.IOStreams, steps func() (*step.Registry, error)) *cobra.Command {
-	return &cobra.Command{
+	return runs(&cobra.Command{
 		Use:   "schema",
 		Short: "Print the JSON Schema of the khook v1 spec",
 		Long: fmt.Sprintf(`Print the JSON Schema (draft 2020-12) of the khook v1 spec, $id %s.
 Point yaml-language-server at it from the first line of a spec:
 
   # yaml-language-server: $schema=%s`, schema.ID, schema.ID),
-		Args: noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return (&SchemaOptions{Out: streams.Out, Steps: steps}).Run(cmd.Context())
-		},
-	}
+	}, func() (*SchemaOptions, error) { return &SchemaOptions{Out: streams.Out, Steps: steps}, nil })
 }
 
 // Run prints the schema.

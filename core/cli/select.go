@@ -75,7 +75,7 @@ func (f *SelectFlags) check() error {
 // resolve resolves the flags against doc for command and writes the
 // warnings of what they name that will not happen to w.
 func (f *SelectFlags) resolve(doc *load.Document, command engine.Command, w io.Writer) (*engine.Selection, error) {
-	sel, err := engine.Resolve(doc, command, engine.SelectOptions{Steps: f.Steps, NoNeeds: f.NoNeeds, Replace: f.Replace})
+	sel, err := engine.Resolve(doc, command, engine.SelectOptions{Steps: f.Steps, NoNeeds: f.NoNeeds, Replace: f.Replace, Spelling: flagOf})
 	if err != nil {
 		return nil, err
 	}
@@ -86,6 +86,9 @@ func (f *SelectFlags) resolve(doc *load.Document, command engine.Command, w io.W
 	}
 	return sel, nil
 }
+
+// flagOf spells a setting the engine's messages name as the CLI's flag.
+func flagOf(s engine.Setting) string { return "--" + string(s) }
 
 // completeSteps completes --steps and --replace with the names of the
 // steps of the spec -f names, read as written (no variables resolved).

@@ -2,13 +2,15 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"io"
-	"os"
 
-	"golang.org/x/term"
+	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"khook.io/core/engine"
+	"khook.io/core/engine/fleet"
 	"khook.io/core/load"
 	"khook.io/core/redact"
 	"khook.io/core/render"
@@ -48,6 +50,53 @@ func (o *SpecOptions) loader() *load.Loader {
 		o.Loader = &load.Loader{}
 	}
 	return o.Loader
+}
+
+// ClusterFlags are the flags of the commands that take a spec to
+// clusters (plan, diff, status, apply, destroy): the spec, the fleet and
+// the selection.
+type ClusterFlags struct {
+	Spec   SpecFlags
+	Fleet  FleetFlags
+	Select SelectFlags
+}
+
+func newClusterFlags() ClusterFlags {
+	return ClusterFlags{Spec: NewSpecFlags(), Fleet: NewFleetFlags()}
+}
+
+// AddFlags registers the flags of command; contextFlag is the
+// connection's flag for one context.
+func (f *ClusterFlags) AddFlags(cmd *cobra.Command, contextFlag, command string) {
+	f.Spec.AddFlags(cmd)
+	f.Fleet.AddFlags(cmd, contextFlag)
+	f.Select.AddFlags(cmd, command)
+}
+
+// ClusterOptions are ClusterFlags resolved, and the command's ways to the
+// clusters and to the user: the report goes to Streams.Out, warnings and
+// progress to Streams.ErrOut, every line through Redactor.
+type ClusterOptions struct {
+	Spec     *SpecOptions
+	Fleet    FleetFlags
+	Select   SelectFlags
+	Streams  genericiooptions.IOStreams
+	Redactor *redact.Redactor
+	// Clusters reaches the cluster (each of a fleet's).
+	Clusters *Clusters
+}
+
+// toOptions checks the flags (after checks, the command's own) and
+// resolves them.
+func (f *ClusterFlags) toOptions(streams genericiooptions.IOStreams, src SpecSource, clusters *Clusters, checks ...error) (ClusterOptions, error) {
+	if err := errors.Join(append([]error{f.Fleet.check(), f.Select.check()}, checks...)...); err != nil {
+		return ClusterOptions{}, err
+	}
+	so, err := f.Spec.ToOptions(src)
+	if err != nil {
+		return ClusterOptions{}, err
+	}
+	return ClusterOptions{Spec: so, Fleet: f.Fleet, Select: f.Select, Streams: streams, Redactor: src.Redactor, Clusters: clusters}, nil
 }
 
 // Clusters is how a command reaches clusters: the connection flags, the
@@ -125,53 +174,20 @@ func (c *Clusters) contextFlag() string {
 	return "context"
 }
 
-// ProgressOutput is where a run's progress goes: standard error, live
-// when it is a terminal.
-type ProgressOutput struct {
-	// ErrOut is the redacting standard error.
-	ErrOut io.Writer
-	// Terminal is standard error as the process has it: an *os.File that
-	// is a terminal makes progress live.
-	Terminal io.Writer
-	// Console is standard error beneath ErrOut, shared with a live block.
-	Console  *render.Console
-	Redactor *redact.Redactor
-	Environ  []string
-}
-
-// options are how progress renders on standard error, and the writer it
-// renders to: live on a terminal (its size, colors unless NO_COLOR,
-// attached to the console so that other lines go above it).
-func (p ProgressOutput) options(verb string) (render.ProgressOptions, io.Writer) {
-	opts := render.ProgressOptions{Verb: verb, Redactor: p.Redactor}
-	if f, ok := p.Terminal.(*os.File); ok && p.Console != nil && term.IsTerminal(int(f.Fd())) {
-		opts.Live = true
-		opts.Color = os.Getenv("NO_COLOR") == "" && envLookup(p.Environ, "NO_COLOR") == ""
-		if w, h, err := term.GetSize(int(f.Fd())); err == nil {
-			opts.Width, opts.Height = w, h
+// spelling spells a setting the engine's messages name as the CLI's flag,
+// the connection's own for one context.
+func (c *Clusters) spelling() engine.Spelling {
+	flag := "--" + c.contextFlag()
+	return func(s engine.Setting) string {
+		if s == fleet.SettingContext {
+			return flag
 		}
-		// warnings and client logs written meanwhile go above the block
-		opts.Console = p.Console
-		return opts, p.Redactor.Writer(p.Console.Terminal())
+		return flagOf(s)
 	}
-	return opts, p.ErrOut
 }
 
-// progress returns the renderer of a run of doc's steps in order.
-func (p ProgressOutput) progress(verb string, doc *load.Document, order []int) *render.Progress {
-	opts, w := p.options(verb)
-	return render.NewProgress(w, stepInfos(doc, order), opts)
-}
-
-// stepInfos names doc's steps in order for a renderer.
-func stepInfos(doc *load.Document, order []int) []render.StepInfo {
-	infos := make([]render.StepInfo, len(order))
-	for k, i := range order {
-		st := &doc.Spec.Steps[i]
-		infos[k] = render.StepInfo{Name: st.Name, Type: st.Type()}
-	}
-	return infos
-}
+// ProgressOutput is where a run's progress goes (render.ProgressOutput).
+type ProgressOutput = render.ProgressOutput
 
 func envLookup(environ []string, key string) string {
 	for _, kv := range environ {

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 
@@ -12,7 +11,6 @@ import (
 	"khook.io/core/engine"
 	"khook.io/core/kube"
 	"khook.io/core/load"
-	"khook.io/core/redact"
 	"khook.io/core/render"
 	"khook.io/core/state"
 	"khook.io/core/timeline"
@@ -20,42 +18,32 @@ import (
 
 // StatusFlags are status's flags.
 type StatusFlags struct {
-	Spec   SpecFlags
-	Fleet  FleetFlags
+	ClusterFlags
 	Output *outputFlag
-	Select SelectFlags
 	// Timeline is --timeline: the last run drawn into a file.
 	Timeline string
 }
 
 // NewStatusFlags returns status's flags with their defaults.
 func NewStatusFlags() *StatusFlags {
-	return &StatusFlags{Spec: NewSpecFlags(), Fleet: NewFleetFlags(), Output: newOutputFlag("text", "text", "json")}
+	return &StatusFlags{ClusterFlags: newClusterFlags(), Output: newOutputFlag("text", "text", "json")}
 }
 
 // AddFlags registers the flags; contextFlag is the connection's flag for
 // one context.
 func (f *StatusFlags) AddFlags(cmd *cobra.Command, contextFlag string) {
-	f.Spec.AddFlags(cmd)
-	f.Fleet.AddFlags(cmd, contextFlag)
+	f.ClusterFlags.AddFlags(cmd, contextFlag, "status")
 	f.Output.add(cmd, "output", "o", "output format")
-	f.Select.AddFlags(cmd, "status")
 	cmd.Flags().StringVar(&f.Timeline, "timeline", "", "draw the last run the record keeps into FILE as a timeline picture (SVG; HTML when FILE ends in .html): a bar per step and attempt on a time axis, colour by outcome, waits shaded, the critical path marked")
 }
 
 // StatusOptions is a ready-to-run status.
 type StatusOptions struct {
-	Spec     *SpecOptions
-	Fleet    FleetFlags
-	Output   string
-	Streams  genericiooptions.IOStreams
-	Redactor *redact.Redactor
-	// Clusters reaches the cluster (each of a fleet's).
-	Clusters *Clusters
+	ClusterOptions
+	Output string
 	// Clients are the clients the record is read with; nil: the
 	// connection's cluster's, checked first.
 	Clients func(context.Context) (*kube.Clients, error)
-	Select  SelectFlags
 	// Timeline is --timeline ("": none).
 	Timeline string
 }
@@ -63,7 +51,7 @@ type StatusOptions struct {
 // NewCmdStatus is the status command.
 func NewCmdStatus(name string, streams genericiooptions.IOStreams, src SpecSource, clusters *Clusters) *cobra.Command {
 	f := NewStatusFlags()
-	cmd := &cobra.Command{
+	cmd := runs(&cobra.Command{
 		Use:   "status -f SPEC",
 		Short: "Show the last run recorded in the spec's state record",
 		Long: `Show the last run recorded in the spec's state record: when it ran, each
@@ -74,15 +62,7 @@ yet", exit 0. With --contexts, the record of each cluster of a fleet.`,
 		Example: examples(name, `status -f bootstrap.yaml
 status -f bootstrap.yaml -o json
 status -f bootstrap.yaml --contexts 'prod-*'`),
-		Args: noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			o, err := f.ToOptions(streams, src, clusters)
-			if err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
-	}
+	}, func() (*StatusOptions, error) { return f.ToOptions(streams, src, clusters) })
 	f.AddFlags(cmd, clusters.contextFlag())
 	return cmd
 }
@@ -90,14 +70,11 @@ status -f bootstrap.yaml --contexts 'prod-*'`),
 // ToOptions resolves the flags.
 func (f *StatusFlags) ToOptions(streams genericiooptions.IOStreams, src SpecSource, clusters *Clusters) (*StatusOptions, error) {
 	tf := TraceFlags{Timeline: f.Timeline}
-	if err := errors.Join(f.Fleet.check(), f.Select.check(), tf.check(f.Fleet.enabled())); err != nil {
-		return nil, err
-	}
-	so, err := f.Spec.ToOptions(src)
+	co, err := f.toOptions(streams, src, clusters, tf.check(f.Fleet.enabled()))
 	if err != nil {
 		return nil, err
 	}
-	return &StatusOptions{Spec: so, Fleet: f.Fleet, Output: f.Output.value, Streams: streams, Redactor: src.Redactor, Clusters: clusters, Select: f.Select, Timeline: f.Timeline}, nil
+	return &StatusOptions{ClusterOptions: co, Output: f.Output.value, Timeline: f.Timeline}, nil
 }
 
 // Run reads the record and shows it; with --contexts, every cluster's.
@@ -118,10 +95,9 @@ func (o *StatusOptions) Run(ctx context.Context) error {
 	}
 	if o.Timeline != "" {
 		if st == nil {
-			sp := doc.Spec
-			return fmt.Errorf("--timeline: %s is not applied yet: no state record at %s, no run to draw", sp.Metadata.Name, state.LocationOf(sp))
+			return fmt.Errorf("--timeline: %s, no run to draw", notApplied(doc))
 		}
-		if err := writeTimeline(o.Timeline, timeline.FromRecord(st.Record, timelineDefs(doc, st.Record.Command)), o.Redactor); err != nil {
+		if err := writeTimeline(o.Timeline, timeline.FromRecord(st.Record, engine.TimelineDefs(doc, engine.Command(st.Record.Command))), o.Redactor); err != nil {
 			return err
 		}
 	}
@@ -135,7 +111,7 @@ func (o *StatusOptions) status(ctx context.Context, doc *load.Document, t engine
 	if err != nil {
 		return nil, err
 	}
-	e, opts := o.Clusters.engine(), engine.Options{Selection: sel}
+	e, opts := o.Clusters.engine(), engine.Options{Selection: sel, Spelling: flagOf}
 	var c *engine.Cluster
 	if o.Clients != nil {
 		clients, err := o.Clients(ctx)
@@ -155,9 +131,14 @@ func (o *StatusOptions) print(st *state.Status, doc *load.Document, w io.Writer)
 		return render.JSON(w, render.NewStatusReport(st))
 	}
 	if st == nil {
-		sp := doc.Spec
-		_, err := fmt.Fprintf(w, "%s is not applied yet: no state record at %s.\n", sp.Metadata.Name, state.LocationOf(sp))
+		_, err := fmt.Fprintf(w, "%s.\n", notApplied(doc))
 		return err
 	}
 	return render.StatusText(w, st)
+}
+
+// notApplied says doc has no state record yet, naming where it would be.
+func notApplied(doc *load.Document) string {
+	sp := doc.Spec
+	return fmt.Sprintf("%s is not applied yet: no state record at %s", sp.Metadata.Name, state.LocationOf(sp))
 }

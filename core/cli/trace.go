@@ -97,30 +97,6 @@ func traceSteps(doc *load.Document, disp []engine.Disposition) []tracing.StepInf
 	return out
 }
 
-// timelineDefs are doc's steps as the timeline draws them, in the spec's
-// order, each with the steps a run of command waited for: its needs, or
-// for destroy (which undoes a step once every step that needs it is
-// undone) the steps that need it.
-func timelineDefs(doc *load.Document, command string) []timeline.Def {
-	defs := make([]timeline.Def, len(doc.Spec.Steps))
-	for i := range doc.Spec.Steps {
-		st := &doc.Spec.Steps[i]
-		defs[i] = timeline.Def{Name: st.Name, Type: st.Type(), Needs: st.Needs}
-	}
-	if command == string(engine.CommandDestroy) {
-		needers := map[string][]string{}
-		for _, st := range doc.Spec.Steps {
-			for _, n := range st.Needs {
-				needers[n] = append(needers[n], st.Name)
-			}
-		}
-		for i := range defs {
-			defs[i].Needs = needers[defs[i].Name]
-		}
-	}
-	return defs
-}
-
 // writeTimeline draws r into the file name, SVG or (name ending in .html
 // or .htm) HTML.
 func writeTimeline(name string, r *timeline.Run, red *redact.Redactor) error {

@@ -1,21 +1,18 @@
 package cli
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
-	"khook.io/core/lock"
-	"khook.io/core/state"
+	"khook.io/core/engine"
 )
 
 // ForceUnlockFlags are force-unlock's flags.
@@ -91,40 +88,26 @@ func (o *ForceUnlockOptions) Run(ctx context.Context) error {
 	if !doc.Spec.State.IsEnabled() {
 		return invalid(errors.New("force-unlock: this spec has no state: block, so its runs take no lock"))
 	}
-	clients, err := o.Clusters.engine().Clients(ctx, target(o.Clusters.getter(), o.Streams.ErrOut, o.Streams.ErrOut))
+	h, err := o.Clusters.engine().ReadLock(ctx, doc, target(o.Clusters.getter(), o.Streams.ErrOut, o.Streams.ErrOut), o.ID)
 	if err != nil {
 		return err
 	}
-	loc := lock.Location(state.LocationOf(doc.Spec))
-	h, held, err := lock.Read(ctx, clients.Typed, loc)
-	switch {
-	case err != nil:
-		return err
-	case !held:
-		return fmt.Errorf("state record %s is not locked: nothing to unlock", loc)
-	case h.ID != o.ID:
-		return fmt.Errorf("the run lock of state record %s is held by %s, not by run %s: nothing was unlocked", loc, h.Describe(), o.ID)
-	}
-	fmt.Fprintf(o.Streams.ErrOut, "The run lock of state record %s is held by %s, %s.\n", loc, h.Describe(), h.Since(time.Now()))
-	if !h.Stale(time.Now()) {
-		fmt.Fprintf(o.Streams.ErrOut, "It was renewed within the last %s (by this machine's clock): that run may still be alive. Breaking its lock makes it stop at once, writing nothing more.\n", lock.LeaseDuration)
+	fmt.Fprintf(o.Streams.ErrOut, "The run lock of state record %s is held by %s, %s.\n", h.Record, h.Holder, h.Since)
+	if h.Live {
+		fmt.Fprintf(o.Streams.ErrOut, "It was renewed within the last %s (by this machine's clock): that run may still be alive. Breaking its lock makes it stop at once, writing nothing more.\n", engine.LeaseDuration)
 	}
 	if !o.Yes {
 		if !o.Terminal {
 			return invalid(errors.New("force-unlock asks before breaking a lock, and standard input is not a terminal: pass --yes"))
 		}
 		fmt.Fprint(o.Streams.ErrOut, "Only 'yes' breaks it: ")
-		if fl, ok := o.Streams.ErrOut.(interface{ Flush() error }); ok {
-			_ = fl.Flush() // the question ends mid-line: a redacting writer holds it back
-		}
-		answer, _ := bufio.NewReader(o.Streams.In).ReadString('\n')
-		if strings.TrimSpace(answer) != "yes" {
+		if answer(o.Streams) != "yes" {
 			return &ExitError{Code: ExitFailed, Err: errors.New("force-unlock cancelled: nothing was unlocked")}
 		}
 	}
-	if _, err := lock.ForceUnlock(ctx, clients.Typed, loc, o.ID); err != nil {
+	if err := h.Break(ctx); err != nil {
 		return err
 	}
-	fmt.Fprintf(o.Streams.Out, "Unlocked state record %s (the lock of run %s).\n", loc, o.ID)
+	fmt.Fprintf(o.Streams.Out, "Unlocked state record %s (the lock of run %s).\n", h.Record, o.ID)
 	return nil
 }

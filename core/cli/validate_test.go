@@ -11,6 +11,7 @@ import (
 
 	"khook.io/core/load"
 	"khook.io/core/redact"
+	"khook.io/core/render"
 )
 
 // TestValidateOptions: validate's options, built without the command
@@ -58,7 +59,7 @@ func TestValidateOptions(t *testing.T) {
 				t.Errorf("want a silent exit %d, got %#v", tc.code, err)
 			}
 			if tc.output == "json" {
-				var res validateResult
+				var res render.ValidateReport
 				if err := json.Unmarshal(out.Bytes(), &res); err != nil || len(res.Problems) != tc.problems {
 					t.Errorf("JSON problems %+v, %v", res.Problems, err)
 				}

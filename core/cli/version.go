@@ -40,18 +40,10 @@ func (f *VersionFlags) ToOptions(name string, streams genericiooptions.IOStreams
 // NewCmdVersion is the version command.
 func NewCmdVersion(name string, streams genericiooptions.IOStreams) *cobra.Command {
 	f := NewVersionFlags()
-	cmd := &cobra.Command{
+	cmd := runs(&cobra.Command{
 		Use:   "version",
 		Short: "Print khook's version, commit, build date and platform",
-		Args:  noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			o, err := f.ToOptions(name, streams)
-			if err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
-	}
+	}, func() (*VersionOptions, error) { return f.ToOptions(name, streams) })
 	f.Output.add(cmd, "output", "o", "output format")
 	return cmd
 }

@@ -133,7 +133,7 @@ func (c *Cluster) Diff(ctx context.Context, parallelism int) ([]*StepDiff, error
 	for i, d := range disp {
 		switch d.Fate {
 		case FateForced:
-			results[i].Details = append([]string{ForcedNote}, results[i].Details...)
+			results[i].Details = append([]string{d.spell.forcedNote()}, results[i].Details...)
 		case FateTriggered:
 			results[i].Details = append([]string{d.Reason(c.doc, i)}, results[i].Details...)
 		case FateNotTriggered:

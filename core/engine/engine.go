@@ -78,17 +78,21 @@ type Target struct {
 
 // Options are the day-2 settings of one command on a cluster.
 type Options struct {
-	// Selection is --steps, --no-needs and --replace resolved against the
-	// spec (Resolve); nil: every step.
+	// Selection is the selection settings resolved against the spec
+	// (Resolve); nil: every step.
 	Selection *Selection
 	// FieldManager is the field manager of every write the steps make
 	// ("": khook's, and helm's for helm's writes).
 	FieldManager string
-	// ForceCRDs is destroy's --force-crds.
+	// ForceCRDs deletes a CRD the spec created even when its kind has
+	// custom resources the spec did not create (destroy).
 	ForceCRDs bool
 	// TraceID is the id of the trace the command's run belongs to
 	// (OpenTelemetry, hex), kept in the state record; "": none.
 	TraceID string
+	// Spelling is how the caller spells the settings the command's
+	// messages name (nil: neutrally).
+	Spelling Spelling
 }
 
 // Cluster is one spec connected to one cluster: what plan, diff, status

@@ -94,14 +94,15 @@ type Disposition struct {
 	// Missing are the needs (by index) of a blocked step that are neither
 	// selected nor done.
 	Missing []int
+	// spell is how the caller spells the settings its reasons name (the
+	// selection's).
+	spell Spelling
 }
 
 // Texts of the fates.
 const (
 	// NotSelected is the skip reason of a step --steps leaves out.
 	NotSelected = "not selected"
-	// ForcedNote is added to the outcome of a step --replace re-ran.
-	ForcedNote = "forced by --replace"
 	// resumedNote is added where a forced step's record had it done.
 	resumedNote = " (the state record had it unchanged)"
 )
@@ -120,9 +121,9 @@ func (d Disposition) Reason(doc *load.Document, i int) string {
 		return "when: " + st.When + " is false"
 	case FateForced:
 		if d.Resumed {
-			return ForcedNote + resumedNote
+			return d.spell.forcedNote() + resumedNote
 		}
-		return ForcedNote
+		return d.spell.forcedNote()
 	case FateConditional:
 		r := "runs if " + strings.Join(st.TriggeredBy, ", ") + " changes"
 		if len(d.Unknown) > 0 {
@@ -140,7 +141,7 @@ func (d Disposition) Reason(doc *load.Document, i int) string {
 		for _, j := range d.Missing {
 			needs = append(needs, doc.Spec.Steps[j].Name)
 		}
-		return "--no-needs: needs " + strings.Join(needs, ", ") + ", neither selected nor done"
+		return d.spell.Of(SettingNoNeeds) + ": needs " + strings.Join(needs, ", ") + ", neither selected nor done"
 	}
 	return ""
 }
@@ -195,7 +196,7 @@ func Dispose(doc *load.Document, command Command, sel *Selection, f Facts) []Dis
 	resumed := func(i int) bool { return f.Resumed != nil && f.Resumed[i] }
 	for i := range n {
 		d := &out[i]
-		d.Resumed = resumed(i)
+		d.Resumed, d.spell = resumed(i), sel.spelling()
 		switch {
 		case !sel.Selected(i):
 			d.Fate = FateNotSelected
@@ -238,7 +239,7 @@ func Dispose(doc *load.Document, command Command, sel *Selection, f Facts) []Dis
 			missing = append(missing, j)
 		}
 		if len(missing) > 0 {
-			out[i] = Disposition{Fate: FateBlocked, Resumed: out[i].Resumed, Missing: missing}
+			out[i] = Disposition{Fate: FateBlocked, Resumed: out[i].Resumed, Missing: missing, spell: sel.spell}
 		}
 	}
 	return out
@@ -258,11 +259,15 @@ func conditional(doc *load.Document, i int, resumed bool) bool {
 // without a need): every such need is named, and nothing runs (a
 // *UsageError).
 func CheckBlocked(doc *load.Document, disp []Disposition) error {
-	var missing []string
+	var (
+		missing []string
+		spell   Spelling
+	)
 	for i, d := range disp {
 		if d.Fate != FateBlocked {
 			continue
 		}
+		spell = d.spell
 		for _, j := range d.Missing {
 			missing = append(missing, fmt.Sprintf("%s needs %s", doc.Spec.Steps[i].Name, doc.Spec.Steps[j].Name))
 		}
@@ -274,7 +279,8 @@ func CheckBlocked(doc *load.Document, disp []Disposition) error {
 	if !doc.Spec.State.IsEnabled() {
 		why = "which is not selected (without a state record, nothing shows a need done)"
 	}
-	return usage(fmt.Errorf("--no-needs: %s, %s: select it too, or leave out --no-needs; nothing was run", strings.Join(missing, ", "), why))
+	noNeeds := spell.Of(SettingNoNeeds)
+	return usage(fmt.Errorf("%s: %s, %s: select it too, or leave out %s; nothing was run", noNeeds, strings.Join(missing, ", "), why, noNeeds))
 }
 
 // Change is what a plan or diff predicts of a step: whether running it

@@ -58,7 +58,7 @@ func (c *Cluster) takeLock(ctx context.Context, command Command, timeout time.Du
 		Timeout:        timeout,
 		RequestTimeout: requestTimeout,
 		Waiting: func(h lock.Holder) {
-			c.note(NoteLine, "waiting for the run lock of state record %s (--lock-timeout %s): held by %s, %s", loc, timeout, h.Describe(), h.Since(time.Now()))
+			c.note(NoteLine, "waiting for the run lock of state record %s (%s %s): held by %s, %s", loc, c.opts.Spelling.Of(SettingLockTimeout), timeout, h.Describe(), h.Since(time.Now()))
 		},
 		Observing: func(h lock.Holder) {
 			c.note(NoteLine, "the run lock of state record %s is held by %s, %s by this machine's clock%s: watching it for up to %s; if it does not change, that run is gone and this run takes it over", loc, h.Describe(), h.Since(time.Now()), c.holderEnded(ctx, h), lock.LeaseDuration)

@@ -31,11 +31,16 @@ const (
 	CommandGraph   Command = "graph"
 )
 
-// SelectOptions are --steps, --no-needs and --replace as given.
+// SelectOptions are the selection settings as given: the steps
+// (SettingSteps), without their needs (SettingNoNeeds), and the steps
+// re-run whatever the record says (SettingReplace).
 type SelectOptions struct {
 	Steps   []string
 	NoNeeds bool
 	Replace []string
+	// Spelling is how the caller spells the settings the selection's
+	// messages name (nil: neutrally).
+	Spelling Spelling
 }
 
 // Selection is SelectOptions resolved against one spec. A nil *Selection
@@ -50,6 +55,7 @@ type Selection struct {
 	forced  []bool
 	partial bool
 	noNeeds bool
+	spell   Spelling
 	// Warnings say what the flags name that the run will not do: a step
 	// --steps or --replace names that when: excludes (decision 192).
 	Warnings []string
@@ -63,10 +69,10 @@ type Selection struct {
 func Resolve(doc *load.Document, command Command, o SelectOptions) (*Selection, error) {
 	steps := doc.Spec.Steps
 	n := len(steps)
-	sel := &Selection{in: make([]bool, n), forced: make([]bool, n), noNeeds: o.NoNeeds}
+	sel := &Selection{in: make([]bool, n), forced: make([]bool, n), noNeeds: o.NoNeeds, spell: o.Spelling}
 	var errs []error
 	if len(o.Replace) > 0 {
-		m, err := matchSteps(steps, o.Replace, "--replace")
+		m, err := matchSteps(steps, o.Replace, o.Spelling.Of(SettingReplace))
 		errs = append(errs, err)
 		sel.forced = m
 	}
@@ -77,10 +83,10 @@ func Resolve(doc *load.Document, command Command, o SelectOptions) (*Selection, 
 		if err := errors.Join(errs...); err != nil {
 			return nil, usage(err)
 		}
-		sel.Warnings = excludedWarnings(doc, nil, sel.forced)
+		sel.Warnings = excludedWarnings(doc, nil, sel.forced, o.Spelling)
 		return sel, nil
 	}
-	picked, err := matchSteps(steps, o.Steps, "--steps")
+	picked, err := matchSteps(steps, o.Steps, o.Spelling.Of(SettingSteps))
 	errs = append(errs, err)
 	if err := errors.Join(errs...); err != nil {
 		return nil, usage(err)
@@ -113,7 +119,7 @@ func Resolve(doc *load.Document, command Command, o SelectOptions) (*Selection, 
 	if err := unselectedReplace(doc, sel, o.Steps); err != nil {
 		return nil, usage(err)
 	}
-	sel.Warnings = excludedWarnings(doc, sel.picked, sel.forced)
+	sel.Warnings = excludedWarnings(doc, sel.picked, sel.forced, o.Spelling)
 	return sel, nil
 }
 
@@ -127,6 +133,14 @@ func (sel *Selection) replaces(i int) bool { return sel != nil && sel.forced[i] 
 // Partial reports whether --steps left steps out: the run never claims
 // the whole spec (its hash), and a destroy keeps the record.
 func (sel *Selection) Partial() bool { return sel != nil && sel.partial }
+
+// spelling is how the selection's caller spells its settings.
+func (sel *Selection) spelling() Spelling {
+	if sel == nil {
+		return nil
+	}
+	return sel.spell
+}
 
 // unselectedReplace refuses --replace naming a step --steps leaves out:
 // it would not run, so it could not be re-run (decision 192). Every such
@@ -143,16 +157,17 @@ func unselectedReplace(doc *load.Document, sel *Selection, steps []string) error
 	}
 	what := "the steps it names and the steps they need"
 	if sel.noNeeds {
-		what = "with --no-needs, the steps it names only"
+		what = "with " + sel.spell.Of(SettingNoNeeds) + ", the steps it names only"
 	}
-	return fmt.Errorf("--replace %s: not selected by --steps %s (%s), so it would not run: name it in --steps too, or leave it out of --replace; nothing was run",
-		strings.Join(out, ", "), strings.Join(steps, ","), what)
+	replace, stepsSetting := sel.spell.Of(SettingReplace), sel.spell.Of(SettingSteps)
+	return fmt.Errorf("%s %s: not selected by %s %s (%s), so it would not run: name it in %s too, or leave it out of %s; nothing was run",
+		replace, strings.Join(out, ", "), stepsSetting, strings.Join(steps, ","), what, stepsSetting, replace)
 }
 
 // excludedWarnings are the warnings of steps --steps picks or --replace
 // forces (nil: none) that when: excludes: they are skipped all the same,
 // as the spec's when: decides (decision 160), and the warning says so.
-func excludedWarnings(doc *load.Document, picked, forced []bool) []string {
+func excludedWarnings(doc *load.Document, picked, forced []bool, spell Spelling) []string {
 	var out []string
 	for i := range doc.Spec.Steps {
 		if doc.Included(i) {
@@ -160,10 +175,10 @@ func excludedWarnings(doc *load.Document, picked, forced []bool) []string {
 		}
 		st := &doc.Spec.Steps[i]
 		if picked != nil && picked[i] {
-			out = append(out, fmt.Sprintf("--steps names %s, which when: (%s) excludes: it is skipped", st.Name, st.When))
+			out = append(out, fmt.Sprintf("%s names %s, which when: (%s) excludes: it is skipped", spell.Of(SettingSteps), st.Name, st.When))
 		}
 		if forced != nil && forced[i] {
-			out = append(out, fmt.Sprintf("--replace names %s, which when: (%s) excludes: it is not re-run", st.Name, st.When))
+			out = append(out, fmt.Sprintf("%s names %s, which when: (%s) excludes: it is not re-run", spell.Of(SettingReplace), st.Name, st.When))
 		}
 	}
 	return out

@@ -19,11 +19,16 @@ func NeedsState(doc *load.Document) error {
 	return &load.InvalidError{Problems: spec.ErrorList{{Pos: pos, Path: "state", Msg: "status reads the run-state record, which this spec does not enable: add state: {} (or state.enabled: true)"}}}
 }
 
+// NextConditional is what status says the next apply does with a step
+// Dispose makes conditional: it runs if a trigger changes something.
+const NextConditional = "conditional"
+
 // Status reads the cluster's state record and compares it with the spec,
 // hashing each step's inputs as apply does: what the next apply does with
-// each step, as Dispose decides it. With a selection, only the selected
-// steps. nil when there is no record yet. A note says when a run holds
-// the record's lock.
+// each step, as Dispose decides it (a step with triggeredBy the record
+// has done is conditional, as apply has it). With a selection, only the
+// selected steps. nil when there is no record yet. A note says when a run
+// holds the record's lock.
 func (c *Cluster) Status(ctx context.Context) (*state.Status, error) {
 	if err := NeedsState(c.doc); err != nil {
 		return nil, err
@@ -33,7 +38,17 @@ func (c *Cluster) Status(ctx context.Context) (*state.Status, error) {
 	if err != nil || rec == nil {
 		return nil, err
 	}
-	st := c.compare(rec, ins, Resumes(c.doc, rec, hashesOf(ins)))
+	disp := Dispose(c.doc, CommandStatus, c.opts.Selection, Facts{Resumed: Resumes(c.doc, rec, hashesOf(ins))})
+	resumes := make([]bool, len(disp))
+	for i, d := range disp {
+		resumes[i] = d.Fate == FateResume || d.Fate == FateBlocked && d.Resumed
+	}
+	st := c.compare(rec, ins, resumes)
+	for k := range st.Steps {
+		if i, ok := c.doc.Graph.Index(st.Steps[k].Name); ok && disp[i].Fate == FateConditional {
+			st.Steps[k].Next, st.Steps[k].Why = NextConditional, "unchanged — "+disp[i].Reason(c.doc, i)
+		}
+	}
 	if sel := c.opts.Selection; sel.Partial() {
 		in := map[string]bool{}
 		for i, s := range c.doc.Spec.Steps {

@@ -5,7 +5,6 @@ import (
 	"io"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"khook.io/core/event"
@@ -25,14 +24,8 @@ import (
 // change, prefixed with the context. Other lines written to the terminal
 // meanwhile go above the block (see Console), as with Progress.
 type FleetProgress struct {
-	mu       sync.Mutex
+	liveRenderer
 	clusters []*clusterState
-	blk      liveBlock
-	console  *Console
-	live     bool
-	height   int
-	closed   bool
-	ticker   *ticker
 	now      func() time.Time
 	start    time.Time
 	red      *redact.Redactor
@@ -69,25 +62,11 @@ func NewFleetProgress(w io.Writer, clusters []ClusterInfo, opts ProgressOptions)
 }
 
 func newFleetProgress(w io.Writer, clusters []ClusterInfo, opts ProgressOptions, now func() time.Time, tick bool) *FleetProgress {
-	width, height := opts.size()
-	f := &FleetProgress{blk: liveBlock{w: w, width: width, color: opts.Color}, live: opts.Live, height: height,
-		now: now, start: now(), red: opts.Redactor, verb: opts.Verb}
+	f := &FleetProgress{now: now, start: now(), red: opts.Redactor, verb: opts.Verb}
 	for _, c := range clusters {
 		f.clusters = append(f.clusters, &clusterState{name: c.Context, m: newStepsModel(c.Steps, opts.Redactor, now), state: ClusterWaiting})
 	}
-	if f.live && opts.Console != nil {
-		f.console = opts.Console
-		f.console.Attach(f)
-	}
-	if f.live && tick {
-		f.ticker = startTicker(func() {
-			f.mu.Lock()
-			defer f.mu.Unlock()
-			if !f.closed {
-				f.redraw()
-			}
-		})
-	}
+	f.setUp(w, opts, f.drawFrame, tick)
 	return f
 }
 
@@ -118,10 +97,7 @@ func (p *ClusterProgress) Emit(e event.Event) {
 	}
 	f.seq++
 	p.c.changed = f.seq
-	if f.live {
-		if !f.closed {
-			f.redraw()
-		}
+	if f.changed() {
 		return
 	}
 	f.piped(p.c, fmt.Sprintf("%-*s %s", p.c.m.nameWidth(), s.name, line))
@@ -169,10 +145,7 @@ func (f *FleetProgress) setState(c *clusterState, state, note string) {
 	c.state, c.note = state, note
 	f.seq++
 	c.changed = f.seq
-	if f.live {
-		if !f.closed {
-			f.redraw()
-		}
+	if f.changed() {
 		return
 	}
 	var line string
@@ -204,56 +177,10 @@ func (f *FleetProgress) contextWidth() int {
 	return w
 }
 
-// Above prints text (whole lines) above the live block, which is then
-// redrawn; without a live block it is written as it is.
-func (f *FleetProgress) Above(text []byte) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if !f.live || f.closed {
-		_, _ = f.blk.w.Write(text)
-		return
-	}
-	var b strings.Builder
-	f.blk.erase(&b)
-	b.Write(text)
-	f.frame(&b, false)
-	_, _ = io.WriteString(f.blk.w, b.String())
-}
-
-// Close stops the live redraw and prints the block one last time: every
-// cluster's block in full when they fit the terminal, else a line per
-// cluster (the summary that follows has the rest).
-func (f *FleetProgress) Close() {
-	if !f.live {
-		return
-	}
-	f.ticker.stop()
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.closed {
-		return
-	}
-	f.closed = true
-	var b strings.Builder
-	f.blk.erase(&b)
-	f.frame(&b, true)
-	_, _ = io.WriteString(f.blk.w, b.String())
-	if f.console != nil {
-		f.console.Detach()
-	}
-}
-
-func (f *FleetProgress) redraw() {
-	var b strings.Builder
-	f.blk.erase(&b)
-	f.frame(&b, false)
-	_, _ = io.WriteString(f.blk.w, b.String())
-}
-
-// frame draws the clusters within the terminal's rows (see FleetProgress);
+// drawFrame draws the clusters within the terminal's rows (see FleetProgress);
 // the final frame has no row limit, but draws the blocks only when they
 // fit the terminal.
-func (f *FleetProgress) frame(b *strings.Builder, final bool) {
+func (f *FleetProgress) drawFrame(b *strings.Builder, final bool) {
 	rows := max(f.height-1, 1)
 	total := 0
 	for _, c := range f.clusters {

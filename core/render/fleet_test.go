@@ -169,3 +169,17 @@ func TestFleetProgressPiped(t *testing.T) {
 		t.Errorf("piped output:\n%s", out)
 	}
 }
+
+func TestPrefixLines(t *testing.T) {
+	var b bytes.Buffer
+	p := PrefixLines(&b, "prod-eu: ")
+	for _, s := range []string{"Warning: a\nWarn", "ing: b\n", "Warning: c\nWarning: d\n"} {
+		if n, err := p.Write([]byte(s)); n != len(s) || err != nil {
+			t.Fatalf("Write = %d, %v", n, err)
+		}
+	}
+	want := "prod-eu: Warning: a\nprod-eu: Warning: b\nprod-eu: Warning: c\nprod-eu: Warning: d\n"
+	if b.String() != want {
+		t.Errorf("got %q, want %q", b.String(), want)
+	}
+}

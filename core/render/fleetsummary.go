@@ -1,14 +1,17 @@
 package render
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"slices"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
 	"khook.io/core/internal/english"
+	"khook.io/core/plan"
 	"khook.io/core/run"
 )
 
@@ -190,4 +193,83 @@ func FleetSummary(w io.Writer, name, command string, runs []ClusterRun, d time.D
 		}
 	}
 	return nil
+}
+
+// FleetDiff writes the closing line of diff on a fleet of n clusters:
+// the contexts of those that differ, and failed, when not "", which ones
+// could not be diffed.
+func FleetDiff(w io.Writer, n int, differ []string, failed string) {
+	line := fmt.Sprintf("\nNo differences on %s", english.CountNoun(n, "cluster"))
+	if len(differ) > 0 {
+		line = fmt.Sprintf("\nDifferences on %d of %s: %s", len(differ), english.CountNoun(n, "cluster"), strings.Join(differ, ", "))
+	}
+	if failed != "" {
+		line += "; " + failed
+	}
+	fmt.Fprintln(w, line+".")
+}
+
+// FleetResults is the structured output (-o json, yaml) of plan and
+// status on a fleet: a result per cluster, in the fleet's order.
+type FleetResults struct {
+	Clusters []ClusterResult `json:"clusters"`
+}
+
+// ClusterResult is one cluster of FleetResults: its plan or its status,
+// or the error that ended it (redacted).
+type ClusterResult struct {
+	Context string        `json:"context"`
+	Plan    *plan.Plan    `json:"plan,omitempty"`
+	Status  *StatusReport `json:"status,omitempty"`
+	Error   string        `json:"error,omitempty"`
+}
+
+// Section writes what one cluster of a fleet printed, under a
+// "==> context NAME <==" line (a blank line before it but the first's),
+// its error last when it has one to say (redacted with red).
+func Section(out, errOut io.Writer, first bool, context string, printed, printedErr []byte, err string) {
+	if !first {
+		fmt.Fprintln(out)
+	}
+	fmt.Fprintf(out, "==> context %s <==\n", context)
+	_, _ = out.Write(printed)
+	_, _ = errOut.Write(printedErr)
+	if err != "" {
+		fmt.Fprintf(out, "Error: %s\n", err)
+	}
+}
+
+// PrefixLines returns a writer that writes each line to w after prefix
+// (a cluster's API warnings say which cluster they come from); safe for
+// concurrent use.
+func PrefixLines(w io.Writer, prefix string) io.Writer {
+	return &linePrefixer{w: w, prefix: prefix}
+}
+
+type linePrefixer struct {
+	mu      sync.Mutex
+	w       io.Writer
+	prefix  string
+	midLine bool
+}
+
+func (p *linePrefixer) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := len(b)
+	var out bytes.Buffer
+	for len(b) > 0 {
+		if !p.midLine {
+			out.WriteString(p.prefix)
+		}
+		line, rest, found := bytes.Cut(b, []byte("\n"))
+		out.Write(line)
+		if found {
+			out.WriteByte('\n')
+		}
+		p.midLine = !found
+		b = rest
+	}
+	_, err := p.w.Write(out.Bytes())
+	return n, err
 }

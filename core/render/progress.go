@@ -3,13 +3,17 @@ package render
 import (
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"golang.org/x/term"
+
 	"khook.io/core/event"
 	"khook.io/core/internal/english"
+	"khook.io/core/load"
 	"khook.io/core/redact"
 )
 
@@ -30,15 +34,105 @@ import (
 // Step messages are redacted with the options' Redactor before they are
 // measured; callers still hand it a writer that redacts.
 type Progress struct {
+	liveRenderer
+	m    *stepsModel
+	verb string
+}
+
+// liveRenderer is what Progress and FleetProgress share: the live block on
+// a terminal, redrawn on every change and four times a second, with the
+// console's other lines above it (Above) until Close; frame draws the
+// block (final: for the last time, left in the scrollback). Piped (not
+// live), the renderers print a line per change instead.
+type liveRenderer struct {
 	mu      sync.Mutex
-	m       *stepsModel
 	blk     liveBlock
 	console *Console
 	live    bool
 	height  int
 	closed  bool
 	ticker  *ticker
-	verb    string
+	frame   func(b *strings.Builder, final bool)
+}
+
+// setUp sets the renderer up to write to w as opts say, drawing its block
+// with frame; tick starts the periodic redraw.
+func (l *liveRenderer) setUp(w io.Writer, opts ProgressOptions, frame func(b *strings.Builder, final bool), tick bool) {
+	width, height := opts.size()
+	l.blk, l.live, l.height, l.frame = liveBlock{w: w, width: width, color: opts.Color}, opts.Live, height, frame
+	if l.live && opts.Console != nil {
+		l.console = opts.Console
+		l.console.Attach(l)
+	}
+	if l.live && tick {
+		l.ticker = startTicker(func() {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			if !l.closed {
+				l.redraw()
+			}
+		})
+	}
+}
+
+// changed redraws the live block after a change (mu held); false when the
+// renderer is piped: the caller prints the change's line.
+func (l *liveRenderer) changed() bool {
+	if !l.live {
+		return false
+	}
+	if !l.closed {
+		l.redraw()
+	}
+	return true
+}
+
+// redraw replaces the live block with a new frame.
+func (l *liveRenderer) redraw() {
+	var b strings.Builder
+	l.blk.erase(&b)
+	l.frame(&b, false)
+	_, _ = io.WriteString(l.blk.w, b.String())
+}
+
+// Above prints text (whole lines) above the live block, which is then
+// redrawn; without a live block it is written as it is. Console calls it
+// for everything else written to the terminal while the block is shown.
+func (l *liveRenderer) Above(text []byte) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.live || l.closed {
+		_, _ = l.blk.w.Write(text)
+		return
+	}
+	var b strings.Builder
+	l.blk.erase(&b)
+	b.Write(text)
+	l.frame(&b, false)
+	_, _ = io.WriteString(l.blk.w, b.String())
+}
+
+// Close stops the live redraw and prints the block one last time (the
+// final frame is left in the scrollback, not redrawn, so it may be
+// taller than the terminal).
+func (l *liveRenderer) Close() {
+	if !l.live {
+		return
+	}
+	l.ticker.stop()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return
+	}
+	l.closed = true
+	var b strings.Builder
+	l.blk.erase(&b)
+	l.frame(&b, true)
+	_, _ = io.WriteString(l.blk.w, b.String())
+	if l.console != nil {
+		l.console.Detach()
+	}
 }
 
 // stepsModel is the state of one run's steps, as progress shows it.
@@ -124,40 +218,86 @@ func NewProgress(w io.Writer, steps []StepInfo, opts ProgressOptions) *Progress 
 // newProgress is NewProgress with a clock, and without the periodic
 // redraw (tests draw on events only).
 func newProgress(w io.Writer, steps []StepInfo, opts ProgressOptions, now func() time.Time, tick bool) *Progress {
-	width, height := opts.size()
-	p := &Progress{m: newStepsModel(steps, opts.Redactor, now), blk: liveBlock{w: w, width: width, color: opts.Color},
-		live: opts.Live, height: height, verb: opts.Verb}
-	if p.live && opts.Console != nil {
-		p.console = opts.Console
-		p.console.Attach(p)
-	}
-	if p.live && tick {
-		p.ticker = startTicker(func() {
-			p.mu.Lock()
-			defer p.mu.Unlock()
-			if !p.closed {
-				p.redraw()
-			}
-		})
-	}
+	p := &Progress{m: newStepsModel(steps, opts.Redactor, now), verb: opts.Verb}
+	p.setUp(w, opts, p.drawFrame, tick)
 	return p
+}
+
+// drawFrame draws the block: the steps a frame of the terminal's rows
+// shows, or (final) every step.
+func (p *Progress) drawFrame(b *strings.Builder, final bool) {
+	names := p.m.order
+	if !final {
+		names = p.m.visible(p.height - 1)
+	}
+	p.m.frame(b, &p.blk, names, "")
 }
 
 // StepInfo names a step for the renderer.
 type StepInfo struct{ Name, Type string }
+
+// StepInfos names doc's steps in order for a renderer.
+func StepInfos(doc *load.Document, order []int) []StepInfo {
+	infos := make([]StepInfo, len(order))
+	for k, i := range order {
+		st := &doc.Spec.Steps[i]
+		infos[k] = StepInfo{Name: st.Name, Type: st.Type()}
+	}
+	return infos
+}
+
+// ProgressOutput is where a run's progress goes: standard error, live
+// when it is a terminal.
+type ProgressOutput struct {
+	// ErrOut is the redacting standard error.
+	ErrOut io.Writer
+	// Terminal is standard error as the process has it: an *os.File that
+	// is a terminal makes progress live.
+	Terminal io.Writer
+	// Console is standard error beneath ErrOut, shared with a live block.
+	Console  *Console
+	Redactor *redact.Redactor
+	// NoColor: NO_COLOR is set, in the process's environment or the
+	// run's.
+	NoColor bool
+}
+
+// Options are how progress renders on standard error, and the writer it
+// renders to: live on a terminal (its size, colors unless NO_COLOR,
+// attached to the console so that other lines go above it).
+func (p ProgressOutput) Options(verb string) (ProgressOptions, io.Writer) {
+	opts := ProgressOptions{Verb: verb, Redactor: p.Redactor}
+	if f, ok := p.Terminal.(*os.File); ok && p.Console != nil && term.IsTerminal(int(f.Fd())) {
+		opts.Live = true
+		opts.Color = !p.NoColor
+		if w, h, err := term.GetSize(int(f.Fd())); err == nil {
+			opts.Width, opts.Height = w, h
+		}
+		// warnings and client logs written meanwhile go above the block
+		opts.Console = p.Console
+		return opts, p.Redactor.Writer(p.Console.Terminal())
+	}
+	return opts, p.ErrOut
+}
+
+// Progress starts the renderer of a run of doc's steps in order.
+func (p ProgressOutput) Progress(verb string, doc *load.Document, order []int) *Progress {
+	opts, w := p.Options(verb)
+	return NewProgress(w, StepInfos(doc, order), opts)
+}
+
+// Fleet starts the renderer of a fleet run on clusters.
+func (p ProgressOutput) Fleet(verb string, clusters []ClusterInfo) *FleetProgress {
+	opts, w := p.Options(verb)
+	return NewFleetProgress(w, clusters, opts)
+}
 
 // Emit renders one event; safe for concurrent use.
 func (p *Progress) Emit(e event.Event) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s, line := p.m.apply(e)
-	if s == nil {
-		return
-	}
-	if p.live {
-		if !p.closed {
-			p.redraw()
-		}
+	if s == nil || p.changed() {
 		return
 	}
 	_, _ = fmt.Fprintf(p.blk.w, "[%7s] %-*s %s\n", fmtDuration(p.m.now().Sub(p.m.start)), p.m.nameWidth(), s.name, line)
@@ -213,46 +353,6 @@ func (m *stepsModel) apply(e event.Event) (*liveStep, string) {
 	m.seq++
 	s.changed = m.seq
 	return s, line
-}
-
-// Above prints text (whole lines) above the live block, which is then
-// redrawn; without a live block it is written as it is. Console calls it
-// for everything else written to the terminal while the block is shown.
-func (p *Progress) Above(text []byte) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if !p.live || p.closed {
-		_, _ = p.blk.w.Write(text)
-		return
-	}
-	var b strings.Builder
-	p.blk.erase(&b)
-	b.Write(text)
-	p.frame(&b, p.m.visible(p.height-1))
-	_, _ = io.WriteString(p.blk.w, b.String())
-}
-
-// Close stops the live redraw and prints the block one last time, every
-// step in full (the final frame is left in the scrollback, not redrawn, so
-// it may be taller than the terminal).
-func (p *Progress) Close() {
-	if !p.live {
-		return
-	}
-	p.ticker.stop()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		return
-	}
-	p.closed = true
-	var b strings.Builder
-	p.blk.erase(&b)
-	p.frame(&b, p.m.order)
-	_, _ = io.WriteString(p.blk.w, b.String())
-	if p.console != nil {
-		p.console.Detach()
-	}
 }
 
 // ticker calls a redraw four times a second until stopped.
@@ -319,14 +419,6 @@ const (
 	ansiDim    = "\x1b[2m"
 )
 
-// redraw replaces the live block with a new frame.
-func (p *Progress) redraw() {
-	var b strings.Builder
-	p.blk.erase(&b)
-	p.frame(&b, p.m.visible(p.height-1))
-	_, _ = io.WriteString(p.blk.w, b.String())
-}
-
 // erase moves the cursor back to the block's first line and clears from
 // there to the end of the screen. No line of the block wrapped, so the
 // block is exactly drawn lines tall.
@@ -336,12 +428,6 @@ func (l *liveBlock) erase(b *strings.Builder) {
 	}
 	b.WriteString("\r\x1b[J")
 	l.drawn = 0
-}
-
-// frame writes one line per named step (in their order), and a line
-// counting the steps not shown when the block cannot show them all.
-func (p *Progress) frame(b *strings.Builder, names []string) {
-	p.m.frame(b, &p.blk, names, "")
 }
 
 // frame writes the lines of the named steps to blk, each after indent,

@@ -1,9 +1,10 @@
 // Package fleet runs one spec on several clusters, a fleet: it resolves
-// the kubeconfig contexts --contexts names (and --shard's slice of them),
-// loads the spec once per context with that context's variables, refuses
-// a fleet that names one cluster twice, and visits the members, a bounded
-// number at once. It has no flags and prints nothing: the CLI renders
-// what each member did.
+// the kubeconfig contexts its settings name (and a shard's slice of
+// them), loads the spec once per context with that context's variables,
+// refuses a fleet that names one cluster twice, visits the members, a
+// bounded number at once, and runs apply or destroy on each (Run). It has
+// no flags and prints nothing: its messages name settings, which the
+// caller spells (engine.Spelling); the CLI renders what each member did.
 package fleet
 
 import (
@@ -21,6 +22,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 
+	"khook.io/core/engine"
 	"khook.io/core/kube"
 	"khook.io/core/load"
 	"khook.io/core/state"
@@ -31,18 +33,31 @@ import (
 // kubeconfig context of the cluster the spec runs on.
 const ContextVar = "KHOOK_CONTEXT"
 
-// Options are the fleet's flags, as given.
+// The fleet's settings its messages name, as engine.Settings.
+const (
+	// SettingContexts names the contexts of the fleet.
+	SettingContexts engine.Setting = "contexts"
+	// SettingContext is the connection's own choice of one context
+	// (kubectl's --context, helm's --kube-context), which a fleet
+	// excludes.
+	SettingContext engine.Setting = "context"
+	// SettingVarDir is the folder of a variables file per context.
+	SettingVarDir engine.Setting = "var-dir"
+	// SettingShard is one slice of the contexts.
+	SettingShard engine.Setting = "shard"
+)
+
+// Options are the fleet's settings, as given.
 type Options struct {
-	// Contexts are the context names and glob patterns (--contexts).
+	// Contexts are the context names and glob patterns (SettingContexts).
 	Contexts []string
-	// VarDir holds a variables file per context (--var-dir).
+	// VarDir holds a variables file per context (SettingVarDir).
 	VarDir string
-	// Shard is --shard I/N: one slice of the contexts ("": all).
+	// Shard is I/N: one slice of the contexts ("": all; SettingShard).
 	Shard string
-	// ContextFlag is the name of the connection's own flag for one
-	// context (kubectl's "context", helm's "kube-context"), which
-	// --contexts excludes.
-	ContextFlag string
+	// Spelling is how the caller spells the settings the messages name
+	// (nil: neutrally).
+	Spelling engine.Spelling
 }
 
 // Member is one cluster of a fleet: its context, its connection and the
@@ -91,8 +106,8 @@ func (e *InvalidError) Unwrap() []error {
 	return out
 }
 
-// UsageError is a problem of the fleet's flags (both --contexts and a
-// context flag, a --shard that makes no slice): the CLI exits 2.
+// UsageError is a problem of the fleet's settings (both contexts and one
+// context chosen, a shard that makes no slice): the CLI exits 2.
 type UsageError struct{ Err error }
 
 func (e *UsageError) Error() string { return e.Err.Error() }
@@ -115,10 +130,10 @@ func Check(members []*Member, check func(*load.Document) error) error {
 	return nil
 }
 
-// Resolve resolves o.Contexts against base's kubeconfig (cut to --shard's
-// slice) and loads the spec once per context with loader, with opts and
-// that context's variables: KHOOK_CONTEXT, and with --var-dir its
-// DIR/<context>.yaml after the --var-file files. Nothing contacts a
+// Resolve resolves o.Contexts against base's kubeconfig (cut to the
+// shard's slice) and loads the spec once per context with loader, with
+// opts and that context's variables: KHOOK_CONTEXT, and with a VarDir its
+// DIR/<context>.yaml after opts' variables files. Nothing contacts a
 // cluster. Every problem of every context is reported at once (an
 // *InvalidError): a context whose variables file is missing, a spec
 // invalid for some contexts (a variable missing in one only); then
@@ -128,7 +143,7 @@ func Resolve(base genericclioptions.RESTClientGetter, o Options, opts load.Optio
 		return nil, kube.ErrNoKubeconfig
 	}
 	if c := kube.ContextFlag(base); c != "" {
-		return nil, &UsageError{Err: fmt.Errorf("--contexts and --%s (%q) both choose the context: pass one", o.ContextFlag, c)}
+		return nil, &UsageError{Err: fmt.Errorf("%s and %s (%q) both choose the context: pass one", o.Spelling.Of(SettingContexts), o.Spelling.Of(SettingContext), c)}
 	}
 	names, files, err := kube.Contexts(base)
 	if err != nil {
@@ -139,7 +154,7 @@ func Resolve(base genericclioptions.RESTClientGetter, o Options, opts load.Optio
 		return nil, err
 	}
 	if o.Shard != "" {
-		s, err := ParseShard(o.Shard)
+		s, err := ParseShard(o.Shard, o.Spelling)
 		if err != nil {
 			return nil, &UsageError{Err: err}
 		}
@@ -167,9 +182,9 @@ func Resolve(base genericclioptions.RESTClientGetter, o Options, opts load.Optio
 		lo.Stdin = bytes.NewReader(src)
 		lo.ReadFile = func(string) ([]byte, error) { return src, nil }
 		lo.Vars.VarFiles = slices.Clone(opts.Vars.VarFiles)
-		lo.Vars.Fixed = []vars.Fixed{{Name: ContextVar, Value: name, About: "the name of the cluster's kubeconfig context in a fleet run (--contexts)"}}
+		lo.Vars.Fixed = []vars.Fixed{{Name: ContextVar, Value: name, About: "the name of the cluster's kubeconfig context in a fleet run (" + o.Spelling.Of(SettingContexts) + ")"}}
 		if o.VarDir != "" {
-			file, err := VarDirFile(o.VarDir, name)
+			file, err := o.VarDirFile(name)
 			if err != nil {
 				problems = append(problems, ContextProblem{Context: name, Err: err})
 				continue
@@ -212,22 +227,23 @@ func readSpecOnce(opts load.Options) ([]byte, error) {
 	return src, nil
 }
 
-// VarDirFile is context's variables file in dir: dir/<context>.yaml, a
-// "/" in the name making folders (an EKS context
+// VarDirFile is context's variables file in o.VarDir, dir:
+// dir/<context>.yaml, a "/" in the name making folders (an EKS context
 // arn:aws:eks:...:cluster/prod reads dir/arn:aws:eks:...:cluster/prod.yaml).
 // It must exist, and stay inside dir.
-func VarDirFile(dir, context string) (string, error) {
+func (o Options) VarDirFile(context string) (string, error) {
+	dir, varDir := o.VarDir, o.Spelling.Of(SettingVarDir)
 	rel := filepath.FromSlash(context) + ".yaml"
 	if !filepath.IsLocal(rel) {
-		return "", fmt.Errorf("--var-dir %s: the context's name does not name a file inside the folder", dir)
+		return "", fmt.Errorf("%s %s: the context's name does not name a file inside the folder", varDir, dir)
 	}
 	file := filepath.Join(dir, rel)
 	info, err := os.Stat(file)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		return "", fmt.Errorf("no variables for this context: %s does not exist (--var-dir %s holds a file per context of the fleet)", file, dir)
+		return "", fmt.Errorf("no variables for this context: %s does not exist (%s %s holds a file per context of the fleet)", file, varDir, dir)
 	case err != nil:
-		return "", fmt.Errorf("--var-dir: %w", err)
+		return "", fmt.Errorf("%s: %w", varDir, err)
 	case info.IsDir():
 		return "", fmt.Errorf("no variables for this context: %s is a folder", file)
 	}
@@ -293,7 +309,7 @@ func stateRecord(doc *load.Document) string {
 // identity is unknown (known[i] false: they could not be connected to)
 // fail alone and are left out. The error names every such set of
 // contexts, with the cluster's server.
-func SameClusters(members []*Member, ids []kube.ClusterID, known []bool) error {
+func SameClusters(members []*Member, ids []kube.ClusterID, known []bool, spell engine.Spelling) error {
 	n := len(members)
 	group := make([]int, n) // union-find over the clashes
 	for i := range group {
@@ -355,7 +371,7 @@ func SameClusters(members []*Member, ids []kube.ClusterID, known []bool) error {
 			b.WriteString("not each with a state record of its own")
 		}
 	}
-	b.WriteString("\nname each cluster once in --contexts; contexts meant as separate runs of one cluster each need a state record of their own (state.name: khook-state-${KHOOK_CONTEXT})")
+	b.WriteString("\nname each cluster once in " + spell.Of(SettingContexts) + "; contexts meant as separate runs of one cluster each need a state record of their own (state.name: khook-state-${KHOOK_CONTEXT})")
 	return &UsageError{Err: errors.New(b.String())}
 }
 

@@ -24,16 +24,16 @@ func TestVarDirFile(t *testing.T) {
 	if err := os.WriteFile(eks, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if f, err := VarDirFile(dir, "arn:aws:eks:eu-west-1:1:cluster/prod"); err != nil || f != eks {
+	if f, err := (Options{VarDir: dir}).VarDirFile("arn:aws:eks:eu-west-1:1:cluster/prod"); err != nil || f != eks {
 		t.Errorf("an EKS context: %q, %v", f, err)
 	}
-	if _, err := VarDirFile(dir, "../outside"); err == nil || !strings.Contains(err.Error(), "inside the folder") {
+	if _, err := (Options{VarDir: dir}).VarDirFile("../outside"); err == nil || !strings.Contains(err.Error(), "inside the folder") {
 		t.Errorf("a context naming a file outside: %v", err)
 	}
 	if err := os.MkdirAll(filepath.Join(dir, "folder.yaml"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := VarDirFile(dir, "folder"); err == nil || !strings.Contains(err.Error(), "is a folder") {
+	if _, err := (Options{VarDir: dir}).VarDirFile("folder"); err == nil || !strings.Contains(err.Error(), "is a folder") {
 		t.Errorf("a folder: %v", err)
 	}
 }
@@ -81,7 +81,7 @@ func TestSameClusters(t *testing.T) {
 				members[i] = &Member{Context: fmt.Sprintf("c%d", i), Doc: doc(x.state)}
 				ids[i], known[i] = x.id, x.err == nil
 			}
-			err := SameClusters(members, ids, known)
+			err := SameClusters(members, ids, known, nil)
 			if len(tc.want) == 0 {
 				if err != nil {
 					t.Fatalf("refused: %v", err)

@@ -5,16 +5,23 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"khook.io/core/engine"
 )
 
-// Shard is --shard I/N: the I-th (1-based) of N disjoint slices of a
-// fleet's contexts sorted by name.
-type Shard struct{ i, n int }
+// Shard is I/N (SettingShard): the I-th (1-based) of N disjoint slices
+// of a fleet's contexts sorted by name.
+type Shard struct {
+	i, n  int
+	spell engine.Spelling
+}
 
 // ParseShard reads "I/N" (1 <= I <= N), or "K+1/N" with K 0-based (what
-// an Indexed Job's args write as "$(JOB_COMPLETION_INDEX)+1/N").
-func ParseShard(v string) (Shard, error) {
-	bad := fmt.Errorf("--shard %q: want I/N, the I-th (from 1) of N slices of the contexts, or K+1/N with K counted from 0 (an Indexed Job's $(JOB_COMPLETION_INDEX)+1/N)", v)
+// an Indexed Job's args write as "$(JOB_COMPLETION_INDEX)+1/N"); spell
+// spells the setting in its messages.
+func ParseShard(v string, spell engine.Spelling) (Shard, error) {
+	shard := spell.Of(SettingShard)
+	bad := fmt.Errorf("%s %q: want I/N, the I-th (from 1) of N slices of the contexts, or K+1/N with K counted from 0 (an Indexed Job's $(JOB_COMPLETION_INDEX)+1/N)", shard, v)
 	is, ns, ok := strings.Cut(strings.TrimSpace(v), "/")
 	if !ok {
 		return Shard{}, bad
@@ -30,9 +37,9 @@ func ParseShard(v string) (Shard, error) {
 	}
 	i += add
 	if n < 1 || i < 1 || i > n {
-		return Shard{}, fmt.Errorf("--shard %q: the slice must be 1 to %d of N=%d (N at least 1)", v, n, n)
+		return Shard{}, fmt.Errorf("%s %q: the slice must be 1 to %d of N=%d (N at least 1)", shard, v, n, n)
 	}
-	return Shard{i: i, n: n}, nil
+	return Shard{i: i, n: n, spell: spell}, nil
 }
 
 // Of returns the shard's slice of contexts: sorted by name, cut into N
@@ -44,7 +51,7 @@ func (s Shard) Of(contexts []string) ([]string, error) {
 	k := len(sorted)
 	lo, hi := (s.i-1)*k/s.n, s.i*k/s.n
 	if lo == hi {
-		return nil, fmt.Errorf("--shard %d/%d: %d contexts make no slice %d (use at most %d shards)", s.i, s.n, k, s.i, k)
+		return nil, fmt.Errorf("%s %d/%d: %d contexts make no slice %d (use at most %d shards)", s.spell.Of(SettingShard), s.i, s.n, k, s.i, k)
 	}
 	return sorted[lo:hi], nil
 }

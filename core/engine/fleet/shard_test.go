@@ -14,7 +14,7 @@ func TestShards(t *testing.T) {
 	for n := 1; n <= 5; n++ {
 		var all []string
 		for i := 1; i <= n; i++ {
-			s, err := ParseShard(itoa(i) + "/" + itoa(n))
+			s, err := ParseShard(itoa(i)+"/"+itoa(n), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -22,8 +22,8 @@ func TestShards(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			k, err := ParseShard(itoa(i-1) + "+1/" + itoa(n))
-			if err != nil || k != s {
+			k, err := ParseShard(itoa(i-1)+"+1/"+itoa(n), nil)
+			if err != nil || k.i != s.i || k.n != s.n {
 				t.Fatalf("%d+1/%d = %v, %v; want %v", i-1, n, k, err, s)
 			}
 			all = append(all, part...)
@@ -33,7 +33,7 @@ func TestShards(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"0/2", "3/2", "1/0", "a/2", "1", "-1+1/2", "1/2/3"} {
-		if _, err := ParseShard(bad); err == nil {
+		if _, err := ParseShard(bad, nil); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
 	}

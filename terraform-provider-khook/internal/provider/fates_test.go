@@ -74,7 +74,11 @@ func TestPlanFatesAsCLI(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				sel, err := engine.Resolve(doc, engine.CommandPlan, tc.sel)
+				// the provider has no selection attributes: the selection
+				// is the CLI's, its settings spelled as the CLI's flags
+				so := tc.sel
+				so.Spelling = func(s engine.Setting) string { return "--" + string(s) }
+				sel, err := engine.Resolve(doc, engine.CommandPlan, so)
 				if err != nil {
 					t.Fatal(err)
 				}
