@@ -151,7 +151,11 @@ func TestFates(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			sel, err := Resolve(doc, tc.command, tc.sel)
+			// spelled as the CLI spells its flags: the reasons read as
+			// a user of kubectl khook reads them
+			opts := tc.sel
+			opts.Spelling = func(s Setting) string { return "--" + string(s) }
+			sel, err := Resolve(doc, tc.command, opts)
 			if err != nil {
 				t.Fatal(err)
 			}
