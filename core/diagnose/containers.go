@@ -1,18 +1,14 @@
 package diagnose
 
 import (
-	"fmt"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 )
 
-// normalWaiting are the waiting reasons of a container on its way.
-var normalWaiting = map[string]bool{"": true, "ContainerCreating": true, "PodInitializing": true}
-
 // containers reads the init containers' and the containers' states: the
 // first that cannot start, crashes or exited with an error (or, for a
-// failed Job, exited at all).
+// failed Job, exited at all): the first of containerCauses that matches.
 func containers(p *corev1.Pod, jobFailed bool) (podState, bool) {
 	for _, set := range []struct {
 		what     string
@@ -20,31 +16,26 @@ func containers(p *corev1.Pod, jobFailed bool) (podState, bool) {
 	}{{"init container", p.Status.InitContainerStatuses}, {"container", p.Status.ContainerStatuses}} {
 		for _, cs := range set.statuses {
 			label := set.what + " " + cs.Name
-			logs := &container{ns: p.Namespace, pod: p.Name, name: cs.Name}
-			switch {
-			case cs.State.Waiting != nil && cs.State.Waiting.Reason == "CrashLoopBackOff":
-				// the back-off's message changes with every restart and names
-				// the Pod: the last exit says more
-				text := label + ": CrashLoopBackOff"
-				if t := cs.LastTerminationState.Terminated; t != nil {
-					text += ": last exit code " + fmt.Sprint(t.ExitCode) + optional(ReasonMessage(t.Reason, terminationMessage(p, cs.Name, t.Message)))
+			for _, c := range containerCauses {
+				reason, text, ok := c.match(p, cs, label, jobFailed)
+				if !ok {
+					continue
 				}
-				return podState{rank: rankContainer, reason: "CrashLoopBackOff", text: text, warning: true, logs: logs}, true
-			case cs.State.Waiting != nil && !normalWaiting[cs.State.Waiting.Reason]:
-				return podState{rank: rankContainer, reason: cs.State.Waiting.Reason, text: label + ": " + ReasonMessage(cs.State.Waiting.Reason, cs.State.Waiting.Message), warning: true}, true
-			case cs.State.Terminated != nil && cs.State.Terminated.ExitCode != 0:
-				t := cs.State.Terminated
-				return podState{rank: rankContainer, reason: t.Reason, text: fmt.Sprintf("%s exited with code %d", label, t.ExitCode) + optional(ReasonMessage(t.Reason, terminationMessage(p, cs.Name, t.Message))), warning: true, logs: logs}, true
-			case jobFailed && cs.State.Terminated != nil:
-				t := cs.State.Terminated
-				return podState{rank: rankCompleted, reason: t.Reason, text: fmt.Sprintf("%s exited with code %d", label, t.ExitCode) + optional(ReasonMessage(t.Reason, terminationMessage(p, cs.Name, t.Message))), logs: logs}, true
-			case !cs.Ready && cs.State.Running != nil && cs.RestartCount > 0 && cs.LastTerminationState.Terminated != nil && cs.LastTerminationState.Terminated.ExitCode != 0:
-				t := cs.LastTerminationState.Terminated
-				return podState{rank: rankContainer, reason: t.Reason, text: fmt.Sprintf("%s restarted %d times, last exit code %d", label, cs.RestartCount, t.ExitCode) + optional(ReasonMessage(t.Reason, terminationMessage(p, cs.Name, t.Message))), warning: true, logs: logs}, true
+				st := podState{rank: c.rank, reason: reason, text: text, warning: c.warning}
+				if c.logs {
+					st.logs = &container{ns: p.Namespace, pod: p.Name, name: cs.Name}
+				}
+				return st, true
 			}
 		}
 	}
 	return podState{}, false
+}
+
+// exitDetail is a container's exit's reason and termination message, in
+// parentheses: " (Error: panic: ...)"; "" when it has neither.
+func exitDetail(p *corev1.Pod, container string, t *corev1.ContainerStateTerminated) string {
+	return optional(ReasonMessage(t.Reason, terminationMessage(p, container, t.Message)))
 }
 
 // The kubelet's bounds of a termination message

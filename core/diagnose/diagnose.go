@@ -21,9 +21,10 @@
 //
 // One file per concern: walk.go walks down the object tree; pods.go and
 // containers.go read what Pods and their containers report (and what a Pod
-// references); events.go reads Warning events; rank.go is what every cause
-// ranks and picks the most specific; logs.go reads a crashing container's
-// last lines.
+// references); events.go reads Warning events; causes.go holds every
+// cause as a value (what it matches and its rank: a new cause is one entry
+// there) and picks the most specific; logs.go reads a crashing
+// container's last lines.
 package diagnose
 
 import (

@@ -85,11 +85,14 @@ func (w *walk) warning(ns string, uid types.UID) (corev1.Event, bool) {
 	return best, true
 }
 
-// events adds the object's most telling Warning event.
-func (w *walk) events(name, ns string, uid types.UID, depth int) {
-	if ev, ok := w.warning(ns, uid); ok {
+// events adds the object's most telling Warning event; false when it has
+// none (or they cannot be read).
+func (w *walk) events(name, ns string, uid types.UID, depth int) bool {
+	ev, ok := w.warning(ns, uid)
+	if ok {
 		w.add(finding{cause: Cause{Object: name, Reason: ev.Reason, Text: ReasonMessage(ev.Reason, ev.Message), Warning: true}, rank: eventRank(ev.Reason), depth: depth})
 	}
+	return ok
 }
 
 // eventTime is when an event was last seen.

@@ -30,25 +30,7 @@ type podState struct {
 // has its claims and references checked.
 func (w *walk) pods(pods []corev1.Pod, cut bool, depth int, jobFailed bool) {
 	sort.Slice(pods, func(i, j int) bool { return pods[i].Name < pods[j].Name })
-	type group struct {
-		f    finding
-		pods int
-	}
-	groups := map[string]*group{}
-	var order []string
-	add := func(f finding) {
-		key := fmt.Sprintf("%d\x00%s\x00%s", f.rank, f.cause.Reason, f.cause.Text)
-		if !strings.HasPrefix(f.cause.Object, "Pod ") {
-			key += "\x00" + f.cause.Object // a claim several Pods wait for
-		}
-		g := groups[key]
-		if g == nil {
-			g = &group{f: f}
-			groups[key] = g
-			order = append(order, key)
-		}
-		g.pods++
-	}
+	g := &podGroups{groups: map[string]*podGroup{}}
 	var quiet []*corev1.Pod
 	for i := range pods {
 		p := &pods[i]
@@ -60,112 +42,115 @@ func (w *walk) pods(pods []corev1.Pod, cut bool, depth int, jobFailed bool) {
 		if st.rank <= rankNotReady || st.claims {
 			quiet = append(quiet, p)
 			if st.claims {
-				add(f)
+				g.add(f)
 			}
 			continue
 		}
-		add(f)
+		g.add(f)
 	}
-	// the Pods that say nothing specific: the events of a few of them
-	// (and their claims); then what they reference, checked once for
-	// every Pod of the same references (the Pods of one owner share them)
-	refs := map[string]*finding{}
-	for i, p := range quiet {
-		name := kindName("Pod", p.Namespace, p.Name)
-		st, _ := podStatus(p, jobFailed)
-		found := false
-		if i < maxEventPods {
-			// the scheduler waits for claims: its events say no more
-			if !st.claims {
-				if ev, ok := w.warning(p.Namespace, p.UID); ok {
-					found = true
-					add(finding{cause: Cause{Object: name, Reason: ev.Reason, Text: ReasonMessage(ev.Reason, ev.Message), Warning: failing(p, ev)}, rank: eventRank(ev.Reason), depth: depth})
-				}
-			}
-			if st.claims || p.Status.Phase == corev1.PodPending {
-				if f, ok := w.podClaims(p, depth+1); ok {
-					found = true
-					add(f)
-				}
-			}
-		}
-		if !found {
-			pr := podRefs(p)
-			key := refsKey(pr)
-			f, checked := refs[key]
-			if !checked && len(refs) < maxEventPods {
-				if rf, ok := w.references(p, pr, depth); ok {
-					f = &rf
-				}
-				refs[key] = f
-			}
-			if f != nil {
-				found = true
-				rf := *f
-				rf.cause.Object = name
-				add(rf)
-			}
-		}
-		if !found && !st.claims {
-			add(finding{cause: Cause{Object: name, Reason: st.reason, Text: st.text, Warning: st.warning}, rank: st.rank, depth: depth})
-		}
-	}
-	for _, key := range order {
-		g := groups[key]
-		f := g.f
-		f.cause.Pods, f.cause.Of, f.cause.Cut = g.pods, len(pods), cut
+	w.quietPods(quiet, g, depth, jobFailed)
+	for _, key := range g.order {
+		pg := g.groups[key]
+		f := pg.f
+		f.cause.Pods, f.cause.Of, f.cause.Cut = pg.pods, len(pods), cut
 		w.add(f)
 	}
 }
 
-// podStatus reads a Pod's status: false for a Pod that is ready, has
-// completed, or is being deleted.
+// podGroups counts the Pods that share each cause, in the order the
+// causes were first found.
+type podGroups struct {
+	groups map[string]*podGroup
+	order  []string
+}
+
+type podGroup struct {
+	f    finding
+	pods int
+}
+
+func (g *podGroups) add(f finding) {
+	key := fmt.Sprintf("%d\x00%s\x00%s", f.rank, f.cause.Reason, f.cause.Text)
+	if !strings.HasPrefix(f.cause.Object, "Pod ") {
+		key += "\x00" + f.cause.Object // a claim several Pods wait for
+	}
+	pg := g.groups[key]
+	if pg == nil {
+		pg = &podGroup{f: f}
+		g.groups[key] = pg
+		g.order = append(g.order, key)
+	}
+	pg.pods++
+}
+
+// quietPods reads more of the Pods that say nothing specific: the events
+// of a few of them (and their claims); then what they reference, checked
+// once for every Pod of the same references (the Pods of one owner share
+// them).
+func (w *walk) quietPods(quiet []*corev1.Pod, g *podGroups, depth int, jobFailed bool) {
+	refs := map[string]*finding{}
+	for i, p := range quiet {
+		name := kindName("Pod", p.Namespace, p.Name)
+		st, _ := podStatus(p, jobFailed)
+		found := i < maxEventPods && w.podEvents(p, st, g, depth)
+		if !found {
+			found = w.podReferences(p, refs, g, depth)
+		}
+		if !found && !st.claims {
+			g.add(finding{cause: Cause{Object: name, Reason: st.reason, Text: st.text, Warning: st.warning}, rank: st.rank, depth: depth})
+		}
+	}
+}
+
+// podEvents adds a quiet Pod's most telling Warning event and what its
+// claims say; false when neither says anything.
+func (w *walk) podEvents(p *corev1.Pod, st podState, g *podGroups, depth int) bool {
+	found := false
+	// the scheduler waits for claims: its events say no more
+	if !st.claims {
+		if ev, ok := w.warning(p.Namespace, p.UID); ok {
+			found = true
+			g.add(finding{cause: Cause{Object: kindName("Pod", p.Namespace, p.Name), Reason: ev.Reason, Text: ReasonMessage(ev.Reason, ev.Message), Warning: failing(p, ev)}, rank: eventRank(ev.Reason), depth: depth})
+		}
+	}
+	if st.claims || p.Status.Phase == corev1.PodPending {
+		if f, ok := w.podClaims(p, depth+1); ok {
+			found = true
+			g.add(f)
+		}
+	}
+	return found
+}
+
+// podReferences adds the object a quiet Pod references that is missing,
+// if any; refs holds what was found of each set of references checked
+// (nil: nothing), and the first maxEventPods sets are checked.
+func (w *walk) podReferences(p *corev1.Pod, refs map[string]*finding, g *podGroups, depth int) bool {
+	pr := podRefs(p)
+	key := refsKey(pr)
+	f, checked := refs[key]
+	if !checked && len(refs) < maxEventPods {
+		if rf, ok := w.references(p, pr, depth); ok {
+			f = &rf
+		}
+		refs[key] = f
+	}
+	if f == nil {
+		return false
+	}
+	rf := *f
+	rf.cause.Object = kindName("Pod", p.Namespace, p.Name)
+	g.add(rf)
+	return true
+}
+
+// podStatus reads a Pod's status (podCauses): false for a Pod that is
+// ready, has completed, or is being deleted.
 func podStatus(p *corev1.Pod, jobFailed bool) (podState, bool) {
-	if p.DeletionTimestamp != nil {
-		return podState{}, false
-	}
-	switch p.Status.Phase {
-	case corev1.PodSucceeded:
-		if !jobFailed {
-			return podState{}, false
+	for _, read := range podCauses {
+		if st, v := read(p, jobFailed); v != podNext {
+			return st, v == podPending
 		}
-	case corev1.PodFailed:
-		if st, ok := containers(p, jobFailed); ok {
-			return st, true
-		}
-		text := "Failed"
-		if m := ReasonMessage(p.Status.Reason, p.Status.Message); m != "" {
-			text = m
-		}
-		return podState{rank: rankProbe, reason: p.Status.Reason, text: text, warning: true}, true
-	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
-			st := podState{rank: rankRefused, reason: c.Reason, text: ReasonMessage(c.Reason, c.Message), warning: c.Reason != ""}
-			st.claims = strings.Contains(c.Message, "PersistentVolumeClaim")
-			return st, true
-		}
-	}
-	if st, ok := containers(p, jobFailed); ok {
-		return st, true
-	}
-	if p.Status.Phase == corev1.PodSucceeded {
-		return podState{}, false
-	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			if c.Status == corev1.ConditionTrue {
-				return podState{}, false
-			}
-			text := ReasonMessage(c.Reason, c.Message)
-			if text == "" {
-				text = "not ready"
-			}
-			return podState{rank: rankNotReady, reason: c.Reason, text: text}, true
-		}
-	}
-	if p.Status.Phase == corev1.PodPending || p.Status.Phase == "" {
-		return podState{rank: rankNotReady, text: "Pending"}, true
 	}
 	return podState{}, false
 }

@@ -37,39 +37,38 @@ func (w *walk) spend() bool {
 
 // object diagnoses one waited-on object.
 func (w *walk) object(u *unstructured.Unstructured) {
-	gk := u.GroupVersionKind().GroupKind()
-	switch gk {
-	case schema.GroupKind{Group: appsv1.GroupName, Kind: "Deployment"}:
+	switch u.GroupVersionKind().GroupKind() {
+	case deploymentKind:
 		var d appsv1.Deployment
 		if convert(u, &d) {
 			w.deployment(&d)
 		}
-	case schema.GroupKind{Group: appsv1.GroupName, Kind: "ReplicaSet"}:
+	case replicaSetKind:
 		var rs appsv1.ReplicaSet
 		if convert(u, &rs) {
 			w.replicaSet(&rs, 0)
 		}
-	case schema.GroupKind{Group: appsv1.GroupName, Kind: "StatefulSet"}:
+	case statefulSetKind:
 		var s appsv1.StatefulSet
 		if convert(u, &s) {
 			w.controller(kindName("StatefulSet", s.Namespace, s.Name), s.Namespace, s.UID, s.Spec.Selector, false, 0)
 		}
-	case schema.GroupKind{Group: appsv1.GroupName, Kind: "DaemonSet"}:
+	case daemonSetKind:
 		var s appsv1.DaemonSet
 		if convert(u, &s) {
 			w.controller(kindName("DaemonSet", s.Namespace, s.Name), s.Namespace, s.UID, s.Spec.Selector, false, 0)
 		}
-	case schema.GroupKind{Group: batchv1.GroupName, Kind: "Job"}:
+	case jobKind:
 		var j batchv1.Job
 		if convert(u, &j) {
 			w.job(&j)
 		}
-	case schema.GroupKind{Kind: "Pod"}:
+	case podKind:
 		var p corev1.Pod
 		if convert(u, &p) {
 			w.pods([]corev1.Pod{p}, false, 0, false)
 		}
-	case schema.GroupKind{Kind: "PersistentVolumeClaim"}:
+	case claimKind:
 		var pvc corev1.PersistentVolumeClaim
 		if convert(u, &pvc) {
 			w.claim(&pvc, 0)
@@ -95,14 +94,9 @@ func kindName(kind, ns, name string) string {
 // ReplicaSet.
 func (w *walk) deployment(d *appsv1.Deployment) {
 	name := kindName("Deployment", d.Namespace, d.Name)
-	for _, c := range d.Status.Conditions {
-		switch {
-		case c.Type == appsv1.DeploymentReplicaFailure && c.Status == corev1.ConditionTrue:
-			w.add(finding{cause: Cause{Object: name, Reason: c.Reason, Text: ReasonMessage(c.Reason, c.Message), Warning: true}, rank: rankRefused})
-		case c.Type == appsv1.DeploymentProgressing && c.Status == corev1.ConditionFalse:
-			w.add(finding{cause: Cause{Object: name, Reason: c.Reason, Text: ReasonMessage(c.Reason, c.Message), Warning: true}, rank: rankFailed})
-		}
-	}
+	w.conditions(deploymentKind, name, conditionsOf(d.Status.Conditions, func(c appsv1.DeploymentCondition) condition {
+		return condition{string(c.Type), string(c.Status), c.Reason, c.Message}
+	}), 0)
 	rs := w.currentReplicaSet(d)
 	if rs == nil {
 		w.events(name, d.Namespace, d.UID, 0)
@@ -152,13 +146,9 @@ func ownedBy(refs []metav1.OwnerReference, uid types.UID) bool {
 // admission's words), then its Pods.
 func (w *walk) replicaSet(rs *appsv1.ReplicaSet, depth int) {
 	name := kindName("ReplicaSet", rs.Namespace, rs.Name)
-	failed := false
-	for _, c := range rs.Status.Conditions {
-		if c.Type == appsv1.ReplicaSetReplicaFailure && c.Status == corev1.ConditionTrue {
-			failed = true
-			w.add(finding{cause: Cause{Object: name, Reason: c.Reason, Text: ReasonMessage(c.Reason, c.Message), Warning: true}, rank: rankRefused, depth: depth})
-		}
-	}
+	failed := w.conditions(replicaSetKind, name, conditionsOf(rs.Status.Conditions, func(c appsv1.ReplicaSetCondition) condition {
+		return condition{string(c.Type), string(c.Status), c.Reason, c.Message}
+	}), depth)
 	w.controller(name, rs.Namespace, rs.UID, rs.Spec.Selector, failed, depth)
 }
 
@@ -211,13 +201,9 @@ func (w *walk) ownedPods(ns string, uid types.UID, selector *metav1.LabelSelecto
 // a failed Job); with no Pod, its FailedCreate events.
 func (w *walk) job(j *batchv1.Job) {
 	name := kindName("Job", j.Namespace, j.Name)
-	failed := false
-	for _, c := range j.Status.Conditions {
-		if (c.Type == batchv1.JobFailed || c.Type == batchv1.JobFailureTarget) && c.Status == corev1.ConditionTrue {
-			failed = true
-			w.add(finding{cause: Cause{Object: name, Reason: c.Reason, Text: ReasonMessage(c.Reason, c.Message), Warning: true}, rank: rankFailed})
-		}
-	}
+	failed := w.conditions(jobKind, name, conditionsOf(j.Status.Conditions, func(c batchv1.JobCondition) condition {
+		return condition{string(c.Type), string(c.Status), c.Reason, c.Message}
+	}), 0)
 	pods, cut, ok := w.ownedPods(j.Namespace, j.UID, j.Spec.Selector)
 	if ok && len(pods) > 0 {
 		w.pods(pods, cut, 1, failed)
@@ -233,8 +219,7 @@ func (w *walk) claim(pvc *corev1.PersistentVolumeClaim, depth int) {
 		return
 	}
 	name := kindName("PersistentVolumeClaim", pvc.Namespace, pvc.Name)
-	if ev, ok := w.warning(pvc.Namespace, pvc.UID); ok {
-		w.add(finding{cause: Cause{Object: name, Reason: ev.Reason, Text: ReasonMessage(ev.Reason, ev.Message), Warning: true}, rank: eventRank(ev.Reason), depth: depth})
+	if w.events(name, pvc.Namespace, pvc.UID, depth) {
 		return
 	}
 	phase := string(pvc.Status.Phase)
@@ -248,18 +233,28 @@ func (w *walk) claim(pvc *corev1.PersistentVolumeClaim, depth int) {
 // ready, with a message; else its Warning events.
 func (w *walk) generic(u *unstructured.Unstructured) {
 	name := kindName(u.GetKind(), u.GetNamespace(), u.GetName())
-	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-	for _, raw := range conds {
-		c, _ := raw.(map[string]any)
+	raw, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	w.conditions(schema.GroupKind{}, name, conditionsOf(raw, func(r any) condition {
+		c, _ := r.(map[string]any)
 		typ, _ := c["type"].(string)
 		status, _ := c["status"].(string)
 		reason, _ := c["reason"].(string)
 		msg, _ := c["message"].(string)
-		bad := (typ == "Stalled" || typ == "Failed" || typ == "Degraded") && status == "True" ||
-			(typ == "Ready" || typ == "Available") && status == "False"
-		if bad && (reason != "" || msg != "") {
-			w.add(finding{cause: Cause{Object: name, Reason: reason, Text: typ + "=" + status + ": " + ReasonMessage(reason, msg), Warning: typ != "Ready" && typ != "Available"}, rank: rankFailed})
+		return condition{typ, status, reason, msg}
+	}), 0)
+	w.events(name, u.GetNamespace(), u.GetUID(), 0)
+}
+
+// conditions adds the causes conds report of the object name of kind gk
+// (conditionCauses); it reports whether any did.
+func (w *walk) conditions(gk schema.GroupKind, name string, conds []condition, depth int) bool {
+	found := false
+	for _, c := range conds {
+		if f, ok := c.cause(gk, name); ok {
+			f.depth = depth
+			w.add(f)
+			found = true
 		}
 	}
-	w.events(name, u.GetNamespace(), u.GetUID(), 0)
+	return found
 }
