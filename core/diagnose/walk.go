@@ -39,47 +39,35 @@ func (w *walk) spend() bool {
 func (w *walk) object(u *unstructured.Unstructured) {
 	switch u.GroupVersionKind().GroupKind() {
 	case deploymentKind:
-		var d appsv1.Deployment
-		if convert(u, &d) {
-			w.deployment(&d)
-		}
+		as(u, w.deployment)
 	case replicaSetKind:
-		var rs appsv1.ReplicaSet
-		if convert(u, &rs) {
-			w.replicaSet(&rs, 0)
-		}
+		as(u, func(rs *appsv1.ReplicaSet) { w.replicaSet(rs, 0) })
 	case statefulSetKind:
-		var s appsv1.StatefulSet
-		if convert(u, &s) {
+		as(u, func(s *appsv1.StatefulSet) {
 			w.controller(kindName("StatefulSet", s.Namespace, s.Name), s.Namespace, s.UID, s.Spec.Selector, false, 0)
-		}
+		})
 	case daemonSetKind:
-		var s appsv1.DaemonSet
-		if convert(u, &s) {
+		as(u, func(s *appsv1.DaemonSet) {
 			w.controller(kindName("DaemonSet", s.Namespace, s.Name), s.Namespace, s.UID, s.Spec.Selector, false, 0)
-		}
+		})
 	case jobKind:
-		var j batchv1.Job
-		if convert(u, &j) {
-			w.job(&j)
-		}
+		as(u, w.job)
 	case podKind:
-		var p corev1.Pod
-		if convert(u, &p) {
-			w.pods([]corev1.Pod{p}, false, 0, false)
-		}
+		as(u, func(p *corev1.Pod) { w.pods([]corev1.Pod{*p}, false, 0, false) })
 	case claimKind:
-		var pvc corev1.PersistentVolumeClaim
-		if convert(u, &pvc) {
-			w.claim(&pvc, 0)
-		}
+		as(u, func(pvc *corev1.PersistentVolumeClaim) { w.claim(pvc, 0) })
 	default:
 		w.generic(u)
 	}
 }
 
-func convert(u *unstructured.Unstructured, into any) bool {
-	return runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, into) == nil
+// as reads u as a T and diagnoses it with diagnose; an object that does
+// not convert is left out.
+func as[T any](u *unstructured.Unstructured, diagnose func(*T)) {
+	var v T
+	if runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &v) == nil {
+		diagnose(&v)
+	}
 }
 
 // kindName names an object in causes: "Pod ns/name".
