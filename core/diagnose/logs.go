@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
@@ -183,17 +182,4 @@ func total(lines []string) int {
 		n += len(l) + 5
 	}
 	return n
-}
-
-// eventTime is when an event was last seen.
-func eventTime(e corev1.Event) time.Time {
-	switch {
-	case e.Series != nil && !e.Series.LastObservedTime.IsZero():
-		return e.Series.LastObservedTime.Time
-	case !e.LastTimestamp.IsZero():
-		return e.LastTimestamp.Time
-	case !e.EventTime.IsZero():
-		return e.EventTime.Time
-	}
-	return e.CreationTimestamp.Time
 }

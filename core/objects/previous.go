@@ -204,14 +204,45 @@ func (m *Manager) recordPrevious(ctx context.Context, ri dynamic.ResourceInterfa
 	if err != nil {
 		return nil, err
 	}
+	add, conf, err := m.previousGains(rec, o, live, opts)
+	if err != nil || len(add) == 0 {
+		return nil, err
+	}
+	before := rec.encoded()
+	m.recordGains(rec, live, add, len(before))
+	s, err := rec.encode()
+	if err != nil {
+		return nil, err
+	}
+	// where it is kept (decision 260): beside the object when a
+	// controller copies the object's annotations, when it is kept there
+	// already, or when it does not fit its annotations
+	if annotationsCopied(live) || rec.companion != nil || len(s) > maxAnnotationRecord || annotationBytes(live, o, conf, s) > totalAnnotationBytes {
+		return m.recordBeside(ctx, ri, live, rec, s, before)
+	}
+	written, err := m.applyRecordAnnotation(ctx, ri, live, s)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) error {
+		return m.takeBackRecord(ctx, ri, written, s, rec.annotation, rec.hasAnnotation)
+	}, nil
+}
+
+// previousGain is a field the record gains: its value in live before
+// khook's write (absent unless inLive), and what the write sets it to.
+type previousGain struct {
+	path          fieldpath.Path
+	value, intent any
+	inLive        bool
+}
+
+// previousGains lists what rec gains before o is written over live (see
+// recordPrevious), and o's last-applied configuration.
+func (m *Manager) previousGains(rec *previous, o, live *unstructured.Unstructured, opts ApplyOptions) ([]previousGain, string, error) {
 	fields, err := Fields(o, live)
 	if err != nil {
-		return nil, fmt.Errorf("read the fields khook writes: %w", err)
-	}
-	type entry struct {
-		path          fieldpath.Path
-		value, intent any
-		inLive        bool
+		return nil, "", fmt.Errorf("read the fields khook writes: %w", err)
 	}
 	// A field khook's field manager owns holds khook's own value (what it
 	// held before, an earlier khook never kept) when the manager is
@@ -220,73 +251,104 @@ func (m *Manager) recordPrevious(ctx context.Context, ri dynamic.ResourceInterfa
 	// how objects are taken along from it), whose values khook's first
 	// write overwrites as anyone's; khook never wrote as such a name
 	// without recording first, so its ownership proves nothing.
-	legacy := m.fieldManager == DefaultFieldManager
-	khooks := func(f Field) bool { return legacy && f.OwnedBy(m.fieldManager) }
-	var add []entry
-	adding := func(p fieldpath.Path) bool {
-		return slices.ContainsFunc(fields, func(g Field) bool { return g.Path.Equals(p) }) ||
-			slices.ContainsFunc(add, func(e entry) bool { return e.path.Equals(p) })
-	}
+	g := &gains{rec: rec, fields: fields, legacy: m.fieldManager == DefaultFieldManager, manager: m.fieldManager}
 	for _, f := range fields {
 		if im, ok := f.Intent.(map[string]any); ok && len(im) == 0 {
 			continue // sets no field
 		}
-		if !rec.covers(f.Path) && !khooks(f) {
-			add = append(add, entry{f.Path, f.Live, f.Intent, f.InLive})
+		if !rec.covers(f.Path) && !g.khooks(f) {
+			g.add = append(g.add, previousGain{f.Path, f.Live, f.Intent, f.InLive})
 		}
 	}
 	conf, err := lastApplied(o)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	clientSide := m.OwnedBy(live).ClientSide && (legacy || rec.covers(lastAppliedField))
+	clientSide := m.OwnedBy(live).ClientSide && (g.legacy || rec.covers(lastAppliedField))
 	if !clientSide && !m.lastAppliedKhooks(live, conf) {
-		if !rec.covers(lastAppliedField) {
-			v, ok := LookupPath(live.Object, lastAppliedField)
-			add = append(add, entry{lastAppliedField, v, nil, ok})
-		}
-		// Another writer's client-side apply: the fields its
-		// last-applied annotation names that o does not set go with
-		// khook's write (client-side apply's three-way patch removes
-		// them; server-side apply, having taken them over, drops them).
-		foreign, err := LastApplied(live)
-		if err != nil {
-			return nil, err
-		}
-		theirs, err := Fields(foreign, live)
-		if err != nil {
-			return nil, fmt.Errorf("read the fields of the last-applied configuration: %w", err)
-		}
-		for _, f := range theirs {
-			if f.InLive && !rec.covers(f.Path) && !khooks(f) && !adding(f.Path) {
-				add = append(add, entry{f.Path, f.Live, nil, true})
-			}
+		if err := g.lastApplied(live); err != nil {
+			return nil, "", err
 		}
 	}
-	if !legacy && opts.ServerSide {
-		// Another tool's server-side apply as the same field manager:
-		// the fields it applied that o does not set go with khook's
-		// apply, which replaces the manager's fields with o's.
-		set, err := ManagedSet(live, m.fieldManager, metav1.ManagedFieldsOperationApply)
-		if err != nil {
-			return nil, err
-		}
-		for p := range set.Leaves().All() {
-			p = p.Copy() // the iteration reuses its path
-			if !intentField(p) || rec.covers(p) || adding(p) {
-				continue
-			}
-			if v, ok := LookupPath(live.Object, p); ok {
-				add = append(add, entry{p, v, nil, true})
-			}
+	if !g.legacy && opts.ServerSide {
+		if err := g.appliedSet(live); err != nil {
+			return nil, "", err
 		}
 	}
-	if len(add) == 0 {
-		return nil, nil
+	return g.add, conf, nil
+}
+
+// gains gathers what a record gains (previousGains).
+type gains struct {
+	rec     *previous
+	fields  []Field // what the write sets
+	legacy  bool    // the manager is DefaultFieldManager
+	manager string
+	add     []previousGain
+}
+
+// khooks reports whether f holds khook's own value (see previousGains).
+func (g *gains) khooks(f Field) bool { return g.legacy && f.OwnedBy(g.manager) }
+
+// adding reports whether the write sets p or the record gains it already.
+func (g *gains) adding(p fieldpath.Path) bool {
+	return slices.ContainsFunc(g.fields, func(f Field) bool { return f.Path.Equals(p) }) ||
+		slices.ContainsFunc(g.add, func(e previousGain) bool { return e.path.Equals(p) })
+}
+
+// lastApplied adds live's last-applied annotation, which is not khook's,
+// and the fields it names.
+func (g *gains) lastApplied(live *unstructured.Unstructured) error {
+	if !g.rec.covers(lastAppliedField) {
+		v, ok := LookupPath(live.Object, lastAppliedField)
+		g.add = append(g.add, previousGain{lastAppliedField, v, nil, ok})
 	}
+	// Another writer's client-side apply: the fields its
+	// last-applied annotation names that o does not set go with
+	// khook's write (client-side apply's three-way patch removes
+	// them; server-side apply, having taken them over, drops them).
+	foreign, err := LastApplied(live)
+	if err != nil {
+		return err
+	}
+	theirs, err := Fields(foreign, live)
+	if err != nil {
+		return fmt.Errorf("read the fields of the last-applied configuration: %w", err)
+	}
+	for _, f := range theirs {
+		if f.InLive && !g.rec.covers(f.Path) && !g.khooks(f) && !g.adding(f.Path) {
+			g.add = append(g.add, previousGain{f.Path, f.Live, nil, true})
+		}
+	}
+	return nil
+}
+
+// appliedSet adds, for a field manager not khook's own, the fields live's
+// server-side apply as that manager holds.
+func (g *gains) appliedSet(live *unstructured.Unstructured) error {
+	// Another tool's server-side apply as the same field manager:
+	// the fields it applied that o does not set go with khook's
+	// apply, which replaces the manager's fields with o's.
+	set, err := ManagedSet(live, g.manager, metav1.ManagedFieldsOperationApply)
+	if err != nil {
+		return err
+	}
+	for p := range set.Leaves().All() {
+		p = p.Copy() // the iteration reuses its path
+		if !intentField(p) || g.rec.covers(p) || g.adding(p) {
+			continue
+		}
+		if v, ok := LookupPath(live.Object, p); ok {
+			g.add = append(g.add, previousGain{p, v, nil, true})
+		}
+	}
+	return nil
+}
+
+// recordGains puts add in rec: absent, secret, known by value, or too
+// large to keep (size: the record's encoded size so far).
+func (m *Manager) recordGains(rec *previous, live *unstructured.Unstructured, add []previousGain, size int) {
 	secretKind := isSecretKind(live)
-	before := rec.encoded()
-	size := len(before)
 	for _, e := range add {
 		switch {
 		case !e.inLive:
@@ -305,23 +367,6 @@ func (m *Manager) recordPrevious(ctx context.Context, ri dynamic.ResourceInterfa
 			rec.known.Insert(e.path)
 		}
 	}
-	s, err := rec.encode()
-	if err != nil {
-		return nil, err
-	}
-	// where it is kept (decision 260): beside the object when a
-	// controller copies the object's annotations, when it is kept there
-	// already, or when it does not fit its annotations
-	if annotationsCopied(live) || rec.companion != nil || len(s) > maxAnnotationRecord || annotationBytes(live, o, conf, s) > totalAnnotationBytes {
-		return m.recordBeside(ctx, ri, live, rec, s, before)
-	}
-	written, err := m.applyRecordAnnotation(ctx, ri, live, s)
-	if err != nil {
-		return nil, err
-	}
-	return func(ctx context.Context) error {
-		return m.takeBackRecord(ctx, ri, written, s, rec.annotation, rec.hasAnnotation)
-	}, nil
 }
 
 // applyRecordAnnotation writes value as live's annotation

@@ -211,39 +211,9 @@ func (m *Manager) planRevertFresh(ctx context.Context, ri dynamic.ResourceInterf
 // the configuration khook's apply of the manifest writes (lastApplied).
 func (m *Manager) fates(live *unstructured.Unstructured, rec *previous, conf string) ([]fate, error) {
 	owned := m.OwnedBy(live)
-	var fields []Field
-	if owned.ClientSide {
-		intent, err := LastApplied(live)
-		if err != nil {
-			return nil, err
-		}
-		if fields, err = Fields(intent, live); err != nil {
-			return nil, fmt.Errorf("read the fields of khook's client-side apply: %w", err)
-		}
-	}
-	if owned.ServerSide {
-		set, err := ManagedSet(live, m.fieldManager, metav1.ManagedFieldsOperationApply)
-		if err != nil {
-			return nil, err
-		}
-		owners := managedSets(live)
-		for p := range set.Leaves().All() {
-			if !intentField(p) || slices.ContainsFunc(fields, func(f Field) bool { return f.Path.Equals(p) }) {
-				continue
-			}
-			f := Field{Path: p.Copy(), Equal: true}
-			f.Live, f.InLive = LookupPath(live.Object, p)
-			f.Intent = f.Live
-			if !f.InLive {
-				continue // a field the server no longer holds
-			}
-			for _, ms := range owners {
-				if holds(ms.set, p) {
-					f.Owners = append(f.Owners, ms.owner)
-				}
-			}
-			fields = append(fields, f)
-		}
+	fields, err := m.khooksFields(live, owned)
+	if err != nil {
+		return nil, err
 	}
 	secretKind := isSecretKind(live)
 	var out []fate
@@ -290,6 +260,47 @@ func (m *Manager) fates(live *unstructured.Unstructured, rec *previous, conf str
 	}
 	resolveEntries(out)
 	return out, nil
+}
+
+// khooksFields are the fields khook wrote on live: those its client-side
+// apply's last-applied configuration names, then those its server-side
+// apply holds (as they are in live, with their owners).
+func (m *Manager) khooksFields(live *unstructured.Unstructured, owned Owned) ([]Field, error) {
+	var fields []Field
+	if owned.ClientSide {
+		intent, err := LastApplied(live)
+		if err != nil {
+			return nil, err
+		}
+		if fields, err = Fields(intent, live); err != nil {
+			return nil, fmt.Errorf("read the fields of khook's client-side apply: %w", err)
+		}
+	}
+	if owned.ServerSide {
+		set, err := ManagedSet(live, m.fieldManager, metav1.ManagedFieldsOperationApply)
+		if err != nil {
+			return nil, err
+		}
+		owners := managedSets(live)
+		for p := range set.Leaves().All() {
+			if !intentField(p) || slices.ContainsFunc(fields, func(f Field) bool { return f.Path.Equals(p) }) {
+				continue
+			}
+			f := Field{Path: p.Copy(), Equal: true}
+			f.Live, f.InLive = LookupPath(live.Object, p)
+			f.Intent = f.Live
+			if !f.InLive {
+				continue // a field the server no longer holds
+			}
+			for _, ms := range owners {
+				if holds(ms.set, p) {
+					f.Owners = append(f.Owners, ms.owner)
+				}
+			}
+			fields = append(fields, f)
+		}
+	}
+	return fields, nil
 }
 
 // lastAppliedFate is the fate of the last-applied annotation: back to

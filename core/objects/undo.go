@@ -179,16 +179,23 @@ func (m *Manager) planOne(ctx context.Context, o *unstructured.Unstructured, opt
 	if namespace {
 		return keep()
 	}
-	if it.crd && !opts.ForceCRDs {
-		n, where, err := m.foreignResources(ctx, live)
-		if err != nil {
-			return it, fmt.Errorf("%s: %w", it.Ref, err)
-		}
-		if n > 0 {
-			it.Action = UndoRefuse
-			it.Reason = fmt.Sprintf("its kind has %s this spec did not create (%s): deleting the CRD deletes them; --force-crds deletes it anyway",
-				english.CountNoun(n, "custom resource"), where)
-		}
+	return m.refuseForeignCRD(ctx, it, opts)
+}
+
+// refuseForeignCRD refuses to delete it, a CRD, when its kind has custom
+// resources this spec did not create, unless opts.ForceCRDs.
+func (m *Manager) refuseForeignCRD(ctx context.Context, it UndoItem, opts UndoOptions) (UndoItem, error) {
+	if !it.crd || opts.ForceCRDs {
+		return it, nil
+	}
+	n, where, err := m.foreignResources(ctx, it.live)
+	if err != nil {
+		return it, fmt.Errorf("%s: %w", it.Ref, err)
+	}
+	if n > 0 {
+		it.Action = UndoRefuse
+		it.Reason = fmt.Sprintf("its kind has %s this spec did not create (%s): deleting the CRD deletes them; --force-crds deletes it anyway",
+			english.CountNoun(n, "custom resource"), where)
 	}
 	return it, nil
 }
@@ -350,7 +357,6 @@ func (m *Manager) Undo(ctx context.Context, objs []*unstructured.Unstructured, o
 // Items carried out before (an earlier attempt of the step) are not
 // carried out again.
 func (m *Manager) CarryOut(ctx context.Context, items []UndoItem, opts UndoOptions) (UndoSummary, error) {
-	var sum UndoSummary
 	var refused []UndoItem
 	for _, it := range items {
 		if it.Action == UndoRefuse {
@@ -358,93 +364,127 @@ func (m *Manager) CarryOut(ctx context.Context, items []UndoItem, opts UndoOptio
 		}
 	}
 	if len(refused) > 0 {
-		return sum, &RefusedError{Items: refused}
+		return UndoSummary{}, &RefusedError{Items: refused}
 	}
-	progress := func(format string, args ...any) {
-		if opts.Progress != nil {
-			opts.Progress(fmt.Sprintf(format, args...))
-		}
-	}
-	done := func(it UndoItem) bool { return it.done != nil && *it.done }
-	mark := func(it UndoItem) {
-		if it.done != nil {
-			*it.done = true
-		}
-	}
-	var failed []error
+	c := &carryOut{m: m, opts: opts}
 	for _, crdPhase := range []bool{false, true} {
-		var targets []waiter.Target
-		var deleted []string
+		c.targets, c.deleted = nil, nil
 		for _, it := range items {
 			if it.crd != crdPhase {
 				continue
 			}
-			switch it.Action {
-			case UndoUnknown:
-				failed = append(failed, it.err)
-			case UndoKeep:
-				sum.Kept = append(sum.Kept, strings.ToLower(strings.Replace(it.Ref, "/", " ", 1)))
-			case UndoAbsent:
-				sum.Absent = append(sum.Absent, it.Ref)
-			case UndoLeave:
-				sum.Left = append(sum.Left, it.Ref)
-				progress("%s left alone: %s", it.Ref, it.Reason)
-			case UndoRejected:
-				failed = append(failed, it.err)
-			case UndoRevert:
-				if done(it) {
-					sum.Reverted = append(sum.Reverted, it.Ref)
-					continue
-				}
-				if err := m.revert(ctx, it.mapping, it.live, it.revert); err != nil {
-					if ctx.Err() != nil {
-						return sum, fmt.Errorf("%s: %w", it.Ref, err)
-					}
-					failed = append(failed, fmt.Errorf("%s: %w", it.Ref, err))
-					continue
-				}
-				mark(it)
-				sum.Reverted = append(sum.Reverted, it.Ref)
-				progress("%s reverted: %s", it.Ref, it.Reason)
-			case UndoDelete:
-				if done(it) {
-					sum.Deleted = append(sum.Deleted, it.Ref)
-					continue
-				}
-				t, err := m.DeletePlanned(ctx, it.mapping, it.live)
-				switch {
-				case apierrors.IsNotFound(err):
-					mark(it)
-					sum.Absent = append(sum.Absent, it.Ref)
-				case err != nil && ctx.Err() != nil:
-					return sum, fmt.Errorf("%s delete failed: %w", it.Ref, err)
-				case err != nil:
-					failed = append(failed, fmt.Errorf("%s: %w", it.Ref, err))
-				default:
-					progress("%s deleted: %s", it.Ref, it.Reason)
-					targets = append(targets, t)
-					deleted = append(deleted, it.Ref)
-				}
+			if err := c.item(ctx, it); err != nil {
+				return c.sum, err
 			}
 		}
-		if err := m.WaitGone(ctx, targets, opts.Progress); err != nil {
-			return sum, err
+		if err := m.WaitGone(ctx, c.targets, opts.Progress); err != nil {
+			return c.sum, err
 		}
 		for _, it := range items {
-			if it.crd == crdPhase && it.Action == UndoDelete && slices.Contains(deleted, it.Ref) {
-				mark(it)
+			if it.crd == crdPhase && it.Action == UndoDelete && slices.Contains(c.deleted, it.Ref) {
+				markDone(it)
 			}
 		}
-		sum.Deleted = append(sum.Deleted, deleted...)
+		c.sum.Deleted = append(c.sum.Deleted, c.deleted...)
 	}
-	if len(failed) > 0 {
-		msgs := make([]string, len(failed))
-		for i, err := range failed {
+	if len(c.failed) > 0 {
+		msgs := make([]string, len(c.failed))
+		for i, err := range c.failed {
 			msgs[i] = err.Error()
 		}
-		return sum, &UndoError{Msg: fmt.Sprintf("could not undo %d of %s: %s (%s)", len(failed), english.CountNoun(len(items), "object"), strings.Join(msgs, "; "), sum.Message()), Errs: failed}
+		return c.sum, &UndoError{Msg: fmt.Sprintf("could not undo %d of %s: %s (%s)", len(c.failed), english.CountNoun(len(items), "object"), strings.Join(msgs, "; "), c.sum.Message()), Errs: c.failed}
 	}
-	return sum, nil
+	return c.sum, nil
+}
+
+// carryOut is one CarryOut under way: what it did, what failed, and the
+// deletes of its current phase (CRDs or not), waited for together.
+type carryOut struct {
+	m       *Manager
+	opts    UndoOptions
+	sum     UndoSummary
+	failed  []error
+	targets []waiter.Target
+	deleted []string
+}
+
+func (c *carryOut) progress(format string, args ...any) {
+	if c.opts.Progress != nil {
+		c.opts.Progress(fmt.Sprintf(format, args...))
+	}
+}
+
+// itemDone reports whether it was carried out before.
+func itemDone(it UndoItem) bool { return it.done != nil && *it.done }
+
+// markDone marks it carried out.
+func markDone(it UndoItem) {
+	if it.done != nil {
+		*it.done = true
+	}
+}
+
+// item carries out one item; an error ends the undo (ctx ended).
+func (c *carryOut) item(ctx context.Context, it UndoItem) error {
+	switch it.Action {
+	case UndoUnknown:
+		c.failed = append(c.failed, it.err)
+	case UndoKeep:
+		c.sum.Kept = append(c.sum.Kept, strings.ToLower(strings.Replace(it.Ref, "/", " ", 1)))
+	case UndoAbsent:
+		c.sum.Absent = append(c.sum.Absent, it.Ref)
+	case UndoLeave:
+		c.sum.Left = append(c.sum.Left, it.Ref)
+		c.progress("%s left alone: %s", it.Ref, it.Reason)
+	case UndoRejected:
+		c.failed = append(c.failed, it.err)
+	case UndoRevert:
+		return c.revert(ctx, it)
+	case UndoDelete:
+		return c.delete(ctx, it)
+	}
+	return nil
+}
+
+func (c *carryOut) revert(ctx context.Context, it UndoItem) error {
+	if itemDone(it) {
+		c.sum.Reverted = append(c.sum.Reverted, it.Ref)
+		return nil
+	}
+	if err := c.m.revert(ctx, it.mapping, it.live, it.revert); err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("%s: %w", it.Ref, err)
+		}
+		c.failed = append(c.failed, fmt.Errorf("%s: %w", it.Ref, err))
+		return nil
+	}
+	markDone(it)
+	c.sum.Reverted = append(c.sum.Reverted, it.Ref)
+	c.progress("%s reverted: %s", it.Ref, it.Reason)
+	return nil
+}
+
+// delete sends the delete of it; its phase waits for it to be gone.
+func (c *carryOut) delete(ctx context.Context, it UndoItem) error {
+	if itemDone(it) {
+		c.sum.Deleted = append(c.sum.Deleted, it.Ref)
+		return nil
+	}
+	t, err := c.m.DeletePlanned(ctx, it.mapping, it.live)
+	switch {
+	case apierrors.IsNotFound(err):
+		markDone(it)
+		c.sum.Absent = append(c.sum.Absent, it.Ref)
+	case err != nil && ctx.Err() != nil:
+		return fmt.Errorf("%s delete failed: %w", it.Ref, err)
+	case err != nil:
+		c.failed = append(c.failed, fmt.Errorf("%s: %w", it.Ref, err))
+	default:
+		c.progress("%s deleted: %s", it.Ref, it.Reason)
+		c.targets = append(c.targets, t)
+		c.deleted = append(c.deleted, it.Ref)
+	}
+	return nil
 }
 
 // DeletePlanned deletes planned (an object as destroy's plan read it),

@@ -196,147 +196,213 @@ func Wait(ctx context.Context, c *kube.Clients, opts Options) (err error) {
 	}()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-
-	changed := make(chan struct{}, 1)
-	notify := func() {
-		select {
-		case changed <- struct{}{}:
-		default:
-		}
-	}
-	fatal := make(chan error, len(opts.Targets))
-	conn := &connection{notify: notify}
-	watches, scopes, err := newWatches(c, opts.Targets, notify, fatal, conn)
+	w, err := startWaiting(ctx, c, opts)
 	if err != nil {
 		return err
+	}
+	defer w.stop(cancel)
+	return w.loop()
+}
+
+// waiting is one Wait under way: its watches, its one timer, the
+// diagnosis it runs and what it last showed.
+type waiting struct {
+	ctx     context.Context // ends with the wait
+	c       *kube.Clients
+	opts    Options
+	d       *diagnose.Diagnoser
+	conn    *connection
+	watches []*targetWatch
+	scopes  []*scopeWatch
+	changed chan struct{}
+	fatal   chan error
+	running sync.WaitGroup // the watches and the diagnosis
+
+	stallAfter time.Duration
+	// the one timer of a wait: when to look for why it makes no progress
+	// (never for a wait for deletion)
+	stall     *time.Timer
+	diagnosis chan *diagnose.Cause // the running diagnosis's result, nil when none runs
+	stopDiag  context.CancelFunc
+	shown     string          // the cause progress shows, "" when none
+	found     *diagnose.Cause // the last diagnosis since the objects last changed
+
+	last                  evaluation
+	lastKey, lastProgress string
+	wasDown               bool
+	synced                bool // every watch has listed its objects
+}
+
+// startWaiting starts the watches of opts's targets and the stall timer.
+func startWaiting(ctx context.Context, c *kube.Clients, opts Options) (*waiting, error) {
+	w := &waiting{ctx: ctx, c: c, opts: opts, changed: make(chan struct{}, 1), fatal: make(chan error, len(opts.Targets))}
+	w.conn = &connection{notify: w.notify}
+	var err error
+	w.watches, w.scopes, err = newWatches(c, opts.Targets, w.notify, w.fatal, w.conn)
+	if err != nil {
+		return nil, err
 	}
 	// The reflectors' log lines (a watch ended by the cancel that ends the
 	// wait, a transient error) would be noise: errors reach the caller
 	// through fatal, progress and the timeout message instead.
 	quiet := klog.NewContext(ctx, logr.Discard())
-	var running sync.WaitGroup
-	defer func() {
-		cancel()
-		running.Wait() // no watch outlives the wait
-	}()
-	for _, sw := range scopes {
-		running.Go(func() { sw.run(quiet) })
+	for _, sw := range w.scopes {
+		w.running.Go(func() { sw.run(quiet) })
 	}
-
-	d := diagnose.New(c)
-	stallAfter := opts.StallAfter
-	if stallAfter <= 0 {
-		stallAfter = DefaultStallAfter
+	w.d = diagnose.New(c)
+	w.stallAfter = opts.StallAfter
+	if w.stallAfter <= 0 {
+		w.stallAfter = DefaultStallAfter
 	}
-	// the one timer of a wait: when to look for why it makes no progress
-	// (never for a wait for deletion)
-	stall := time.NewTimer(stallAfter)
-	defer stall.Stop()
+	w.stall = time.NewTimer(w.stallAfter)
 	if opts.Gone {
-		stall.Stop()
+		w.stall.Stop()
 	}
-	var (
-		diagnosis chan *diagnose.Cause // the running diagnosis's result, nil when none runs
-		stopDiag  context.CancelFunc
-		shown     string          // the cause progress shows, "" when none
-		found     *diagnose.Cause // the last diagnosis since the objects last changed
-		// cancelDiag stops the running diagnosis: a change of the objects
-		// makes its result past, and it is never received
-		cancelDiag = func() {
-			if stopDiag != nil {
-				stopDiag()
-				stopDiag, diagnosis = nil, nil
-			}
-		}
-	)
-	defer cancelDiag()
+	return w, nil
+}
 
-	var last evaluation
-	lastKey, lastProgress := "", ""
-	wasDown := false
+// notify wakes the loop: a watched object changed.
+func (w *waiting) notify() {
+	select {
+	case w.changed <- struct{}{}:
+	default:
+	}
+}
+
+// stop ends the wait's diagnosis, its timer and (cancel) its watches, and
+// waits for them: no watch nor diagnosis outlives the wait.
+func (w *waiting) stop(cancel context.CancelFunc) {
+	w.cancelDiag()
+	w.stall.Stop()
+	cancel()
+	w.running.Wait()
+}
+
+// cancelDiag stops the running diagnosis: a change of the objects makes
+// its result past, and it is never received.
+func (w *waiting) cancelDiag() {
+	if w.stopDiag != nil {
+		w.stopDiag()
+		w.stopDiag, w.diagnosis = nil, nil
+	}
+}
+
+// loop looks at the objects after every change until they are ready, the
+// wait fails or its context ends.
+func (w *waiting) loop() error {
 	for {
-		if down, since, why := conn.state(); down != wasDown {
-			wasDown = down
-			if opts.Progress != nil {
-				opts.Progress(connectionLine(c, opts.What, down, since, why))
-			}
-			if !down {
-				lastKey = "" // say again what is pending once it is back
-			}
-		}
-		synced := true
-		for _, sw := range scopes {
-			if !sw.hasSynced() {
-				synced = false
-				break
-			}
-		}
-		if synced {
-			ev, err := evaluate(snapshot(watches), opts)
-			if err != nil {
-				return failed(ctx, d, err, opts)
-			}
-			if ev.ready() {
-				return nil
-			}
-			last = ev
-			if key := ev.key(); key != lastKey {
-				lastKey = key
-				shown = ""
-				if opts.Progress != nil {
-					opts.Progress(ev.progressLine(opts.What))
-				}
-			}
-			if pk := ev.progressKey(); pk != lastProgress {
-				// progress: what a diagnosis found may be past; look
-				// again only once the objects stop changing
-				lastProgress = pk
-				found = nil
-				cancelDiag()
-				if !opts.Gone {
-					resetTimer(stall, stallAfter)
-				}
+		w.connectionChange()
+		if w.synced = w.allSynced(); w.synced {
+			if done, err := w.look(); done {
+				return err
 			}
 		}
 		select {
-		case <-changed:
-		case <-stall.C:
-			if down, _, _ := conn.state(); down || !synced || last.ready() {
-				resetTimer(stall, stallAfter)
-				break
-			}
-			dctx, stop := context.WithTimeout(ctx, RediagnoseEvery)
-			stopDiag, diagnosis = stop, make(chan *diagnose.Cause, 1)
-			out, objs := diagnosis, last.objects()
-			running.Go(func() { out <- d.Diagnose(dctx, objs, diagnose.Options{}) }) // nor a diagnosis
-		case cause := <-diagnosis:
-			cancelDiag()
-			resetTimer(stall, RediagnoseEvery)
-			if down, _, _ := conn.state(); down {
-				break // the API server went away: what it could not read is not gone
-			}
-			found = cause
-			line := ""
-			if cause != nil && cause.Warning {
-				line = cause.Brief()
-			}
-			if line == shown {
-				break
-			}
-			shown = line
-			if opts.Progress != nil {
-				if line != "" {
-					event.Cause(ctx, line, false)
-					opts.Progress("stuck: " + line)
-				} else {
-					opts.Progress(last.progressLine(opts.What)) // the cause is gone
-				}
-			}
-		case err := <-fatal:
+		case <-w.changed:
+		case <-w.stall.C:
+			w.stalled()
+		case cause := <-w.diagnosis:
+			w.diagnosed(cause)
+		case err := <-w.fatal:
 			return err
-		case <-ctx.Done():
-			cancelDiag()
-			return expired(ctx, d, scopes, last, synced, conn, opts, found)
+		case <-w.ctx.Done():
+			w.cancelDiag()
+			return expired(w.ctx, w.d, w.scopes, w.last, w.synced, w.conn, w.opts, w.found)
+		}
+	}
+}
+
+// connectionChange says when the API server goes away or comes back.
+func (w *waiting) connectionChange() {
+	down, since, why := w.conn.state()
+	if down == w.wasDown {
+		return
+	}
+	w.wasDown = down
+	if w.opts.Progress != nil {
+		w.opts.Progress(connectionLine(w.c, w.opts.What, down, since, why))
+	}
+	if !down {
+		w.lastKey = "" // say again what is pending once it is back
+	}
+}
+
+func (w *waiting) allSynced() bool {
+	for _, sw := range w.scopes {
+		if !sw.hasSynced() {
+			return false
+		}
+	}
+	return true
+}
+
+// look evaluates the objects: done when they are ready (nil) or one can
+// never be (its error). Otherwise it says what is pending when that
+// changes, and restarts the stall timer when the objects progress.
+func (w *waiting) look() (done bool, err error) {
+	ev, err := evaluate(snapshot(w.watches), w.opts)
+	if err != nil {
+		return true, failed(w.ctx, w.d, err, w.opts)
+	}
+	if ev.ready() {
+		return true, nil
+	}
+	w.last = ev
+	if key := ev.key(); key != w.lastKey {
+		w.lastKey = key
+		w.shown = ""
+		if w.opts.Progress != nil {
+			w.opts.Progress(ev.progressLine(w.opts.What))
+		}
+	}
+	if pk := ev.progressKey(); pk != w.lastProgress {
+		// progress: what a diagnosis found may be past; look
+		// again only once the objects stop changing
+		w.lastProgress = pk
+		w.found = nil
+		w.cancelDiag()
+		if !w.opts.Gone {
+			resetTimer(w.stall, w.stallAfter)
+		}
+	}
+	return false, nil
+}
+
+// stalled starts a diagnosis of the objects that made no progress.
+func (w *waiting) stalled() {
+	if down, _, _ := w.conn.state(); down || !w.synced || w.last.ready() {
+		resetTimer(w.stall, w.stallAfter)
+		return
+	}
+	dctx, stop := context.WithTimeout(w.ctx, RediagnoseEvery)
+	w.stopDiag, w.diagnosis = stop, make(chan *diagnose.Cause, 1)
+	out, objs, d := w.diagnosis, w.last.objects(), w.d
+	w.running.Go(func() { out <- d.Diagnose(dctx, objs, diagnose.Options{}) }) // nor a diagnosis
+}
+
+// diagnosed shows the cause a diagnosis found when it appears, changes or
+// goes.
+func (w *waiting) diagnosed(cause *diagnose.Cause) {
+	w.cancelDiag()
+	resetTimer(w.stall, RediagnoseEvery)
+	if down, _, _ := w.conn.state(); down {
+		return // the API server went away: what it could not read is not gone
+	}
+	w.found = cause
+	line := ""
+	if cause != nil && cause.Warning {
+		line = cause.Brief()
+	}
+	if line == w.shown {
+		return
+	}
+	w.shown = line
+	if w.opts.Progress != nil {
+		if line != "" {
+			event.Cause(w.ctx, line, false)
+			w.opts.Progress("stuck: " + line)
+		} else {
+			w.opts.Progress(w.last.progressLine(w.opts.What)) // the cause is gone
 		}
 	}
 }
