@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"khook.io/core/event"
@@ -54,7 +55,12 @@ type Run struct {
 // (Dispose) and builds the tasks. With the lock held nothing the run
 // shows can change before Execute: destroy shows its plan and asks in
 // between. The error says nothing ran; the lock is then released.
+// Only apply and destroy are runs: any other command is refused before
+// anything is read (plan, diff and status take no lock and write nothing).
 func (c *Cluster) Begin(ctx context.Context, command Command, lockTimeout time.Duration) (*Run, error) {
+	if command != CommandApply && command != CommandDestroy {
+		return nil, fmt.Errorf("%s is not a run: only apply and destroy begin one", command)
+	}
 	lk, err := c.takeLock(ctx, command, lockTimeout)
 	if err != nil {
 		return nil, err

@@ -123,3 +123,16 @@ func TestStepWarnings(t *testing.T) {
 		t.Errorf("notes %q", out.String())
 	}
 }
+
+// Begin begins only the commands that are runs: plan, diff, status and
+// graph are refused before the lock or the record is touched (the
+// cluster here has no clients: reaching either would panic).
+func TestBeginTakesOnlyRuns(t *testing.T) {
+	for _, command := range []Command{CommandPlan, CommandDiff, CommandStatus, CommandGraph, "bogus"} {
+		c := &Cluster{red: redact.New()}
+		r, err := c.Begin(context.Background(), command, 0)
+		if r != nil || err == nil || err.Error() != fmt.Sprintf("%s is not a run: only apply and destroy begin one", command) {
+			t.Errorf("Begin(%s): %v, %v; want it refused", command, r, err)
+		}
+	}
+}
