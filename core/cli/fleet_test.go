@@ -197,7 +197,7 @@ func TestFleetRefusesBadInputBeforeAnyCluster(t *testing.T) {
 		{"a source setting KHOOK_CONTEXT", conn, []string{"apply", "-f", spec, "--contexts", "prod-eu", "--set", "KHOOK_CONTEXT=x", "--set", "REGION=r"}, nil, ExitInvalid,
 			[]string{"KHOOK_CONTEXT is the name of the cluster's kubeconfig context in a fleet run (--contexts), set by khook; it cannot be set"}, nil},
 		{"an unknown context and a pattern matching nothing", conn, []string{"apply", "-f", spec, "--contexts", "prod-eu,prod-asia,dev-*"}, nil, ExitFailed,
-			[]string{`context "prod-asia" is not in the kubeconfig`, `pattern "dev-*" matches no context`, "its contexts: prod-eu, prod-us, staging"}, nil},
+			[]string{`--contexts: context "prod-asia" is not in the kubeconfig`, `pattern "dev-*" matches no context`, "its contexts: prod-eu, prod-us, staging"}, nil},
 		{"--contexts with --context", withContext, []string{"status", "-f", spec, "--contexts", "prod-eu"}, nil, ExitInvalid,
 			[]string{`--contexts and --context ("staging") both choose the context: pass one`}, nil},
 		{"--contexts with helm's --kube-context", helmLike{withContext}, []string{"plan", "-f", spec, "--contexts", "prod-eu"}, nil, ExitInvalid,

@@ -66,6 +66,13 @@ func (c *Cluster) takeLock(ctx context.Context, command Command, timeout time.Du
 		EnsureNamespace: func(ctx context.Context) error { return c.ensureStateNamespace(ctx, loc.Namespace) },
 	})
 	end(err)
+	var held *lock.HeldError
+	if errors.As(err, &held) {
+		held.Setting = c.opts.Spelling.Of(SettingLockTimeout)
+		if c.opts.Spelling != nil {
+			held.Give = "pass " + held.Setting + " DURATION"
+		}
+	}
 	if apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("state record's namespace %s does not exist, and the credentials may not create it: create it first, or set state.namespace to one that exists (%w)", loc.Namespace, err)
 	}

@@ -95,10 +95,10 @@ func SelectContexts(entries, available []string, files []string) ([]string, erro
 		}
 	}
 	if len(problems) > 0 {
-		return nil, fmt.Errorf("--contexts: %s (kubeconfig: %s; its contexts: %s)", strings.Join(problems, "; "), describeFiles(files), strings.Join(available, ", "))
+		return nil, fmt.Errorf("%s (kubeconfig: %s; its contexts: %s)", strings.Join(problems, "; "), describeFiles(files), strings.Join(available, ", "))
 	}
 	if len(out) == 0 {
-		return nil, errors.New("--contexts: no context named")
+		return nil, errors.New("no context named")
 	}
 	return out, nil
 }

@@ -13,17 +13,29 @@ type HeldError struct {
 	Location Location
 	Holder   Holder
 	Now      time.Time
-	// Waited is how long the run waited for it (--lock-timeout), zero when
-	// it did not.
+	// Waited is how long the run waited for it (Options.Timeout), zero
+	// when it did not.
 	Waited time.Duration
+	// Setting is how the caller's user names the wait for a held lock
+	// (Options.Timeout), and Give how they give it a duration (the CLI:
+	// "--lock-timeout", "pass --lock-timeout DURATION"); empty: "the
+	// lock-timeout setting", "set it". The lock names no caller's flag.
+	Setting, Give string
 }
 
 func (e *HeldError) Error() string {
+	setting, give := e.Setting, e.Give
+	if setting == "" {
+		setting = "the lock-timeout setting"
+	}
+	if give == "" {
+		give = "set " + setting
+	}
 	s := fmt.Sprintf("state record %s is locked by another run: %s, %s", e.Location, e.Holder.Describe(), e.Holder.Since(e.Now))
 	if e.Waited > 0 {
-		s += fmt.Sprintf("; waited %s for it (--lock-timeout)", e.Waited.Round(time.Second))
+		s += fmt.Sprintf("; waited %s for it (%s)", e.Waited.Round(time.Second), setting)
 	}
-	return s + fmt.Sprintf(". Wait for that run to end, or pass --lock-timeout DURATION to wait for it; if it is known to be dead, the next run takes its lock over once it has seen it unchanged for %s, or break it now with force-unlock %s", LeaseDuration, e.Holder.ID)
+	return s + fmt.Sprintf(". Wait for that run to end, or %s to wait for it; if it is known to be dead, the next run takes its lock over once it has seen it unchanged for %s, or break it now with force-unlock %s", give, LeaseDuration, e.Holder.ID)
 }
 
 // LostError is a lock its holder lost while running: another run took it

@@ -65,7 +65,7 @@ func TestHeldLockFailsNamingTheHolder(t *testing.T) {
 	if !errors.As(err, &held) {
 		t.Fatalf("second acquire: %v, want a HeldError", err)
 	}
-	for _, want := range []string{loc.String(), "tester@host-aaaa", "pid 42", "khook v0.0.0-test", "apply", "run aaaa", "started", "last renewed", "--lock-timeout", "force-unlock aaaa"} {
+	for _, want := range []string{loc.String(), "tester@host-aaaa", "pid 42", "khook v0.0.0-test", "apply", "run aaaa", "started", "last renewed", "or set the lock-timeout setting to wait for it", "force-unlock aaaa"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not say %q", err, want)
 		}

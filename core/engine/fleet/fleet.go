@@ -151,7 +151,7 @@ func Resolve(base genericclioptions.RESTClientGetter, o Options, opts load.Optio
 	}
 	selected, err := kube.SelectContexts(o.Contexts, names, files)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", o.Spelling.Of(SettingContexts), err)
 	}
 	if o.Shard != "" {
 		s, err := ParseShard(o.Shard, o.Spelling)
