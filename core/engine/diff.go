@@ -10,7 +10,6 @@ import (
 	"khook.io/core/diff"
 	"khook.io/core/event"
 	"khook.io/core/internal/english"
-	"khook.io/core/plan"
 	"khook.io/core/redact"
 	"khook.io/core/spec"
 	"khook.io/core/step"
@@ -227,17 +226,17 @@ func diffResult(res step.Diff, red *redact.Redactor) *StepDiff {
 
 // predictionResult is the one line of a step without a Differ.
 func predictionResult(p step.Prediction, st *spec.Step) *StepDiff {
-	sd := &StepDiff{Headline: p.Action, Details: p.Details, Drift: p.Drift}
+	sd := &StepDiff{Headline: p.Action.Word, Details: p.Details, Drift: p.Drift}
 	if p.Reason != "" {
 		sd.Headline += ": " + p.Reason
 	}
 	switch {
-	case p.Action == plan.ActionUnknown:
+	case p.Action.Unknown:
 		sd.Headline = "diff unavailable: " + p.Reason
 		// waiting changes nothing, whatever it waits for
 		sd.Changes = !st.OnlyWaits()
 		sd.Counted = CatUnavailable
-	case actionChanges[p.Action]:
+	case p.Action.Changes:
 		sd.Changes, sd.Counted = true, CatChange
 	default: // no-op, skip, wait
 		sd.Counted = CatUnchanged

@@ -24,6 +24,10 @@ type PlanResult struct {
 	// Status is the state record compared with the spec (a live plan of
 	// a spec with a state: block whose record exists; else nil).
 	Status *state.Status
+	// Actions are the steps' actions as the plan shows them, by step
+	// index: what their kinds declare of them (whether they change the
+	// cluster, are drift), read instead of the words.
+	Actions []step.Action
 }
 
 // OfflinePlan is doc's plan from the spec alone, with the selection's
@@ -36,9 +40,23 @@ func OfflinePlan(doc *load.Document, sel *Selection, reg *step.Registry) (*PlanR
 	if err := CheckBlocked(doc, disp); err != nil {
 		return nil, err
 	}
-	applyFates(doc, p, disp)
+	acts := offlineActions(doc)
+	applyFates(doc, p, disp, acts)
 	markHashCannotSee(p, doc, reg)
-	return &PlanResult{Plan: p, Dispositions: disp}, nil
+	return &PlanResult{Plan: p, Dispositions: disp, Actions: acts}, nil
+}
+
+// offlineActions are the offline plan's actions, by step index: run, or
+// skip for a step its when: excludes.
+func offlineActions(doc *load.Document) []step.Action {
+	acts := make([]step.Action, len(doc.Spec.Steps))
+	for i := range acts {
+		acts[i] = step.ActionRun
+		if !doc.Included(i) {
+			acts[i] = step.ActionSkip
+		}
+	}
+	return acts
 }
 
 // Plan is the live plan of the cluster: every included step's executor
@@ -48,7 +66,7 @@ func OfflinePlan(doc *load.Document, sel *Selection, reg *step.Registry) (*PlanR
 // dry runs. A note says when a run holds the record's lock.
 func (c *Cluster) Plan(ctx context.Context) (*PlanResult, error) {
 	c.noteLock(ctx)
-	p := c.livePlan(ctx)
+	p, acts := c.livePlan(ctx)
 	if ctx.Err() != nil {
 		return nil, &StoppedError{Cause: context.Cause(ctx)}
 	}
@@ -58,31 +76,24 @@ func (c *Cluster) Plan(ctx context.Context) (*PlanResult, error) {
 	}
 	disp := r.disp
 	dry := c.dryRunTriggers(ctx, disp)
-	byName := make(map[string]*plan.Step, len(p.Steps))
-	for k := range p.Steps {
-		byName[p.Steps[k].Name] = &p.Steps[k]
-	}
 	ResolveTriggers(c.doc, disp, func(j int) Change {
-		name := c.doc.Spec.Steps[j].Name
 		if changes, ok := dry[j]; ok {
 			if changes {
 				return ChangeSome
 			}
 			return ChangeNone
 		}
-		switch t := byName[name]; {
-		case t == nil, t.Action == plan.ActionSkip:
-			return ChangeNone
-		case ChangingAction(t.Action):
+		switch a := acts[j]; {
+		case a.Changes:
 			return ChangeSome
-		case t.Action == plan.ActionUnknown:
+		case a.Unknown:
 			return ChangeUnknown
 		}
 		return ChangeNone
 	})
-	applyFates(c.doc, p, disp)
+	applyFates(c.doc, p, disp, acts)
 	markHashCannotSee(p, c.doc, c.registry)
-	res := &PlanResult{Plan: p, Dispositions: disp}
+	res := &PlanResult{Plan: p, Dispositions: disp, Actions: acts}
 	if r.rec != nil {
 		res.Status = c.compare(r.rec, r.ins, r.resumed)
 	}
@@ -91,8 +102,9 @@ func (c *Cluster) Plan(ctx context.Context) (*PlanResult, error) {
 
 // applyFates gives each step of p the fate disp decided: a skipped step
 // is skip with its reason (a step when: excludes is already), a forced,
-// triggered or conditional one keeps its action with the reason.
-func applyFates(doc *load.Document, p *plan.Plan, disp []Disposition) {
+// triggered or conditional one keeps its action with the reason. acts,
+// the steps' actions by index, follow.
+func applyFates(doc *load.Document, p *plan.Plan, disp []Disposition, acts []step.Action) {
 	for k := range p.Steps {
 		ps := &p.Steps[k]
 		i, ok := doc.Graph.Index(ps.Name)
@@ -102,28 +114,21 @@ func applyFates(doc *load.Document, p *plan.Plan, disp []Disposition) {
 		d := disp[i]
 		switch d.Fate {
 		case FateNotSelected, FateResume, FateNotTriggered:
-			ps.Action, ps.Reason, ps.Details, ps.Drift, ps.Kept = plan.ActionSkip, d.Reason(doc, i), nil, nil, nil
+			acts[i] = step.ActionSkip
+			ps.Action, ps.Reason, ps.Details, ps.Drift, ps.Kept = acts[i].Word, d.Reason(doc, i), nil, nil, nil
 		case FateForced, FateTriggered, FateConditional:
 			ps.Reason = d.Reason(doc, i)
 		}
 	}
 }
 
-// actionChanges are the live-plan actions that change the cluster.
-var actionChanges = map[string]bool{
-	"create": true, "configure": true, "delete": true, "restart": true, "run": true,
-	"install": true, "upgrade": true, "patch": true, "repair": true,
-}
-
-// ChangingAction reports whether a live plan's action changes the
-// cluster.
-func ChangingAction(a string) bool { return actionChanges[a] }
-
 // livePlan refines the offline plan with each executor's prediction,
-// assessing steps in parallel. Planners only read the cluster; a step whose
-// executor has none keeps the offline action (run).
-func (c *Cluster) livePlan(ctx context.Context) *plan.Plan {
+// assessing steps in parallel, and returns the steps' actions by index.
+// Planners only read the cluster; a step whose executor has none keeps
+// the offline action (run).
+func (c *Cluster) livePlan(ctx context.Context) (*plan.Plan, []step.Action) {
 	p := c.doc.OfflinePlan()
+	acts := offlineActions(c.doc)
 	p.Mode = plan.ModeLive
 	c.sink = event.Discard
 	preds := make([]*step.Prediction, len(c.doc.Spec.Steps))
@@ -144,7 +149,7 @@ func (c *Cluster) livePlan(ctx context.Context) *plan.Plan {
 			defer cancel()
 			pred, err := planner.Plan(pctx, c.request(i, 1, timeout, c.sink))
 			if err != nil {
-				pred = step.Prediction{Action: plan.ActionUnknown, Reason: err.Error()}
+				pred = step.Prediction{Action: step.ActionUnknown, Reason: err.Error()}
 			}
 			preds[i] = &pred
 			return nil
@@ -160,10 +165,11 @@ func (c *Cluster) livePlan(ctx context.Context) *plan.Plan {
 			continue
 		}
 		ps := &p.Steps[byName[c.doc.Spec.Steps[i].Name]]
-		ps.Action, ps.Reason, ps.Details = pred.Action, pred.Reason, pred.Details
+		acts[i] = pred.Action
+		ps.Action, ps.Reason, ps.Details = pred.Action.Word, pred.Reason, pred.Details
 		ps.Drift, ps.Kept = pred.Drift, pred.Kept
 	}
-	return p
+	return p, acts
 }
 
 // dryRunTriggers diffs each step some conditional step is triggered by

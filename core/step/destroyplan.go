@@ -19,12 +19,14 @@ type DestroyPlan struct {
 }
 
 // DestroyItem is one object (or release) of a destroy plan: Action is
-// what destroy does with it ("delete", "revert", "rejected", "leave",
-// "keep", "gone", "refuse", "uninstall"), Reason why. Fields says, for an
+// what destroy does with it, as the kind declares it (DestroyDelete,
+// DestroyRevert, ...; helm's uninstall), Reason why. Fields says, for an
 // object destroy reverts, what becomes of each field khook wrote on it.
 type DestroyItem struct {
-	Object, Action, Reason string
-	Fields                 []DestroyField
+	Object string
+	Action DestroyAction
+	Reason string
+	Fields []DestroyField
 }
 
 // DestroyField is one field of a reverted object: its path, what becomes

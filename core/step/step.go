@@ -308,9 +308,9 @@ type Executor interface {
 
 // Prediction is what a live plan expects a step to do.
 type Prediction struct {
-	// Action: one of package plan's Action constants, or what another
-	// engine names (helm's install, upgrade); unknown comes with a Reason.
-	Action  string
+	// Action is what the step would do, as its kind declares it (the
+	// shared ones: ActionCreate, ...); ActionUnknown comes with a Reason.
+	Action  Action
 	Reason  string
 	Details []string
 	// Kept are the fields the step would leave to other writers or

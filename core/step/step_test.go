@@ -16,9 +16,9 @@ func TestRedacted(t *testing.T) {
 	r := redact.New()
 	r.Add(secret)
 
-	p := Prediction{Action: "create", Reason: "token " + secret, Details: []string{"a " + secret, "plain"}}
+	p := Prediction{Action: ActionCreate, Reason: "token " + secret, Details: []string{"a " + secret, "plain"}}
 	got := p.Redacted(r)
-	if strings.Contains(got.Reason+strings.Join(got.Details, ""), secret) || got.Details[1] != "plain" || got.Action != "create" {
+	if strings.Contains(got.Reason+strings.Join(got.Details, ""), secret) || got.Details[1] != "plain" || got.Action != ActionCreate {
 		t.Errorf("Prediction.Redacted: %+v", got)
 	}
 	if p.Details[0] != "a "+secret {
@@ -81,12 +81,12 @@ func TestRequestRedactsAtTheExit(t *testing.T) {
 	leaks("interruption note", note.InterruptNote())
 	leaks("interruption error", err.Error())
 
-	p, err := Prediction{Action: "create", Reason: "r " + secret}, error(nil)
+	p, err := Prediction{Action: ActionCreate, Reason: "r " + secret}, error(nil)
 	req.RedactPrediction(&p, &err)
 	leaks("prediction reason", p.Reason)
-	p, err = Prediction{Action: "create"}, base
+	p, err = Prediction{Action: ActionCreate}, base
 	req.RedactPrediction(&p, &err)
-	if p.Action != "" {
+	if p.Action != (Action{}) {
 		t.Errorf("a failed plan kept its prediction: %+v", p)
 	}
 	leaks("plan error", err.Error())

@@ -365,6 +365,23 @@ func plannedItems(req *step.Request) ([]objects.UndoItem, bool) {
 	return items, ok
 }
 
+// undoActions are the destroy actions of an apply step's objects, by what
+// the object manager plans for each.
+var undoActions = map[objects.UndoAction]step.DestroyAction{
+	objects.UndoDelete: step.DestroyDelete, objects.UndoRevert: step.DestroyRevert, objects.UndoRejected: step.DestroyRejected,
+	objects.UndoLeave: step.DestroyLeave, objects.UndoKeep: step.DestroyKeep, objects.UndoAbsent: step.DestroyGone,
+	objects.UndoRefuse: step.DestroyRefuse, objects.UndoUnknown: step.DestroyUnknown,
+}
+
+// undoAction is the destroy action of what the object manager plans for
+// an object: one it names and undoActions does not is shown, not counted.
+func undoAction(a objects.UndoAction) step.DestroyAction {
+	if d, ok := undoActions[a]; ok {
+		return d
+	}
+	return step.DestroyAction{Word: string(a)}
+}
+
 // PlanDestroy says what Destroy would do with each object, changing
 // nothing.
 func (e *Executor) PlanDestroy(ctx context.Context, req *step.Request) (p step.DestroyPlan, err error) {
@@ -376,7 +393,7 @@ func (e *Executor) PlanDestroy(ctx context.Context, req *step.Request) (p step.D
 	items, err := req.Objects().PlanUndo(ctx, objs, objects.UndoOptions{Namespace: ns, ForceCRDs: req.ForceCRDs})
 	p.Carry = items
 	for _, it := range items {
-		di := step.DestroyItem{Object: it.Ref, Action: string(it.Action), Reason: it.Reason}
+		di := step.DestroyItem{Object: it.Ref, Action: undoAction(it.Action), Reason: it.Reason}
 		for _, f := range it.Fields {
 			di.Fields = append(di.Fields, step.DestroyField{Path: f.Path, Outcome: string(f.Outcome), Value: f.Value, Reason: f.Reason})
 		}

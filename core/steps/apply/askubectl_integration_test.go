@@ -116,7 +116,7 @@ func TestApplyAsKubectl(t *testing.T) {
 		h.mustKubectl(manifest(h.ns), "apply", "-f", "-")
 		step := stepYAML("exported", "namespace: "+k.ns, inline(manifest(k.ns)))
 		p, err := apply.New(apply.Options{}).Plan(t.Context(), k.request(step))
-		if err != nil || p.Action != "create" {
+		if err != nil || p.Action.Word != "create" {
 			t.Errorf("plan: %+v, %v", p, err)
 		}
 		d, err := apply.New(apply.Options{}).Diff(t.Context(), k.request(step))

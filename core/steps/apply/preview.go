@@ -16,7 +16,6 @@ import (
 	"khook.io/core/kube"
 	"khook.io/core/manifest"
 	"khook.io/core/objects"
-	"khook.io/core/plan"
 	"khook.io/core/spec"
 	"khook.io/core/step"
 )
@@ -191,20 +190,20 @@ func (e *Executor) Plan(ctx context.Context, req *step.Request) (result step.Pre
 	}
 	exist := c.changed + c.unchanged
 	details := append(append(c.details, c.left...), c.kept...)
-	pred := func(action, reason string) (step.Prediction, error) {
+	pred := func(action step.Action, reason string) (step.Prediction, error) {
 		return step.Prediction{Action: action, Reason: reason, Details: details, Kept: c.kept, Drift: c.left}, nil
 	}
 	switch {
 	case c.unknown > 0:
-		return pred(plan.ActionUnknown, strings.Join(c.reasons, "; "))
+		return pred(step.ActionUnknown, strings.Join(c.reasons, "; "))
 	case a.SkipIf == SkipIfExists && c.absent == 0:
-		return step.Prediction{Action: plan.ActionSkip, Reason: allExist(exist), Details: c.details}, nil
+		return step.Prediction{Action: step.ActionSkip, Reason: allExist(exist), Details: c.details}, nil
 	case exist == 0:
-		return pred(plan.ActionCreate, "")
+		return pred(step.ActionCreate, "")
 	case c.absent == 0 && c.changed == 0 && !pv.createNamespace:
-		return pred(plan.ActionUnchanged, unchangedReason(exist))
+		return pred(step.ActionUnchanged, unchangedReason(exist))
 	}
-	return pred(plan.ActionConfigure, c.reason())
+	return pred(step.ActionConfigure, c.reason())
 }
 
 // unchangedReason says that a dry run of each of n objects changes

@@ -324,19 +324,19 @@ func TestDeletePlan(t *testing.T) {
 		return p
 	}
 	p := plan("name: d\ndelete:\n  resource: configmaps\n  namespace: " + e.ns + "\n  selector: k=v")
-	if p.Action != "delete" || len(p.Details) != 1 || p.Details[0] != "delete ConfigMap/p1 in "+e.ns {
+	if p.Action.Word != "delete" || len(p.Details) != 1 || p.Details[0] != "delete ConfigMap/p1 in "+e.ns {
 		t.Errorf("selector: %+v", p)
 	}
 	p = plan("name: d\ndelete:\n  resource: configmap/none\n  namespace: " + e.ns)
-	if p.Action != "no-op" || p.Reason != "configmap/none in namespace "+e.ns+" not found" {
+	if p.Action.Word != "no-op" || p.Reason != "configmap/none in namespace "+e.ns+" not found" {
 		t.Errorf("absent: %+v", p)
 	}
 	p = plan(manifestsStep("namespace: "+e.ns, cmYAML("p1")+"---\n"+cmYAML("p2")))
-	if p.Action != "delete" || strings.Join(p.Details, "|") != "delete ConfigMap/p1 in "+e.ns+"|absent ConfigMap/p2 in "+e.ns {
+	if p.Action.Word != "delete" || strings.Join(p.Details, "|") != "delete ConfigMap/p1 in "+e.ns+"|absent ConfigMap/p2 in "+e.ns {
 		t.Errorf("manifests: %+v", p)
 	}
 	p = plan(manifestsStep("namespace: "+e.ns, cmYAML("p3")))
-	if p.Action != "no-op" {
+	if p.Action.Word != "no-op" {
 		t.Errorf("manifests, none: %+v", p)
 	}
 	if !e.exists(e.ns, "p1") {

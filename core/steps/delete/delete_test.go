@@ -76,15 +76,15 @@ func TestReleaseForm(t *testing.T) {
 
 func TestReleasePlan(t *testing.T) {
 	p, err := New(Options{Releases: &fakeReleases{exists: true}}).Plan(context.Background(), releaseReq(&Delete{Release: "nginx", Namespace: "ingress"}))
-	if err != nil || p.Action != "delete" || p.Details[0] != "uninstall release nginx in namespace ingress" {
+	if err != nil || p.Action.Word != "delete" || p.Details[0] != "uninstall release nginx in namespace ingress" {
 		t.Errorf("%+v %v", p, err)
 	}
 	p, _ = New(Options{Releases: &fakeReleases{}}).Plan(context.Background(), releaseReq(&Delete{Release: "nginx"}))
-	if p.Action != "no-op" || p.Reason != "release nginx not found in namespace default" {
+	if p.Action.Word != "no-op" || p.Reason != "release nginx not found in namespace default" {
 		t.Errorf("%+v", p)
 	}
 	p, _ = New(Options{}).Plan(context.Background(), releaseReq(&Delete{Release: "nginx"}))
-	if p.Action != "unknown" {
+	if p.Action.Word != "unknown" {
 		t.Errorf("%+v", p)
 	}
 }

@@ -130,6 +130,29 @@ func warn(req *step.Request) func(string) {
 	return func(text string) { req.Warnf("%s", text) }
 }
 
+// The helm step's own actions: a release installed, upgraded, or
+// repaired (upgraded to a new revision that puts drifted objects back).
+var (
+	ActionInstall = step.Action{Word: string(khelm.PlanInstall), Changes: true, Drift: true}
+	ActionUpgrade = step.Action{Word: string(khelm.PlanUpgrade), Changes: true, Drift: true}
+	ActionRepair  = step.Action{Word: string(khelm.PlanRepair), Changes: true, Drift: true}
+)
+
+// planActions are the step's actions by what the helm engine predicts.
+var planActions = map[khelm.PlanAction]step.Action{
+	khelm.PlanInstall: ActionInstall, khelm.PlanUpgrade: ActionUpgrade, khelm.PlanRepair: ActionRepair,
+	khelm.PlanNoOp: step.ActionNoOp, khelm.PlanSkip: step.ActionSkip, khelm.PlanUnknown: step.ActionUnknown,
+}
+
+// planAction is the step's action of what the helm engine predicts: one
+// it names and planActions does not is shown, and changes nothing.
+func planAction(a khelm.PlanAction) step.Action {
+	if s, ok := planActions[a]; ok {
+		return s
+	}
+	return step.Action{Word: string(a)}
+}
+
 // Plan predicts install, upgrade, no-op or skip, or unknown when the chart
 // or its values cannot be fetched or the chart does not render. It changes
 // nothing.
@@ -143,7 +166,7 @@ func (e *Executor) Plan(ctx context.Context, req *step.Request) (pred step.Predi
 	if err != nil {
 		return step.Prediction{}, err
 	}
-	pred = step.Prediction{Action: string(p.Action), Reason: p.Reason, Kept: p.Kept, Drift: p.Drift}
+	pred = step.Prediction{Action: planAction(p.Action), Reason: p.Reason, Kept: p.Kept, Drift: p.Drift}
 	pred.Details = append(pred.Details, fmt.Sprintf("release %s in namespace %s", r.Name, r.Namespace))
 	pred.Details = append(pred.Details, p.Details...)
 	return pred, nil

@@ -120,7 +120,7 @@ func TestMissingVersion(t *testing.T) {
 				t.Errorf("error: %v", err)
 			}
 			p := f.plan(r)
-			if p.Action != "unknown" || !strings.Contains(p.Reason, "the chart cannot be fetched") || !strings.Contains(p.Reason, "nearest available versions") {
+			if p.Action.Word != "unknown" || !strings.Contains(p.Reason, "the chart cannot be fetched") || !strings.Contains(p.Reason, "nearest available versions") {
 				t.Errorf("plan: %+v", p)
 			}
 		})
@@ -150,7 +150,7 @@ func TestAuth(t *testing.T) {
 			texts := map[string]string{}
 			r := f.request(fmt.Sprintf("name: %s\nhelm:\n  %s\n  namespace: %s", tc.name, tc.helm, ns), steptest.Options{})
 			p := f.plan(r)
-			if p.Action != "install" {
+			if p.Action.Word != "install" {
 				t.Errorf("plan: %+v", p)
 			}
 			texts["plan"] = fmt.Sprint(p)
@@ -160,7 +160,7 @@ func TestAuth(t *testing.T) {
 				t.Errorf("chart version %s", got)
 			}
 			p = f.plan(r)
-			if p.Action != "no-op" {
+			if p.Action.Word != "no-op" {
 				t.Errorf("plan after install: %+v", p)
 			}
 			texts["plan after install"] = fmt.Sprint(p)
@@ -174,7 +174,7 @@ func TestAuth(t *testing.T) {
 			}
 			texts["error"] = err.Error()
 			pb := f.plan(bad)
-			if pb.Action != "unknown" {
+			if pb.Action.Word != "unknown" {
 				t.Errorf("plan with a wrong password: %+v", pb)
 			}
 			texts["bad plan"] = fmt.Sprint(pb)
@@ -282,7 +282,7 @@ func TestSkipIfInstalled(t *testing.T) {
 	ns := f.cluster.NewNamespace(t, "helm-skip")
 	f.apply(f.request(fmt.Sprintf("name: once\nhelm:\n  chart: demo:0.1.0\n  repo: %s\n  namespace: %s\n  values: {color: first}", f.repo.URL(), ns), steptest.Options{}))
 	r := f.request(fmt.Sprintf("name: once\nhelm:\n  chart: demo:1.0.0\n  repo: %s\n  namespace: %s\n  skipIf: installed\n  values: {color: second}", f.repo.URL(), ns), steptest.Options{})
-	if p := f.plan(r); p.Action != "skip" || !strings.Contains(p.Reason, "revision 1 (deployed, chart demo 0.1.0)") {
+	if p := f.plan(r); p.Action.Word != "skip" || !strings.Contains(p.Reason, "revision 1 (deployed, chart demo 0.1.0)") {
 		t.Errorf("plan: %+v", p)
 	}
 	out := f.apply(r)
@@ -344,7 +344,7 @@ func TestCreateNamespace(t *testing.T) {
 	}
 
 	r := f.request(fmt.Sprintf("name: mkns\nhelm:\n  chart: %s\n  namespace: %s\n  createNamespace: true", demo, fresh), steptest.Options{})
-	if p := f.plan(r); p.Action != "install" || !strings.Contains(strings.Join(p.Details, "\n"), "namespace "+fresh+" will be created") {
+	if p := f.plan(r); p.Action.Word != "install" || !strings.Contains(strings.Join(p.Details, "\n"), "namespace "+fresh+" will be created") {
 		t.Errorf("plan: %+v", p)
 	}
 	f.apply(r)
@@ -502,10 +502,10 @@ func TestSecretValue(t *testing.T) {
 				}
 				texts[tc.name+" "+release+" error"] = err.Error()
 				p := f.plan(r)
-				if release == tc.name && p.Action != tc.installPlan {
+				if release == tc.name && p.Action.Word != tc.installPlan {
 					t.Errorf("plan of the install: %+v, want %s", p, tc.installPlan)
 				}
-				if release == tc.name && p.Action == "unknown" && !strings.Contains(p.Reason, tc.want) {
+				if release == tc.name && p.Action.Word == "unknown" && !strings.Contains(p.Reason, tc.want) {
 					t.Errorf("plan of the install: %+v, want the reason to hold %q", p, tc.want)
 				}
 				texts[tc.name+" "+release+" plan"] = fmt.Sprint(p)
@@ -525,14 +525,14 @@ func TestPlan(t *testing.T) {
 		return f.request(fmt.Sprintf("name: planned\nhelm:\n  chart: demo:%s\n  repo: %s\n  namespace: %s\n  values: {color: %s}", version, f.repo.URL(), ns, color), steptest.Options{})
 	}
 	p := f.plan(step("0.1.0", "red"))
-	if p.Action != "install" || !reflect.DeepEqual(p.Details, []string{"release planned in namespace " + ns, "chart demo 0.1.0 from " + f.repo.URL()}) {
+	if p.Action.Word != "install" || !reflect.DeepEqual(p.Details, []string{"release planned in namespace " + ns, "chart demo 0.1.0 from " + f.repo.URL()}) {
 		t.Errorf("install plan: %+v", p)
 	}
 	if got := f.revisions(ns, "planned"); len(got) != 0 {
 		t.Fatalf("plan installed: %v", got)
 	}
 	f.apply(step("0.1.0", "red"))
-	if p := f.plan(step("0.1.0", "red")); p.Action != "no-op" || p.Reason != "revision 1 already has this chart, these values and these manifests, and the cluster has its objects as they say" {
+	if p := f.plan(step("0.1.0", "red")); p.Action.Word != "no-op" || p.Reason != "revision 1 already has this chart, these values and these manifests, and the cluster has its objects as they say" {
 		t.Errorf("no-op plan: %+v", p)
 	}
 	p = f.plan(step("0.2.0", "blue"))
@@ -543,7 +543,7 @@ func TestPlan(t *testing.T) {
 		"chart demo 0.1.0 → demo 0.2.0",
 		"values change",
 	}
-	if p.Action != "upgrade" || !reflect.DeepEqual(p.Details, want) {
+	if p.Action.Word != "upgrade" || !reflect.DeepEqual(p.Details, want) {
 		t.Errorf("upgrade plan: %+v", p)
 	}
 	if got := f.revisions(ns, "planned"); !reflect.DeepEqual(got, []string{"1:deployed"}) {
@@ -591,7 +591,7 @@ func TestLeastPrivilege(t *testing.T) {
 	step := func(color string) *run {
 		return f.request(fmt.Sprintf("name: %s\nhelm:\n  chart: %s\n  namespace: %s\n  createNamespace: true\n  values: {color: %s}", name, chartrepo.ChartDir("demo"), ns, color), steptest.Options{})
 	}
-	if p := f.plan(step("red")); p.Action != "install" {
+	if p := f.plan(step("red")); p.Action.Word != "install" {
 		t.Errorf("plan: %+v", p)
 	}
 	f.apply(step("red"))
@@ -651,7 +651,7 @@ spec:
 		"widgets/templates/NOTES.txt": "widgets!\n",
 	})
 	r := f.request(fmt.Sprintf("name: widgets\nhelm:\n  chart: ./widgets\n  namespace: %s", ns), steptest.Options{BaseDir: dir})
-	if p := f.plan(r); p.Action != "install" {
+	if p := f.plan(r); p.Action.Word != "install" {
 		t.Errorf("plan: %+v", p)
 	}
 	f.apply(r)

@@ -27,7 +27,6 @@ import (
 	"khook.io/core/event"
 	"khook.io/core/kube"
 	"khook.io/core/objects"
-	"khook.io/core/plan"
 	"khook.io/core/spec"
 	"khook.io/core/step"
 	"khook.io/core/waiter"
@@ -383,22 +382,22 @@ func (e *Executor) Plan(ctx context.Context, req *step.Request) (result step.Pre
 	case err != nil && !apierrors.IsForbidden(err):
 		return step.Prediction{}, err
 	case err == nil && !ok && r.job.CreateNamespace:
-		return step.Prediction{Action: plan.ActionRun, Reason: "create namespace " + r.ns + " and run " + r.subject}, nil
+		return step.Prediction{Action: step.ActionRun, Reason: "create namespace " + r.ns + " and run " + r.subject}, nil
 	case err == nil && !ok:
-		return step.Prediction{Action: plan.ActionUnknown, Reason: "namespace " + r.ns + " does not exist yet"}, nil
+		return step.Prediction{Action: step.ActionUnknown, Reason: "namespace " + r.ns + " does not exist yet"}, nil
 	}
 	old, err := req.Kube.Typed.BatchV1().Jobs(r.ns).Get(ctx, r.name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		return step.Prediction{Action: plan.ActionRun, Reason: "run " + r.subject}, nil
+		return step.Prediction{Action: step.ActionRun, Reason: "run " + r.subject}, nil
 	case err != nil:
 		return step.Prediction{}, fmt.Errorf("%s: %w", r.subject, err)
 	case !Owned(old):
 		return step.Prediction{}, notOwned(r)
 	case r.job.SkipIf == SkipIfSucceeded && Succeeded(old):
-		return step.Prediction{Action: plan.ActionSkip, Reason: r.subject + " already completed successfully" + completedAt(old)}, nil
+		return step.Prediction{Action: step.ActionSkip, Reason: r.subject + " already completed successfully" + completedAt(old)}, nil
 	}
-	return step.Prediction{Action: plan.ActionRun, Reason: "replace the previous run's " + r.subject}, nil
+	return step.Prediction{Action: step.ActionRun, Reason: "replace the previous run's " + r.subject}, nil
 }
 
 // Destroy deletes the step's Job (never one khook does not own) and waits
@@ -479,11 +478,11 @@ func (e *Executor) PlanDestroy(ctx context.Context, req *step.Request) (p step.D
 	case err != nil:
 		return p, err
 	case planned.job == nil:
-		it.Action, it.Reason = "gone", "already gone"
+		it.Action, it.Reason = step.DestroyGone, "already gone"
 	case !planned.owned:
-		it.Action, it.Reason = "leave", "not managed by khook"
+		it.Action, it.Reason = step.DestroyLeave, "not managed by khook"
 	default:
-		it.Action, it.Reason = "delete", "khook's Job"
+		it.Action, it.Reason = step.DestroyDelete, "khook's Job"
 	}
 	p.Items = append(p.Items, it)
 	p.Carry = planned

@@ -20,7 +20,6 @@ import (
 	"khook.io/core/diff"
 	"khook.io/core/internal/english"
 	"khook.io/core/objects"
-	"khook.io/core/plan"
 	"khook.io/core/spec"
 	"khook.io/core/step"
 )
@@ -121,7 +120,7 @@ func (e *Executor) Plan(ctx context.Context, req *step.Request) (result step.Pre
 	t, live, dry, err := resolveAndDryRun(ctx, req)
 	var un *step.UnavailableError
 	if errors.As(err, &un) {
-		return step.Prediction{Action: plan.ActionUnknown, Reason: un.Reason}, nil
+		return step.Prediction{Action: step.ActionUnknown, Reason: un.Reason}, nil
 	}
 	if err != nil {
 		return step.Prediction{}, err
@@ -131,12 +130,12 @@ func (e *Executor) Plan(ctx context.Context, req *step.Request) (result step.Pre
 	// dry run (a rolling Deployment's status) is not the patch's doing
 	changed := patchChanges(t.named, live, dry)
 	if len(changed) == 0 {
-		return step.Prediction{Action: plan.ActionNoOp, Reason: t.subject + " already matches the patch"}, nil
+		return step.Prediction{Action: step.ActionNoOp, Reason: t.subject + " already matches the patch"}, nil
 	}
 	if len(changed) > maxDetails {
 		changed = append(changed[:maxDetails], fmt.Sprintf("and %d more", len(changed)-maxDetails))
 	}
-	return step.Prediction{Action: plan.ActionPatch, Reason: fmt.Sprintf("%s: %s patch changes %s", t.subject, t.typ, english.CountNoun(len(changed), "field")), Details: changed}, nil
+	return step.Prediction{Action: step.ActionPatch, Reason: fmt.Sprintf("%s: %s patch changes %s", t.subject, t.typ, english.CountNoun(len(changed), "field")), Details: changed}, nil
 }
 
 // resolveAndDryRun is what Plan and Diff share: the target, and a server

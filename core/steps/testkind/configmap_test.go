@@ -20,7 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"khook.io/core/objects"
-	"khook.io/core/plan"
 	"khook.io/core/spec"
 	"khook.io/core/step"
 	"khook.io/core/steps/builtin"
@@ -159,9 +158,9 @@ func (*Executor) Plan(ctx context.Context, req *step.Request) (p step.Prediction
 	if err != nil {
 		return step.Prediction{}, err
 	}
-	action := map[objects.Action]string{objects.Created: plan.ActionCreate, objects.Configured: plan.ActionConfigure}[res.Action]
-	if action == "" {
-		action = plan.ActionUnchanged
+	action, ok := map[objects.Action]step.Action{objects.Created: step.ActionCreate, objects.Configured: step.ActionConfigure}[res.Action]
+	if !ok {
+		action = step.ActionUnchanged
 	}
 	return step.Prediction{Action: action, Reason: strings.TrimSpace(res.Ref().KindName())}, nil
 }

@@ -91,7 +91,7 @@ func TestResourceFormsAsKubectl(t *testing.T) {
 		{g.category, size},
 	} {
 		req := request(t, c, "name: f\nwait:\n  for: "+tc.for_+"\n  on: "+tc.on+"\n  namespace: "+ns, 30*time.Second)
-		if p := plan(t, req); p.Action != khplan.ActionNoOp {
+		if p := plan(t, req); p.Action.Word != khplan.ActionNoOp {
 			t.Errorf("on: %s: plan %+v, want no-op", tc.on, p)
 		}
 		if _, err := run(t, req); err != nil {
@@ -189,11 +189,11 @@ spec:
 					t.Errorf("kubectl fails with %q; the run: %v", kerr, err)
 				}
 			case met:
-				if err != nil || p.Action != khplan.ActionNoOp {
+				if err != nil || p.Action.Word != khplan.ActionNoOp {
 					t.Errorf("kubectl: met; the plan: %+v, %v", p, err)
 				}
 			default:
-				if err != nil || p.Action != khplan.ActionWait {
+				if err != nil || p.Action.Word != khplan.ActionWait {
 					t.Errorf("kubectl: not met; the plan: %+v, %v", p, err)
 				}
 			}

@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 
 	"khook.io/core/kube"
-	"khook.io/core/plan"
 	"khook.io/core/spec"
 	"khook.io/core/step"
 	"khook.io/core/waiter"
@@ -102,9 +101,9 @@ func (e *Executor) Plan(ctx context.Context, req *step.Request) (result step.Pre
 	if err != nil {
 		if meta.IsNoMatchError(err) {
 			if r.cond.Kind == spec.ForDelete {
-				return step.Prediction{Action: plan.ActionNoOp, Reason: err.Error()}, nil
+				return step.Prediction{Action: step.ActionNoOp, Reason: err.Error()}, nil
 			}
-			return step.Prediction{Action: plan.ActionUnknown, Reason: err.Error() + " (yet: a CRD an earlier step installs?)"}, nil
+			return step.Prediction{Action: step.ActionUnknown, Reason: err.Error() + " (yet: a CRD an earlier step installs?)"}, nil
 		}
 		return step.Prediction{}, err
 	}
@@ -114,9 +113,9 @@ func (e *Executor) Plan(ctx context.Context, req *step.Request) (result step.Pre
 		case err != nil && !apierrors.IsForbidden(err):
 			return step.Prediction{}, err
 		case err == nil && !ok && r.cond.Kind == spec.ForDelete:
-			return step.Prediction{Action: plan.ActionNoOp, Reason: "namespace " + ns + " does not exist"}, nil
+			return step.Prediction{Action: step.ActionNoOp, Reason: "namespace " + ns + " does not exist"}, nil
 		case err == nil && !ok:
-			return step.Prediction{Action: plan.ActionUnknown, Reason: "namespace " + ns + " does not exist yet"}, nil
+			return step.Prediction{Action: step.ActionUnknown, Reason: "namespace " + ns + " does not exist yet"}, nil
 		}
 	}
 	ok, why, err := waiter.Ready(ctx, req.Kube, []waiter.Target{r.target}, r.cond)
@@ -124,7 +123,7 @@ func (e *Executor) Plan(ctx context.Context, req *step.Request) (result step.Pre
 		return step.Prediction{}, err
 	}
 	if ok {
-		return step.Prediction{Action: plan.ActionNoOp, Reason: waiter.Describe(r.cond) + " already holds"}, nil
+		return step.Prediction{Action: step.ActionNoOp, Reason: waiter.Describe(r.cond) + " already holds"}, nil
 	}
-	return step.Prediction{Action: plan.ActionWait, Reason: why}, nil
+	return step.Prediction{Action: step.ActionWait, Reason: why}, nil
 }
