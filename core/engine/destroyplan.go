@@ -73,7 +73,7 @@ func (r *Run) DestroyPlan(ctx context.Context) ([]DestroyStep, error) {
 			}
 			timeout := c.doc.Settings(i).Timeout.Duration()
 			sctx, cancel := context.WithTimeout(ctx, timeout)
-			plan, err := p.PlanDestroy(sctx, c.request(i, 1, timeout, event.Discard))
+			plan, err := step.PlanDestroyStep(sctx, p, c.request(i, 1, timeout, event.Discard))
 			cancel()
 			if r.planned != nil && ctx.Err() == nil {
 				r.planned[i] = &plan

@@ -151,7 +151,7 @@ func (c *Cluster) diffStep(ctx context.Context, i int, exec step.Executor) *Step
 	req := c.request(i, 1, timeout, c.sink)
 	red := c.red
 	if d, ok := exec.(step.Differ); ok {
-		res, err := d.Diff(ctx, req)
+		res, err := step.DiffStep(ctx, d, req)
 		var un *step.UnavailableError
 		switch {
 		case errors.As(err, &un):
@@ -162,7 +162,7 @@ func (c *Cluster) diffStep(ctx context.Context, i int, exec step.Executor) *Step
 		return &StepDiff{raw: &res}
 	}
 	if p, ok := exec.(step.Planner); ok {
-		pred, err := p.Plan(ctx, req)
+		pred, err := step.PlanStep(ctx, p, req)
 		if err != nil {
 			return &StepDiff{Headline: "diff failed: " + red.String(err.Error()), Counted: CatFailed, Err: err}
 		}

@@ -147,7 +147,7 @@ func (c *Cluster) livePlan(ctx context.Context) (*plan.Plan, []step.Action) {
 			timeout := c.doc.Settings(i).Timeout.Duration()
 			pctx, cancel := context.WithTimeout(gctx, timeout)
 			defer cancel()
-			pred, err := planner.Plan(pctx, c.request(i, 1, timeout, c.sink))
+			pred, err := step.PlanStep(pctx, planner, c.request(i, 1, timeout, c.sink))
 			if err != nil {
 				pred = step.Prediction{Action: step.ActionUnknown, Reason: err.Error()}
 			}

@@ -37,9 +37,9 @@ type DestroyField struct {
 	Path, Outcome, Value, Reason string
 }
 
-// RedactDestroyPlan masks every secret in p, in place (object names can
+// redactDestroyPlan masks every secret in p, in place (object names can
 // come from variables).
-func (r *Request) RedactDestroyPlan(p *DestroyPlan, err *error) {
+func (r *Request) redactDestroyPlan(p *DestroyPlan, err *error) {
 	for i := range p.Items {
 		it := &p.Items[i]
 		it.Object, it.Reason = r.Redactor.String(it.Object), r.Redactor.String(it.Reason)
@@ -48,5 +48,5 @@ func (r *Request) RedactDestroyPlan(p *DestroyPlan, err *error) {
 			f.Path, f.Value, f.Reason = r.Redactor.String(f.Path), r.Redactor.String(f.Value), r.Redactor.String(f.Reason)
 		}
 	}
-	*err = r.Redact(*err)
+	*err = r.redactErr(*err)
 }

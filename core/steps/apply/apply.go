@@ -95,7 +95,6 @@ func load(ctx context.Context, req *step.Request) ([]*unstructured.Unstructured,
 
 // Run applies the step's objects and waits for waitFor.
 func (e *Executor) Run(ctx context.Context, req *step.Request) (result step.Outcome, err error) {
-	defer req.RedactOutcome(&result, &err)
 	endFetch := event.Phase(ctx, event.PhaseFetch, "manifests")
 	objs, ns, err := load(ctx, req)
 	endFetch(err)
@@ -322,7 +321,6 @@ func existing(ctx context.Context, m *objects.Manager, objs []*unstructured.Unst
 // did not create is refused, before anything is touched, unless
 // --force-crds. Objects already gone count as success.
 func (e *Executor) Destroy(ctx context.Context, req *step.Request) (result step.Outcome, err error) {
-	defer req.RedactOutcome(&result, &err)
 	a := spec.BlockOf[Apply](req.Step)
 	opts := objects.UndoOptions{ForceCRDs: req.ForceCRDs, Progress: req.Progress}
 	var items []objects.UndoItem
@@ -385,7 +383,6 @@ func undoAction(a objects.UndoAction) step.DestroyAction {
 // PlanDestroy says what Destroy would do with each object, changing
 // nothing.
 func (e *Executor) PlanDestroy(ctx context.Context, req *step.Request) (p step.DestroyPlan, err error) {
-	defer req.RedactDestroyPlan(&p, &err)
 	objs, ns, err := load(ctx, req)
 	if err != nil {
 		return p, err

@@ -557,7 +557,7 @@ func TestApplyPlan(t *testing.T) {
 	f := e.crd()
 	plan := func(yaml string) step.Prediction {
 		t.Helper()
-		p, err := apply.New(apply.Options{}).Plan(t.Context(), e.request(yaml))
+		p, err := step.PlanStep(t.Context(), apply.New(apply.Options{}), e.request(yaml))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -122,7 +122,7 @@ func TestDestroyDeletesWhatItMay(t *testing.T) {
 	req := le.req(stepYAML("undo", "namespace: "+le.ns, inline(configMap(a, nil)), inline(fmt.Sprintf(serviceAccount, sa)), inline(configMap(b, nil))))
 	ctx, cancel := context.WithTimeout(t.Context(), req.Timeout)
 	defer cancel()
-	_, err := apply.New(apply.Options{}).Destroy(ctx, req)
+	_, err := step.DestroyStep(ctx, apply.New(apply.Options{}), req)
 	if err == nil {
 		t.Fatal("destroy succeeded, but the ServiceAccount may not be deleted")
 	}

@@ -19,7 +19,7 @@ import (
 
 func plan(t *testing.T, req *step.Request) step.Prediction {
 	t.Helper()
-	p, err := apply.New(apply.Options{}).Plan(t.Context(), req)
+	p, err := step.PlanStep(t.Context(), apply.New(apply.Options{}), req)
 	if err != nil {
 		t.Fatalf("plan: %v", err)
 	}

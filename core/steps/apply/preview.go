@@ -164,7 +164,6 @@ func (pv *preview) namespaceExists(ctx context.Context, seen map[string]bool, na
 // object's own read then says whether it does), as apply and diff take
 // it. So plan, diff and apply agree object by object (decision 16).
 func (e *Executor) Plan(ctx context.Context, req *step.Request) (result step.Prediction, err error) {
-	defer req.RedactPrediction(&result, &err)
 	objs, ns, err := load(ctx, req)
 	if err != nil {
 		return step.Prediction{}, err
@@ -350,7 +349,6 @@ func (c *planCounts) add(ctx context.Context, req *step.Request, m *objects.Mana
 // refuses (an invalid object, a server-side apply conflict) is the
 // error: apply would fail there.
 func (e *Executor) Diff(ctx context.Context, req *step.Request) (result step.Diff, err error) {
-	defer req.RedactDiff(&result, &err)
 	objs, ns, err := load(ctx, req)
 	if err != nil {
 		return step.Diff{}, err

@@ -79,7 +79,6 @@ var ErrNoReleaseDeleter = errors.New("delete by release needs the helm engine, a
 
 // Run deletes what the step names and waits until it is gone.
 func (e *Executor) Run(ctx context.Context, req *step.Request) (result step.Outcome, err error) {
-	defer req.RedactOutcome(&result, &err)
 	d := spec.BlockOf[Delete](req.Step)
 	if d == nil {
 		return step.Outcome{}, errors.New("not a delete step")
@@ -251,7 +250,6 @@ func absentPhrase(s selection) string {
 // Plan predicts delete (something matches) or no-op, without changing the
 // cluster.
 func (e *Executor) Plan(ctx context.Context, req *step.Request) (result step.Prediction, err error) {
-	defer req.RedactPrediction(&result, &err)
 	d := spec.BlockOf[Delete](req.Step)
 	if d == nil {
 		return step.Prediction{}, errors.New("not a delete step")

@@ -15,7 +15,6 @@ var DestroyUninstall = step.DestroyAction{Word: "uninstall", Tally: "to uninstal
 // changing nothing: uninstall it when it exists. A helm release is
 // khook's by its release record, created or upgraded alike.
 func (e *Executor) PlanDestroy(ctx context.Context, req *step.Request) (p step.DestroyPlan, err error) {
-	defer req.RedactDestroyPlan(&p, &err)
 	r, err := releaseOf(req)
 	if err != nil {
 		return p, err

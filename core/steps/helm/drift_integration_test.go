@@ -143,7 +143,7 @@ func (f *fixture) diff(r *run) step.Diff {
 	f.t.Helper()
 	ctx, cancel := f.ctx(r)
 	defer cancel()
-	d, err := f.exec.Diff(ctx, r.req)
+	d, err := step.DiffStep(ctx, f.exec, r.req)
 	if err != nil {
 		f.t.Fatalf("diff %s: %v", r.req.Step.Name, err)
 	}

@@ -64,7 +64,6 @@ func New(Options) *Executor { return &Executor{} }
 
 // Run installs or upgrades the step's release.
 func (e *Executor) Run(ctx context.Context, req *step.Request) (out step.Outcome, err error) {
-	defer req.RedactOutcome(&out, &err)
 	r, err := releaseOf(req)
 	if err != nil {
 		return step.Outcome{}, err
@@ -117,7 +116,7 @@ func (e *Executor) Run(ctx context.Context, req *step.Request) (out step.Outcome
 		out.Message += "; recovered: " + res.Recovered
 	}
 	if req.Notes != nil && res.Notes != "" {
-		req.Notes(subject, req.Redactor.String(res.Notes))
+		req.Notes(subject, res.Notes)
 	}
 	return out, nil
 }
@@ -157,7 +156,6 @@ func planAction(a khelm.PlanAction) step.Action {
 // or its values cannot be fetched or the chart does not render. It changes
 // nothing.
 func (e *Executor) Plan(ctx context.Context, req *step.Request) (pred step.Prediction, err error) {
-	defer req.RedactPrediction(&pred, &err)
 	r, err := releaseOf(req)
 	if err != nil {
 		return step.Prediction{}, err
@@ -178,7 +176,6 @@ func (e *Executor) Plan(ctx context.Context, req *step.Request) (pred step.Predi
 // upgrades, and fails on one another operation may be working on (the
 // reason says which).
 func (e *Executor) Diff(ctx context.Context, req *step.Request) (d step.Diff, err error) {
-	defer req.RedactDiff(&d, &err)
 	r, err := releaseOf(req)
 	if err != nil {
 		return step.Diff{}, err
@@ -237,7 +234,6 @@ func (e *Executor) Uninstall(ctx context.Context, req *step.Request, release, na
 // uninstall is Uninstall of a release as planned says it was (nil: not
 // planned: as it is).
 func (e *Executor) uninstall(ctx context.Context, req *step.Request, release, namespace string, ignoreNotFound bool, planned *khelm.Planned) (out step.Outcome, err error) {
-	defer req.RedactOutcome(&out, &err)
 	ns := req.Namespace(namespace)
 	subject := fmt.Sprintf("release %s (%s)", release, ns)
 	res, err := client(req).Uninstall(ctx, release, ns, khelm.UninstallOptions{IgnoreNotFound: ignoreNotFound, Timeout: req.Timeout, Run: runOf(req), Planned: planned})
@@ -267,7 +263,7 @@ func (e *Executor) uninstall(ctx context.Context, req *step.Request, release, na
 func (e *Executor) ReleaseExists(ctx context.Context, req *step.Request, release, namespace string) (bool, error) {
 	st, err := client(req).Get(ctx, release, req.Namespace(namespace))
 	if err != nil {
-		return false, req.Redact(err)
+		return false, err
 	}
 	return st != nil && st.Status != "uninstalled", nil
 }

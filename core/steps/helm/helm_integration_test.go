@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"khook.io/core/step"
 	"khook.io/core/testing/chartrepo"
 	"khook.io/core/testing/steptest"
 	"khook.io/core/waiter"
@@ -422,14 +423,14 @@ func TestUninstall(t *testing.T) {
 	f.apply(deploy)
 	ctx2, cancel2 := f.ctx(deploy)
 	defer cancel2()
-	out, err = f.exec.Destroy(ctx2, deploy.req)
+	out, err = step.DestroyStep(ctx2, f.exec, deploy.req)
 	if err != nil || !strings.HasPrefix(out.Message, "uninstalled release app") {
 		t.Errorf("destroy: %q, %v", out.Message, err)
 	}
 	if !f.gone(ns, "Deployment", "app") {
 		t.Error("destroy left the Deployment")
 	}
-	if out, err = f.exec.Destroy(ctx2, deploy.req); err != nil || !strings.Contains(out.Message, "not found") {
+	if out, err = step.DestroyStep(ctx2, f.exec, deploy.req); err != nil || !strings.Contains(out.Message, "not found") {
 		t.Errorf("destroy again: %q, %v", out.Message, err)
 	}
 }
@@ -451,7 +452,7 @@ func TestParallel(t *testing.T) {
 			defer wg.Done()
 			ctx, cancel := f.ctx(r)
 			defer cancel()
-			_, errs[i] = f.exec.Run(ctx, r.req)
+			_, errs[i] = step.RunStep(ctx, f.exec, r.req)
 		}()
 	}
 	wg.Wait()
@@ -588,23 +589,23 @@ func TestLeastPrivilege(t *testing.T) {
 	f.clients = steptest.Clients(t, f.cluster.LimitedRESTConfig(t))
 	ns := f.cluster.LimitedNamespace
 	name := fmt.Sprintf("limited-%d", time.Now().UnixNano()%1_000_000)
-	step := func(color string) *run {
+	stepOf := func(color string) *run {
 		return f.request(fmt.Sprintf("name: %s\nhelm:\n  chart: %s\n  namespace: %s\n  createNamespace: true\n  values: {color: %s}", name, chartrepo.ChartDir("demo"), ns, color), steptest.Options{})
 	}
-	if p := f.plan(step("red")); p.Action.Word != "install" {
+	if p := f.plan(stepOf("red")); p.Action.Word != "install" {
 		t.Errorf("plan: %+v", p)
 	}
-	f.apply(step("red"))
-	if out := f.apply(step("blue")); !strings.Contains(out.Message, "to revision 2") {
+	f.apply(stepOf("red"))
+	if out := f.apply(stepOf("blue")); !strings.Contains(out.Message, "to revision 2") {
 		t.Errorf("upgrade: %s", out.Message)
 	}
-	if out := f.apply(step("blue")); !strings.Contains(out.Message, "unchanged at revision 2") {
+	if out := f.apply(stepOf("blue")); !strings.Contains(out.Message, "unchanged at revision 2") {
 		t.Errorf("re-run: %s", out.Message)
 	}
-	r := step("blue")
+	r := stepOf("blue")
 	ctx, cancel := f.ctx(r)
 	defer cancel()
-	out, err := f.exec.Destroy(ctx, r.req)
+	out, err := step.DestroyStep(ctx, f.exec, r.req)
 	if err != nil || !strings.HasPrefix(out.Message, "uninstalled release "+name) {
 		t.Fatalf("destroy: %q, %v", out.Message, err)
 	}
@@ -668,7 +669,7 @@ spec:
 	}
 	ctx, cancel := f.ctx(r)
 	defer cancel()
-	if _, err := f.exec.Destroy(ctx, r.req); err != nil {
+	if _, err := step.DestroyStep(ctx, f.exec, r.req); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := f.clients.Dynamic.Resource(gvr).Namespace(ns).Get(context.Background(), "widgets", metav1.GetOptions{}); err == nil {

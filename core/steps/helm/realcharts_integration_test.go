@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/yaml"
 
+	"khook.io/core/step"
 	"khook.io/core/testing/chartrepo"
 	"khook.io/core/testing/steptest"
 )
@@ -85,7 +86,7 @@ func (f *fixture) uninstallLater(t *testing.T, yaml string) {
 		r := f.request(yaml, steptest.Options{})
 		ctx, cancel := f.ctx(r)
 		defer cancel()
-		if _, err := f.exec.Destroy(ctx, r.req); err != nil {
+		if _, err := step.DestroyStep(ctx, f.exec, r.req); err != nil {
 			t.Errorf("uninstall: %v", err)
 		}
 	})

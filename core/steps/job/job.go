@@ -144,7 +144,6 @@ func Build(st *spec.Step, specName, ns string, timeout time.Duration) *batchv1.J
 // Run creates the step's Job (replacing the previous run's) and waits for
 // it to complete; skipIf: succeeded skips when the Job already completed.
 func (e *Executor) Run(ctx context.Context, req *step.Request) (result step.Outcome, err error) {
-	defer req.RedactOutcome(&result, &err)
 	r, err := jobRef(req)
 	if err != nil {
 		return step.Outcome{}, err
@@ -372,7 +371,6 @@ func deleteAndWait(ctx context.Context, m *objects.Manager, r ref, uid types.UID
 // Plan predicts run, or skip when skipIf: succeeded holds; unknown when
 // the namespace does not exist yet and the step does not create it.
 func (e *Executor) Plan(ctx context.Context, req *step.Request) (result step.Prediction, err error) {
-	defer req.RedactPrediction(&result, &err)
 	r, err := jobRef(req)
 	if err != nil {
 		return step.Prediction{}, err
@@ -406,7 +404,6 @@ func (e *Executor) Plan(ctx context.Context, req *step.Request) (result step.Pre
 // is deleted, unless it changed since (a *objects.StaleError); nothing is
 // read again.
 func (e *Executor) Destroy(ctx context.Context, req *step.Request) (result step.Outcome, err error) {
-	defer req.RedactOutcome(&result, &err)
 	r, err := jobRef(req)
 	if err != nil {
 		return step.Outcome{}, err
@@ -467,7 +464,6 @@ func readJob(ctx context.Context, req *step.Request, r ref) (*plannedJob, error)
 // PlanDestroy says what Destroy would do with the step's Job, changing
 // nothing.
 func (e *Executor) PlanDestroy(ctx context.Context, req *step.Request) (p step.DestroyPlan, err error) {
-	defer req.RedactDestroyPlan(&p, &err)
 	r, err := jobRef(req)
 	if err != nil {
 		return p, err

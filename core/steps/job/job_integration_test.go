@@ -52,14 +52,14 @@ func plan(t *testing.T, req *step.Request) (step.Prediction, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	return job.New().Plan(ctx, req)
+	return step.PlanStep(ctx, job.New(), req)
 }
 
 func destroy(t *testing.T, req *step.Request) (step.Outcome, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	return job.New().Destroy(ctx, req)
+	return step.DestroyStep(ctx, job.New(), req)
 }
 
 func getJob(t *testing.T, c *kube.Clients, ns, name string) *batchv1.Job {
@@ -328,7 +328,7 @@ func TestJobDeadlineExceeded(t *testing.T) {
 	// a context longer than the step timeout, to see the Job's own verdict
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_, err := job.New().Run(ctx, req)
+	_, err := step.RunStep(ctx, job.New(), req)
 	want := "Job " + ns + "/stuck failed (DeadlineExceeded: Job was active longer than specified deadline); cause: Job " + ns + "/stuck: FailedCreate: Error creating: pods \"stuck-"
 	if err == nil || !strings.HasPrefix(err.Error(), want) || !strings.Contains(err.Error(), `serviceaccount "nobody" not found`) {
 		t.Fatalf("err = %v\nwant %s... serviceaccount \"nobody\" not found", err, want)

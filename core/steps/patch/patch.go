@@ -90,7 +90,6 @@ func resolve(ctx context.Context, req *step.Request) (*target, error) {
 
 // Run patches the target, which must exist.
 func (e *Executor) Run(ctx context.Context, req *step.Request) (result step.Outcome, err error) {
-	defer req.RedactOutcome(&result, &err)
 	t, err := resolve(ctx, req)
 	if err != nil {
 		return step.Outcome{}, err
@@ -116,7 +115,6 @@ func (e *Executor) Run(ctx context.Context, req *step.Request) (result step.Outc
 // no-op, or patch with the changed fields as details; unknown when the
 // target (or its type) does not exist yet.
 func (e *Executor) Plan(ctx context.Context, req *step.Request) (result step.Prediction, err error) {
-	defer req.RedactPrediction(&result, &err)
 	t, live, dry, err := resolveAndDryRun(ctx, req)
 	var un *step.UnavailableError
 	if errors.As(err, &un) {
@@ -186,7 +184,6 @@ func (t *target) dryRun(ctx context.Context) (live, dry *unstructured.Unstructur
 // Diff is the patch as a server-side dry run against the live target;
 // unavailable while the target (or its type) does not exist yet.
 func (e *Executor) Diff(ctx context.Context, req *step.Request) (result step.Diff, err error) {
-	defer req.RedactDiff(&result, &err)
 	t, live, dry, err := resolveAndDryRun(ctx, req)
 	var un *step.UnavailableError
 	if errors.As(err, &un) && t != nil {

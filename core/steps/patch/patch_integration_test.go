@@ -311,7 +311,7 @@ func TestSecretsAreRedacted(t *testing.T) {
 		t.Error("the error does not unwrap to the API status")
 	}
 	// the plan's dry run fails the same way, masked too
-	_, perr := patch.New().Plan(context.Background(), req)
+	_, perr := step.PlanStep(context.Background(), patch.New(), req)
 	if perr == nil || strings.Contains(perr.Error(), secret) {
 		t.Errorf("plan err = %v", perr)
 	}

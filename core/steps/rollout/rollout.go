@@ -101,7 +101,6 @@ func (w *workload) get(ctx context.Context) (*unstructured.Unstructured, error) 
 
 // Run restarts the workload, or waits for its rollout to complete.
 func (e *Executor) Run(ctx context.Context, req *step.Request) (result step.Outcome, err error) {
-	defer req.RedactOutcome(&result, &err)
 	w, err := resolve(ctx, req)
 	if err != nil {
 		return step.Outcome{}, err
@@ -232,7 +231,6 @@ var ActionRestart = step.Action{Word: plan.ActionRestart, Changes: true}
 // Plan predicts restart, or for status no-op (rolled out) or wait;
 // unknown when the workload does not exist yet.
 func (e *Executor) Plan(ctx context.Context, req *step.Request) (result step.Prediction, err error) {
-	defer req.RedactPrediction(&result, &err)
 	w, err := resolve(ctx, req)
 	if err != nil {
 		return step.Prediction{}, err

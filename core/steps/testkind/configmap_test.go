@@ -135,7 +135,6 @@ func object(req *step.Request, withData bool) (*unstructured.Unstructured, strin
 
 // Run server-side applies the ConfigMap.
 func (*Executor) Run(ctx context.Context, req *step.Request) (out step.Outcome, err error) {
-	defer req.RedactOutcome(&out, &err)
 	u, ns, err := object(req, true)
 	if err != nil {
 		return step.Outcome{}, err
@@ -149,7 +148,6 @@ func (*Executor) Run(ctx context.Context, req *step.Request) (out step.Outcome, 
 
 // Plan dry-runs the apply.
 func (*Executor) Plan(ctx context.Context, req *step.Request) (p step.Prediction, err error) {
-	defer req.RedactPrediction(&p, &err)
 	u, ns, err := object(req, true)
 	if err != nil {
 		return step.Prediction{}, err
@@ -167,7 +165,6 @@ func (*Executor) Plan(ctx context.Context, req *step.Request) (p step.Prediction
 
 // Destroy deletes the ConfigMap; an absent one is success.
 func (*Executor) Destroy(ctx context.Context, req *step.Request) (out step.Outcome, err error) {
-	defer req.RedactOutcome(&out, &err)
 	u, ns, err := object(req, false)
 	if err != nil {
 		return step.Outcome{}, err

@@ -18,6 +18,7 @@ import (
 
 	"khook.io/core/kube"
 	khplan "khook.io/core/plan"
+	"khook.io/core/step"
 	"khook.io/core/steps/wait"
 	"khook.io/core/testing/steptest"
 	"khook.io/core/testing/testcluster"
@@ -178,7 +179,7 @@ spec:
 			t.Logf("kubectl wait: met %v, error %v", met, kerr)
 			req := request(t, c, "name: j\nwait:\n  for: '"+tc.for_+"'\n  on: "+tc.on+"\n  namespace: "+ns, time.Second)
 			// a live plan looks once, as --timeout=0 does
-			p, err := wait.New().Plan(context.Background(), req)
+			p, err := step.PlanStep(context.Background(), wait.New(), req)
 			switch {
 			case kerr != nil:
 				if err == nil || !strings.Contains(err.Error(), kerr.Error()) {

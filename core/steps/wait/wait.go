@@ -71,7 +71,6 @@ func describe(t waiter.Target, ref spec.ResourceRef) string { return ref.String(
 
 // Run waits until the condition holds, bounded by ctx (the step timeout).
 func (e *Executor) Run(ctx context.Context, req *step.Request) (result step.Outcome, err error) {
-	defer req.RedactOutcome(&result, &err)
 	r, err := resolve(ctx, req)
 	if err != nil {
 		if r.cond.Kind == spec.ForDelete && meta.IsNoMatchError(err) {
@@ -96,7 +95,6 @@ func (e *Executor) Run(ctx context.Context, req *step.Request) (result step.Outc
 // Plan predicts no-op (the condition holds now), wait, or unknown when the
 // type or the namespace does not exist yet (an earlier step may create it).
 func (e *Executor) Plan(ctx context.Context, req *step.Request) (result step.Prediction, err error) {
-	defer req.RedactPrediction(&result, &err)
 	r, err := resolve(ctx, req)
 	if err != nil {
 		if meta.IsNoMatchError(err) {
