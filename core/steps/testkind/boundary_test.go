@@ -141,7 +141,9 @@ func TestTestKindNewAction(t *testing.T) {
 	if err := render.JSON(&js, res.Plan); err != nil {
 		t.Fatal(err)
 	}
-	var doc struct{ Steps []struct{ Name, Action, Reason string } }
+	var doc struct {
+		Steps []struct{ Name, Action, Reason string }
+	}
 	if err := json.Unmarshal(js.Bytes(), &doc); err != nil || len(doc.Steps) != 2 || doc.Steps[0].Action != "echo" || doc.Steps[0].Reason != "would say hello" {
 		t.Errorf("plan -o json: %v\n%s", err, js.String())
 	}
