@@ -127,7 +127,7 @@ func (rs *journal) sink(next event.Sink, ru *Run) event.Sink {
 	for i, st := range doc.Spec.Steps {
 		index[st.Name] = i
 	}
-	red, tasks, command, disp := ru.c.red, ru.tasks, ru.command, ru.disp
+	red, command, disp := ru.c.red, ru.command, ru.disp
 	// when each attempt ran and waited, for the timeline picture
 	times := timeline.NewCollector()
 	return event.SinkFunc(func(e event.Event) {
@@ -140,8 +140,8 @@ func (rs *journal) sink(next event.Sink, ru *Run) event.Sink {
 		// how a step skipped without an attempt was skipped: up front by
 		// its fate, or by the run (not triggered, a need failed, not
 		// reached)
-		upFront := e.Kind == event.StepSkipped && e.Attempt == 0 && tasks[i].Skip != "" && e.Message == tasks[i].Skip
-		notTriggered := e.Kind == event.StepSkipped && e.Attempt == 0 && len(tasks[i].Triggers) > 0 && tasks[i].Skip == "" && e.Message == tasks[i].NotTriggered
+		upFront := e.Kind == event.StepSkipped && e.Skip == event.SkipUpFront
+		notTriggered := e.Kind == event.StepSkipped && e.Skip == event.SkipNotTriggered
 		if (upFront && disp[i].Fate == FateNotSelected) || notTriggered {
 			// not selected, or not triggered (without a record, or with
 			// inputs the record resumes): its entry stays exactly as it

@@ -76,7 +76,35 @@ type Event struct {
 	Detail string
 	// Final: the cause a failed wait ends with (StepCause).
 	Final bool
+	// Skip says why a step was skipped (StepSkipped), typed: whoever
+	// must tell skips apart reads it, never the Message.
+	Skip SkipCause
 }
+
+// SkipCause is why a step was skipped (Event.Skip).
+type SkipCause uint8
+
+// The causes of a skip.
+const (
+	// SkipByStep: the step's own check (skipIf) found nothing to do, in
+	// an attempt (Attempt > 0).
+	SkipByStep SkipCause = iota
+	// SkipUpFront: decided before the run, by the step's fate: a when:
+	// exclusion, a step --steps leaves out, one the state record
+	// resumes, one destroy leaves alone (run.Task.Skip).
+	SkipUpFront
+	// SkipNotTriggered: none of its triggers changed anything in the run
+	// (run.Task.NotTriggered).
+	SkipNotTriggered
+	// SkipBlocked: a step it needs ended without satisfying it.
+	SkipBlocked
+	// SkipUnreached: the run stopped starting steps before it (a failed
+	// step's onError: fail), or its needs never completed.
+	SkipUnreached
+	// SkipInterrupted: the run was interrupted (Ctrl-C) before it
+	// started.
+	SkipInterrupted
+)
 
 // Sink receives events. Implementations must be safe for concurrent use;
 // the engine calls Emit from many goroutines.

@@ -80,7 +80,9 @@ type StepResult struct {
 	Duration   time.Duration `json:"-"`
 	Error      string        `json:"error,omitempty"`
 	SkipReason string        `json:"skipReason,omitempty"`
-	Message    string        `json:"message,omitempty"`
+	// Skip is why a skipped step was skipped (SkipReason says it).
+	Skip    event.SkipCause `json:"-"`
+	Message string          `json:"message,omitempty"`
 	// Changed: the step ended ok having changed something (Outcome).
 	Changed bool `json:"-"`
 	// Drift are the objects the step found drifted and left as they are
