@@ -28,6 +28,25 @@ type PlanResult struct {
 	// index: what their kinds declare of them (whether they change the
 	// cluster, are drift), read instead of the words.
 	Actions []step.Action
+	// index is each step's index, by name
+	index map[string]int
+}
+
+// Skips reports whether the plan skips the step named name: its fate
+// does (a when: exclusion, a step left out, resumed or not triggered),
+// or its kind predicts step.ActionSkip.
+func (r *PlanResult) Skips(name string) bool {
+	i, ok := r.index[name]
+	return ok && r.Actions[i] == step.ActionSkip
+}
+
+// newPlanResult is the plan p of doc with its steps' fates and actions.
+func newPlanResult(doc *load.Document, p *plan.Plan, disp []Disposition, acts []step.Action) *PlanResult {
+	index := make(map[string]int, len(doc.Spec.Steps))
+	for i := range doc.Spec.Steps {
+		index[doc.Spec.Steps[i].Name] = i
+	}
+	return &PlanResult{Plan: p, Dispositions: disp, Actions: acts, index: index}
 }
 
 // OfflinePlan is doc's plan from the spec alone, with the selection's
@@ -43,7 +62,7 @@ func OfflinePlan(doc *load.Document, sel *Selection, reg *step.Registry) (*PlanR
 	acts := offlineActions(doc)
 	applyFates(doc, p, disp, acts)
 	markHashCannotSee(p, doc, reg)
-	return &PlanResult{Plan: p, Dispositions: disp, Actions: acts}, nil
+	return newPlanResult(doc, p, disp, acts), nil
 }
 
 // offlineActions are the offline plan's actions, by step index: run, or
@@ -93,7 +112,7 @@ func (c *Cluster) Plan(ctx context.Context) (*PlanResult, error) {
 	})
 	applyFates(c.doc, p, disp, acts)
 	markHashCannotSee(p, c.doc, c.registry)
-	res := &PlanResult{Plan: p, Dispositions: disp, Actions: acts}
+	res := newPlanResult(c.doc, p, disp, acts)
 	if r.rec != nil {
 		res.Status = c.compare(r.rec, r.ins, r.resumed)
 	}
