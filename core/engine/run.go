@@ -151,7 +151,7 @@ func (c *Cluster) task(i int, d Disposition, exec step.Executor, planned []*step
 			return step.DestroyStep(ctx, destroyer, req)
 		})
 	default:
-		t.Skip = d.Reason(c.doc, i)
+		t.Skip, t.SkipCause = d.Reason(c.doc, i), skipCause(d.Fate)
 	}
 	return t
 }

@@ -89,10 +89,17 @@ const (
 	// SkipByStep: the step's own check (skipIf) found nothing to do, in
 	// an attempt (Attempt > 0).
 	SkipByStep SkipCause = iota
-	// SkipUpFront: decided before the run, by the step's fate: a when:
-	// exclusion, a step --steps leaves out, one the state record
-	// resumes, one destroy leaves alone (run.Task.Skip).
+	// SkipUpFront: decided before the run (run.Task.Skip), for a reason
+	// the task does not type; the engine's tasks say which of the next.
 	SkipUpFront
+	// SkipExcluded: its when: is false.
+	SkipExcluded
+	// SkipNotSelected: --steps leaves it out.
+	SkipNotSelected
+	// SkipResumed: the state record resumes it.
+	SkipResumed
+	// SkipLeftAlone: destroy leaves steps of its kind alone.
+	SkipLeftAlone
 	// SkipNotTriggered: none of its triggers changed anything in the run
 	// (run.Task.NotTriggered).
 	SkipNotTriggered
@@ -105,6 +112,10 @@ const (
 	// started.
 	SkipInterrupted
 )
+
+// UpFront reports whether the skip was decided before the run: by the
+// step's fate (when:, --steps, the state record, destroy).
+func (c SkipCause) UpFront() bool { return c >= SkipUpFront && c <= SkipLeftAlone }
 
 // Sink receives events. Implementations must be safe for concurrent use;
 // the engine calls Emit from many goroutines.

@@ -61,7 +61,11 @@ type scheduler struct {
 func (s *scheduler) Skip(i int) (skip, ok bool) {
 	t := &s.tasks[i]
 	if t.Skip != "" {
-		s.skipped(i, t.Skip, event.SkipUpFront)
+		cause := t.SkipCause
+		if !cause.UpFront() {
+			cause = event.SkipUpFront
+		}
+		s.skipped(i, t.Skip, cause)
 		return true, true
 	}
 	if len(t.Triggers) > 0 && !s.triggered(t) {

@@ -48,7 +48,9 @@ type Task struct {
 	Type string
 	// Skip, when set, skips the task without running it; the task still
 	// satisfies its needers (a when: exclusion, a resumed step).
-	Skip string
+	// SkipCause says why (event.SkipUpFront when it does not).
+	Skip      string
+	SkipCause event.SkipCause
 	// Timeout bounds each attempt; Retries more attempts follow a failed
 	// one, RetryDelay apart; OnError is spec.OnErrorFail or Continue.
 	Timeout    time.Duration

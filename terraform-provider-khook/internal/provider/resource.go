@@ -454,7 +454,7 @@ func reportRun(diags *diag.Diagnostics, red *redact.Redactor, command string, re
 			diags.AddWarning(fmt.Sprintf("khook_spec: %s: step %s (%s) failed too", command, s.Name, s.Type), red.String(s.Error))
 		case s.Status == run.StatusInterrupted:
 			diags.AddWarning(fmt.Sprintf("khook_spec: %s: step %s (%s) was interrupted", command, s.Name, s.Type), red.String(s.Error))
-		case s.Status == run.StatusSkipped && s.SkipReason != state.ResumeReason && !strings.HasPrefix(s.SkipReason, "when: "):
+		case s.Status == run.StatusSkipped && s.Skip != event.SkipResumed && s.Skip != event.SkipExcluded:
 			diags.AddWarning(fmt.Sprintf("khook_spec: %s: step %s (%s) skipped", command, s.Name, s.Type), red.String(s.SkipReason))
 		}
 	}
