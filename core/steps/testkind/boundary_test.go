@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -44,6 +45,32 @@ type echoCluster struct {
 }
 
 func newEchoCluster(t *testing.T, src string) *echoCluster {
+	return newEchoClusterOn(t, src, engine.SelectOptions{}, newFake())
+}
+
+// newFake is a fake clientset that gives each write the next
+// resourceVersion, as the API server does (the record and the lock write
+// on it).
+func newFake() *fake.Clientset {
+	typed := fake.NewClientset()
+	var rv atomic.Int64
+	typed.PrependReactor("*", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if w, ok := a.(interface{ GetObject() runtime.Object }); ok && (a.GetVerb() == "create" || a.GetVerb() == "update") {
+			if m, err := meta.Accessor(w.GetObject()); err == nil {
+				m.SetResourceVersion(strconv.FormatInt(rv.Add(1), 10))
+				if m.GetUID() == "" {
+					m.SetUID(types.UID(m.GetName()))
+				}
+			}
+		}
+		return false, nil, nil
+	})
+	return typed
+}
+
+// newEchoClusterOn is newEchoCluster on the fake typed, with the
+// selection o (--steps, --replace).
+func newEchoClusterOn(t *testing.T, src string, o engine.SelectOptions, typed *fake.Clientset) *echoCluster {
 	t.Helper()
 	red := redact.New()
 	set, err := vars.Resolve(vars.Options{Environ: []string{"KHOOK_SECRET_TOKEN=" + planted}}, red)
@@ -55,21 +82,7 @@ func newEchoCluster(t *testing.T, src string) *echoCluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ec := &echoCluster{typed: fake.NewClientset()}
-	// the fake keeps no resourceVersion, which the record and the lock
-	// write on: each write gets the next, as the API server's do
-	var rv atomic.Int64
-	ec.typed.PrependReactor("*", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		if w, ok := a.(interface{ GetObject() runtime.Object }); ok && (a.GetVerb() == "create" || a.GetVerb() == "update") {
-			if m, err := meta.Accessor(w.GetObject()); err == nil {
-				m.SetResourceVersion(strconv.FormatInt(rv.Add(1), 10))
-				if m.GetUID() == "" {
-					m.SetUID(types.UID(m.GetName()))
-				}
-			}
-		}
-		return false, nil, nil
-	})
+	ec := &echoCluster{typed: typed}
 	e := &engine.Engine{Steps: echoRegistry, Redactor: red}
 	tgt := engine.Target{
 		Notes: func(n engine.Note) { ec.record(n.Subject + " " + n.Text) },
@@ -77,7 +90,11 @@ func newEchoCluster(t *testing.T, src string) *echoCluster {
 			ec.record(e.Step + " " + e.Message + " " + e.Detail + " " + e.Phase)
 		}),
 	}
-	ec.Cluster = e.Attach(doc, &kube.Clients{Typed: ec.typed, Config: &rest.Config{}, Writes: &kube.WriteGate{}}, tgt, engine.Options{})
+	sel, err := engine.Resolve(doc, engine.CommandApply, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ec.Cluster = e.Attach(doc, &kube.Clients{Typed: ec.typed, Config: &rest.Config{}, Writes: &kube.WriteGate{}}, tgt, engine.Options{Selection: sel})
 	return ec
 }
 
@@ -254,5 +271,101 @@ func TestTestKindCannotLeak(t *testing.T) {
 			}
 			noLeak(t, out)
 		})
+	}
+}
+
+// TestTestKindRecordsSkips: the state record says each skip as its typed
+// cause says (event.SkipCause), run after run: a when: exclusion and a
+// step a failed need blocked are recorded skipped with their reason; a
+// step --steps leaves out, or a conditional one not triggered, keeps its
+// entry as it was ("kept"; a step a failed need blocks is recorded so
+// even when --steps left it out); one the record resumes keeps its
+// success; destroy records what it undid, and what it could not, for the
+// next apply, and leaves a when: exclusion's entry.
+func TestTestKindRecordsSkips(t *testing.T) {
+	const spec = `  - name: one
+    echo: {text: one}
+  - name: off
+    when: "false"
+    echo: {text: off}
+  - name: same
+    echo: {text: same, same: true}
+  - name: quiet
+    needs: [same]
+    triggeredBy: [same]
+    echo: {text: quiet}
+  - name: bad
+    onError: continue
+    echo: {text: bad, fail: true}
+  - name: blocked
+    needs: [bad]
+    echo: {text: blocked}
+state: {namespace: khook}
+`
+	ctx := context.Background()
+	typed := newFake()
+	prev := map[string]*state.StepRecord{}
+	entries := func(ec *echoCluster) string {
+		t.Helper()
+		rec, found, err := state.Read(ctx, ec.typed, state.Location{Namespace: "khook", Name: ec.Doc().Spec.StateSecretName()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !found {
+			return "no record"
+		}
+		var out []string
+		for _, st := range ec.Doc().Spec.Steps {
+			r := rec.Steps[st.Name]
+			if r == nil {
+				continue
+			}
+			line := fmt.Sprintf("%s %s %q %q", st.Name, r.Status, r.Detail, r.Error)
+			if p := prev[st.Name]; p != nil && p.FinishedAt.Equal(r.FinishedAt) {
+				line += " kept"
+			}
+			out = append(out, line)
+		}
+		prev = rec.Steps
+		return strings.Join(out, "\n")
+	}
+	for _, tc := range []struct {
+		command engine.Command
+		steps   []string
+		want    string
+	}{
+		{engine.CommandApply, nil, `one ok "said one" ""
+off skipped "when: false is false" ""
+same ok "said same" ""
+quiet ok "said quiet" ""
+bad failed "" "echo failed: bad"
+blocked skipped "needs bad, which failed" ""`},
+		{engine.CommandApply, []string{"bad"}, `one ok "said one" "" kept
+off skipped "when: false is false" "" kept
+same ok "said same" "" kept
+quiet ok "said quiet" "" kept
+bad failed "" "echo failed: bad"
+blocked skipped "needs bad, which failed" ""`},
+		{engine.CommandApply, nil, `one ok "said one" "" kept
+off skipped "when: false is false" ""
+same ok "said same" "" kept
+quiet ok "said quiet" "" kept
+bad failed "" "echo failed: bad"
+blocked skipped "needs bad, which failed" ""`},
+		{engine.CommandDestroy, nil, `one skipped "undone by destroy" ""
+off skipped "when: false is false" "" kept
+same skipped "undone by destroy" ""
+quiet skipped "undone by destroy" ""
+bad failed "" "destroy failed: echo destroy failed: bad"
+blocked skipped "undone by destroy" ""`},
+	} {
+		time.Sleep(2 * time.Millisecond) // each run's entries have their own time
+		ec := newEchoClusterOn(t, spec, engine.SelectOptions{Steps: tc.steps}, typed)
+		if _, err := ec.Run(ctx, tc.command, engine.RunOptions{Parallelism: 1}); err != nil {
+			t.Fatal(err)
+		}
+		if got := entries(ec); got != tc.want {
+			t.Errorf("%s %v: the record:\n%s\nwant:\n%s", tc.command, tc.steps, got, tc.want)
+		}
 	}
 }

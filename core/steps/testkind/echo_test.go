@@ -27,6 +27,8 @@ const EchoType = "echo"
 type Echo struct {
 	Text string `yaml:"text" khook:"required" doc:"what the step says, everywhere"`
 	Fail bool   `yaml:"fail" doc:"fail, saying the text"`
+	// Same: the step changes nothing (a step it triggers is skipped).
+	Same bool `yaml:"same" doc:"change nothing"`
 }
 
 // Summary says how long the text is, not the text (a summary is the
@@ -71,7 +73,7 @@ func (*EchoExecutor) Run(ctx context.Context, req *step.Request) (step.Outcome, 
 	if e.Fail {
 		return step.Outcome{Message: "half said " + e.Text}, fmt.Errorf("echo failed: %s", e.Text)
 	}
-	return step.Outcome{Message: "said " + e.Text, Changed: true, Drift: []string{"drift: " + e.Text}, Kept: []string{"kept: " + e.Text}}, nil
+	return step.Outcome{Message: "said " + e.Text, Changed: !e.Same, Drift: []string{"drift: " + e.Text}, Kept: []string{"kept: " + e.Text}}, nil
 }
 
 // Plan predicts echo, the text in its reason, details, kept and drift
