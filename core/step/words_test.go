@@ -6,9 +6,10 @@ import (
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -69,10 +70,10 @@ func TestNoActionWordsOutsideKinds(t *testing.T) {
 	}
 	for _, w := range []string{"create", "restart", "install", "repair", "uninstall", "refuse"} {
 		if !words[w] {
-			t.Fatalf("the action words read %v lack %q: the test reads them wrong", sortedKeys(words), w)
+			t.Fatalf("the action words read %v lack %q: the test reads them wrong", slices.Sorted(maps.Keys(words)), w)
 		}
 	}
-	t.Logf("%d declared actions, words %v", declared, sortedKeys(words))
+	t.Logf("%d declared actions, words %v", declared, slices.Sorted(maps.Keys(words)))
 
 	var problems []string
 	for _, f := range goFiles(t, root, func(rel string) bool { return !inKinds(rel) }) {
@@ -431,14 +432,5 @@ func constants(t *testing.T, root string) map[string]string {
 			}
 		}
 	}
-	return out
-}
-
-func sortedKeys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
 	return out
 }
