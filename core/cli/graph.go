@@ -78,7 +78,7 @@ func (o *GraphOptions) Run(context.Context) error {
 		return err
 	}
 	if o.Format == "dot" {
-		return render.DOT(o.Out, res.Plan)
+		return render.DOT(o.Out, res)
 	}
-	return render.Mermaid(o.Out, res.Plan)
+	return render.Mermaid(o.Out, res)
 }

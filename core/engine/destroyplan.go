@@ -17,12 +17,15 @@ type DestroyStep struct {
 }
 
 // DestroyObject is one object of a destroy plan: Action is what destroy
-// does with it (delete, revert, rejected, leave, keep, gone, refuse,
-// uninstall, unknown), Reason why; Fields, for an object destroy
-// reverts, what becomes of each field khook wrote on it.
+// does with it, as the step's kind declares it (step.DestroyDelete,
+// DestroyRevert, ...: its word, how the plan's headline counts it), Reason
+// why; Fields, for an object destroy reverts, what becomes of each field
+// khook wrote on it.
 type DestroyObject struct {
-	Object, Action, Reason string
-	Fields                 []DestroyField
+	Object string
+	Action step.DestroyAction
+	Reason string
+	Fields []DestroyField
 }
 
 // DestroyField is one field of a reverted object: Outcome is restore
@@ -69,7 +72,7 @@ func (r *Run) DestroyPlan(ctx context.Context) ([]DestroyStep, error) {
 				break
 			}
 			sctx, req, cancel := c.stepCall(ctx, i, d, event.Discard)
-			plan, err := p.PlanDestroy(sctx, req)
+			plan, err := step.PlanDestroyStep(sctx, p, req)
 			cancel()
 			if r.planned != nil && ctx.Err() == nil {
 				r.planned[i] = &plan

@@ -10,7 +10,6 @@ import (
 	"khook.io/core/diff"
 	"khook.io/core/event"
 	"khook.io/core/internal/english"
-	"khook.io/core/plan"
 	"khook.io/core/redact"
 	"khook.io/core/spec"
 	"khook.io/core/step"
@@ -150,7 +149,7 @@ func (c *Cluster) diffStep(ctx context.Context, i int, disp Disposition, exec st
 	defer cancel()
 	red := c.red
 	if d, ok := exec.(step.Differ); ok {
-		res, err := d.Diff(ctx, req)
+		res, err := step.DiffStep(ctx, d, req)
 		var un *step.UnavailableError
 		switch {
 		case errors.As(err, &un):
@@ -161,7 +160,7 @@ func (c *Cluster) diffStep(ctx context.Context, i int, disp Disposition, exec st
 		return &StepDiff{raw: &res}
 	}
 	if p, ok := exec.(step.Planner); ok {
-		pred, err := p.Plan(ctx, req)
+		pred, err := step.PlanStep(ctx, p, req)
 		if err != nil {
 			return &StepDiff{Headline: "diff failed: " + red.String(err.Error()), Counted: CatFailed, Err: err}
 		}
@@ -225,17 +224,17 @@ func diffResult(res step.Diff, red *redact.Redactor) *StepDiff {
 
 // predictionResult is the one line of a step without a Differ.
 func predictionResult(p step.Prediction, st *spec.Step) *StepDiff {
-	sd := &StepDiff{Headline: p.Action, Details: p.Details, Drift: p.Drift}
+	sd := &StepDiff{Headline: p.Action.Word, Details: p.Details, Drift: p.Drift}
 	if p.Reason != "" {
 		sd.Headline += ": " + p.Reason
 	}
 	switch {
-	case p.Action == plan.ActionUnknown:
+	case p.Action.Unknown:
 		sd.Headline = "diff unavailable: " + p.Reason
 		// waiting changes nothing, whatever it waits for
 		sd.Changes = !st.OnlyWaits()
 		sd.Counted = CatUnavailable
-	case actionChanges[p.Action]:
+	case p.Action.Changes:
 		sd.Changes, sd.Counted = true, CatChange
 	default: // no-op, skip, wait
 		sd.Counted = CatUnchanged

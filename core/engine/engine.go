@@ -328,7 +328,18 @@ func (c *Cluster) request(i, attempt int, timeout time.Duration, d Disposition, 
 		Warn:             c.warn(st.Name),
 		Notes:            c.releaseNotesFunc(),
 		Log: func(format string, args ...any) {
-			sink.Emit(event.Event{Kind: event.StepProgress, Time: time.Now(), Step: st.Name, Type: st.Type(), Message: fmt.Sprintf(format, args...)})
+			sink.Emit(event.Event{Kind: event.StepProgress, Time: time.Now(), Step: st.Name, Type: st.Type(), Message: c.red.String(fmt.Sprintf(format, args...))})
 		},
 	}
+}
+
+// redacting is sink with the text of every event masked by red: what an
+// executor emits deep inside its attempt (its phases, the causes of its
+// waits) passes through it, as what it returns passes through the step
+// package's RunStep.
+func redacting(sink event.Sink, red *redact.Redactor) event.Sink {
+	return event.SinkFunc(func(e event.Event) {
+		e.Message, e.Detail = red.String(e.Message), red.String(e.Detail)
+		sink.Emit(e)
+	})
 }

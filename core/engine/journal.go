@@ -127,7 +127,7 @@ func (rs *journal) sink(next event.Sink, ru *Run) event.Sink {
 	for i, st := range doc.Spec.Steps {
 		index[st.Name] = i
 	}
-	red, tasks, command, disp := ru.c.red, ru.tasks, ru.command, ru.disp
+	red, command := ru.c.red, ru.command
 	// when each attempt ran and waited, for the timeline picture
 	times := timeline.NewCollector()
 	return event.SinkFunc(func(e event.Event) {
@@ -140,9 +140,9 @@ func (rs *journal) sink(next event.Sink, ru *Run) event.Sink {
 		// how a step skipped without an attempt was skipped: up front by
 		// its fate, or by the run (not triggered, a need failed, not
 		// reached)
-		upFront := e.Kind == event.StepSkipped && e.Attempt == 0 && tasks[i].Skip != "" && e.Message == tasks[i].Skip
-		notTriggered := e.Kind == event.StepSkipped && e.Attempt == 0 && len(tasks[i].Triggers) > 0 && tasks[i].Skip == "" && e.Message == tasks[i].NotTriggered
-		if (upFront && disp[i].Fate == FateNotSelected) || notTriggered {
+		skipped := e.Kind == event.StepSkipped
+		upFront := skipped && e.Skip.UpFront()
+		if skipped && (e.Skip == event.SkipNotSelected || e.Skip == event.SkipNotTriggered) {
 			// not selected, or not triggered (without a record, or with
 			// inputs the record resumes): its entry stays exactly as it
 			// was
@@ -192,7 +192,7 @@ func (rs *journal) sink(next event.Sink, ru *Run) event.Sink {
 			r.Status, r.Error = state.StepFailed, red.String(e.Message)
 		case e.Kind == event.StepInterrupted:
 			r.Status, r.Error = state.StepInterrupted, red.String(e.Message)
-		case upFront && disp[i].Fate == FateResume:
+		case skipped && e.Skip == event.SkipResumed:
 			return // keep the success it resumed from
 		case e.Kind == event.StepSkipped && e.Attempt > 0:
 			// skipIf found it done: a success that resumes next time
@@ -204,6 +204,23 @@ func (rs *journal) sink(next event.Sink, ru *Run) event.Sink {
 		}
 		rs.store.Step(e.Step, r)
 	})
+}
+
+// skipCause is the cause of the skip of a step whose fate skips it up
+// front (the record keeps a resumed step's entry, restores one --steps
+// left out, and says the others).
+func skipCause(f Fate) event.SkipCause {
+	switch f {
+	case FateExcluded:
+		return event.SkipExcluded
+	case FateNotSelected:
+		return event.SkipNotSelected
+	case FateResume:
+		return event.SkipResumed
+	case FateLeftAlone:
+		return event.SkipLeftAlone
+	}
+	return event.SkipUpFront
 }
 
 // finish records how the run ended; after a fully successful destroy it

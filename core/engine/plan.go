@@ -24,6 +24,29 @@ type PlanResult struct {
 	// Status is the state record compared with the spec (a live plan of
 	// a spec with a state: block whose record exists; else nil).
 	Status *state.Status
+	// Actions are the steps' actions as the plan shows them, by step
+	// index: what their kinds declare of them (whether they change the
+	// cluster, are drift), read instead of the words.
+	Actions []step.Action
+	// index is each step's index, by name
+	index map[string]int
+}
+
+// Skips reports whether the plan skips the step named name: its fate
+// does (a when: exclusion, a step left out, resumed or not triggered),
+// or its kind predicts step.ActionSkip.
+func (r *PlanResult) Skips(name string) bool {
+	i, ok := r.index[name]
+	return ok && r.Actions[i] == step.ActionSkip
+}
+
+// newPlanResult is the plan p of doc with its steps' fates and actions.
+func newPlanResult(doc *load.Document, p *plan.Plan, disp []Disposition, acts []step.Action) *PlanResult {
+	index := make(map[string]int, len(doc.Spec.Steps))
+	for i := range doc.Spec.Steps {
+		index[doc.Spec.Steps[i].Name] = i
+	}
+	return &PlanResult{Plan: p, Dispositions: disp, Actions: acts, index: index}
 }
 
 // OfflinePlan is doc's plan from the spec alone, with the selection's
@@ -36,9 +59,23 @@ func OfflinePlan(doc *load.Document, sel *Selection, reg *step.Registry) (*PlanR
 	if err := CheckBlocked(doc, disp); err != nil {
 		return nil, err
 	}
-	applyFates(doc, p, disp)
+	acts := offlineActions(doc)
+	applyFates(doc, p, disp, acts)
 	markHashCannotSee(p, doc, reg)
-	return &PlanResult{Plan: p, Dispositions: disp}, nil
+	return newPlanResult(doc, p, disp, acts), nil
+}
+
+// offlineActions are the offline plan's actions, by step index: run, or
+// skip for a step its when: excludes.
+func offlineActions(doc *load.Document) []step.Action {
+	acts := make([]step.Action, len(doc.Spec.Steps))
+	for i := range acts {
+		acts[i] = step.ActionRun
+		if !doc.Included(i) {
+			acts[i] = step.ActionSkip
+		}
+	}
+	return acts
 }
 
 // Plan is the live plan of the cluster: the state record is read
@@ -61,36 +98,29 @@ func (c *Cluster) Plan(ctx context.Context) (*PlanResult, error) {
 	disp := r.disp
 	// a step the run skips (resumed, not selected) is planned from the
 	// record: no request
-	p := c.livePlan(ctx, disp)
+	p, acts := c.livePlan(ctx, disp)
 	if ctx.Err() != nil {
 		return nil, &StoppedError{Cause: context.Cause(ctx)}
 	}
 	dry := c.dryRunTriggers(ctx, disp)
-	byName := make(map[string]*plan.Step, len(p.Steps))
-	for k := range p.Steps {
-		byName[p.Steps[k].Name] = &p.Steps[k]
-	}
 	ResolveTriggers(c.doc, disp, func(j int) Change {
-		name := c.doc.Spec.Steps[j].Name
 		if changes, ok := dry[j]; ok {
 			if changes {
 				return ChangeSome
 			}
 			return ChangeNone
 		}
-		switch t := byName[name]; {
-		case t == nil, t.Action == plan.ActionSkip:
-			return ChangeNone
-		case ChangingAction(t.Action):
+		switch a := acts[j]; {
+		case a.Changes:
 			return ChangeSome
-		case t.Action == plan.ActionUnknown:
+		case a.Unknown:
 			return ChangeUnknown
 		}
 		return ChangeNone
 	})
-	applyFates(c.doc, p, disp)
+	applyFates(c.doc, p, disp, acts)
 	markHashCannotSee(p, c.doc, c.registry)
-	res := &PlanResult{Plan: p, Dispositions: disp}
+	res := newPlanResult(c.doc, p, disp, acts)
 	if r.rec != nil {
 		res.Status = c.compare(r.rec, r.ins, r.resumed)
 	}
@@ -99,8 +129,9 @@ func (c *Cluster) Plan(ctx context.Context) (*PlanResult, error) {
 
 // applyFates gives each step of p the fate disp decided: a skipped step
 // is skip with its reason (a step when: excludes is already), a forced,
-// triggered or conditional one keeps its action with the reason.
-func applyFates(doc *load.Document, p *plan.Plan, disp []Disposition) {
+// triggered or conditional one keeps its action with the reason. acts,
+// the steps' actions by index, follow.
+func applyFates(doc *load.Document, p *plan.Plan, disp []Disposition, acts []step.Action) {
 	for k := range p.Steps {
 		ps := &p.Steps[k]
 		i, ok := doc.Graph.Index(ps.Name)
@@ -110,28 +141,21 @@ func applyFates(doc *load.Document, p *plan.Plan, disp []Disposition) {
 		d := disp[i]
 		switch d.Fate {
 		case FateNotSelected, FateResume, FateNotTriggered:
-			ps.Action, ps.Reason, ps.Details, ps.Drift, ps.Kept = plan.ActionSkip, d.Reason(doc, i), nil, nil, nil
+			acts[i] = step.ActionSkip
+			ps.Action, ps.Reason, ps.Details, ps.Drift, ps.Kept = acts[i].Word, d.Reason(doc, i), nil, nil, nil
 		case FateForced, FateTriggered, FateConditional:
 			ps.Reason = d.Reason(doc, i)
 		}
 	}
 }
 
-// actionChanges are the live-plan actions that change the cluster.
-var actionChanges = map[string]bool{
-	"create": true, "configure": true, "delete": true, "restart": true, "run": true,
-	"install": true, "upgrade": true, "patch": true, "repair": true,
-}
-
-// ChangingAction reports whether a live plan's action changes the
-// cluster.
-func ChangingAction(a string) bool { return actionChanges[a] }
-
 // livePlan refines the offline plan with each executor's prediction,
-// assessing steps in parallel. Planners only read the cluster; a step whose
-// executor has none keeps the offline action (run).
-func (c *Cluster) livePlan(ctx context.Context, disp []Disposition) *plan.Plan {
+// assessing steps in parallel, and returns the steps' actions by index.
+// Planners only read the cluster; a step whose executor has none keeps
+// the offline action (run).
+func (c *Cluster) livePlan(ctx context.Context, disp []Disposition) (*plan.Plan, []step.Action) {
 	p := c.doc.OfflinePlan()
+	acts := offlineActions(c.doc)
 	p.Mode = plan.ModeLive
 	c.sink = event.Discard
 	preds := make([]*step.Prediction, len(c.doc.Spec.Steps))
@@ -149,9 +173,9 @@ func (c *Cluster) livePlan(ctx context.Context, disp []Disposition) *plan.Plan {
 		g.Go(func() error {
 			pctx, req, cancel := c.stepCall(gctx, i, disp[i], c.sink)
 			defer cancel()
-			pred, err := planner.Plan(pctx, req)
+			pred, err := step.PlanStep(pctx, planner, req)
 			if err != nil {
-				pred = step.Prediction{Action: plan.ActionUnknown, Reason: err.Error()}
+				pred = step.Prediction{Action: step.ActionUnknown, Reason: err.Error()}
 			}
 			preds[i] = &pred
 			return nil
@@ -167,10 +191,11 @@ func (c *Cluster) livePlan(ctx context.Context, disp []Disposition) *plan.Plan {
 			continue
 		}
 		ps := &p.Steps[byName[c.doc.Spec.Steps[i].Name]]
-		ps.Action, ps.Reason, ps.Details = pred.Action, pred.Reason, pred.Details
+		acts[i] = pred.Action
+		ps.Action, ps.Reason, ps.Details = pred.Action.Word, pred.Reason, pred.Details
 		ps.Drift, ps.Kept = pred.Drift, pred.Kept
 	}
-	return p
+	return p, acts
 }
 
 // dryRunTriggers diffs each step some conditional step is triggered by

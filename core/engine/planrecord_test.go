@@ -40,7 +40,7 @@ func (e askedExec) note(verb string, r *step.Request) {
 
 func (e askedExec) Plan(_ context.Context, r *step.Request) (step.Prediction, error) {
 	e.note("plan", r)
-	return step.Prediction{Action: "configure"}, nil
+	return step.Prediction{Action: step.ActionConfigure}, nil
 }
 
 func (e askedExec) Diff(_ context.Context, r *step.Request) (step.Diff, error) {

@@ -138,23 +138,26 @@ func (c *Cluster) task(i int, d Disposition, exec step.Executor, planned []*step
 		RetryDelay: set.RetryDelay.Duration(),
 		OnError:    set.OnError,
 	}
+	runStep := func(ctx context.Context, req *step.Request) (step.Outcome, error) {
+		return step.RunStep(ctx, exec, req)
+	}
 	switch d.Fate {
 	case FateRun:
-		t.Attempt = c.attempt(i, d, t.Timeout, exec.Run)
+		t.Attempt = c.attempt(i, d, t.Timeout, runStep)
 	case FateForced:
-		t.Attempt = withNote(c.attempt(i, d, t.Timeout, exec.Run), d.Reason(c.doc, i))
+		t.Attempt = withNote(c.attempt(i, d, t.Timeout, runStep), d.Reason(c.doc, i))
 	case FateConditional:
-		t.Attempt = c.attempt(i, d, t.Timeout, exec.Run)
+		t.Attempt = c.attempt(i, d, t.Timeout, runStep)
 		t.Triggers = d.Triggers
 		t.NotTriggered = notTriggered(c.doc, i, d.Resumed)
 	case FateUndo:
-		destroy := exec.(step.Destroyer).Destroy
+		destroyer := exec.(step.Destroyer)
 		t.Attempt = c.attempt(i, d, t.Timeout, func(ctx context.Context, req *step.Request) (step.Outcome, error) {
 			req.Planned = planned[i]
-			return destroy(ctx, req)
+			return step.DestroyStep(ctx, destroyer, req)
 		})
 	default:
-		t.Skip = d.Reason(c.doc, i)
+		t.Skip, t.SkipCause = d.Reason(c.doc, i), skipCause(d.Fate)
 	}
 	return t
 }
@@ -181,7 +184,7 @@ func (c *Cluster) attempt(i int, d Disposition, timeout time.Duration, fn func(c
 		req := c.request(i, attempt, timeout, d, c.sink)
 		// the phases and the causes of waits deep inside the step go to
 		// the run's events
-		ctx = event.WithAttempt(ctx, c.sink, req.Step.Name, req.Step.Type(), attempt)
+		ctx = event.WithAttempt(ctx, redacting(c.sink, c.red), req.Step.Name, req.Step.Type(), attempt)
 		if req.Warn != nil {
 			ctx = kube.WithWarnings(ctx, req.Warn) // the API server's warnings of the step's requests
 		}

@@ -76,7 +76,46 @@ type Event struct {
 	Detail string
 	// Final: the cause a failed wait ends with (StepCause).
 	Final bool
+	// Skip says why a step was skipped (StepSkipped), typed: whoever
+	// must tell skips apart reads it, never the Message.
+	Skip SkipCause
 }
+
+// SkipCause is why a step was skipped (Event.Skip).
+type SkipCause uint8
+
+// The causes of a skip.
+const (
+	// SkipByStep: the step's own check (skipIf) found nothing to do, in
+	// an attempt (Attempt > 0).
+	SkipByStep SkipCause = iota
+	// SkipUpFront: decided before the run (run.Task.Skip), for a reason
+	// the task does not type; the engine's tasks say which of the next.
+	SkipUpFront
+	// SkipExcluded: its when: is false.
+	SkipExcluded
+	// SkipNotSelected: --steps leaves it out.
+	SkipNotSelected
+	// SkipResumed: the state record resumes it.
+	SkipResumed
+	// SkipLeftAlone: destroy leaves steps of its kind alone.
+	SkipLeftAlone
+	// SkipNotTriggered: none of its triggers changed anything in the run
+	// (run.Task.NotTriggered).
+	SkipNotTriggered
+	// SkipBlocked: a step it needs ended without satisfying it.
+	SkipBlocked
+	// SkipUnreached: the run stopped starting steps before it (a failed
+	// step's onError: fail), or its needs never completed.
+	SkipUnreached
+	// SkipInterrupted: the run was interrupted (Ctrl-C) before it
+	// started.
+	SkipInterrupted
+)
+
+// UpFront reports whether the skip was decided before the run: by the
+// step's fate (when:, --steps, the state record, destroy).
+func (c SkipCause) UpFront() bool { return c >= SkipUpFront && c <= SkipLeftAlone }
 
 // Sink receives events. Implementations must be safe for concurrent use;
 // the engine calls Emit from many goroutines.

@@ -3,10 +3,12 @@ package render
 import (
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 
 	"khook.io/core/engine"
 	"khook.io/core/internal/english"
+	"khook.io/core/step"
 )
 
 // DestroyPlanView is what destroy would do, per cluster: shown before it
@@ -69,28 +71,36 @@ func clip(v string) string {
 	return string(r[:maxFieldValue-1]) + "…"
 }
 
-// counted are the actions a cluster's headline counts, in its order.
-var counted = []struct{ action, label string }{
-	{"delete", "to delete"}, {"uninstall", "to uninstall"}, {"revert", "to revert"},
-	{"rejected", "rejected by the server"}, {"leave", "left alone"}, {"refuse", "refused"}, {"unknown", "unknown"},
-}
-
-// Counts returns the cluster's headline: "2 to delete, 1 to revert".
+// Counts returns the cluster's headline: "2 to delete, 1 to revert": the
+// objects of each action its kind counts (DestroyAction.Tally), in the
+// actions' rank.
 func (c DestroyCluster) Counts() string {
 	n := map[string]int{}
+	var tallies []step.DestroyAction
 	for _, s := range c.Steps {
 		for _, it := range s.Items {
-			n[it.Action]++
+			a := it.Action
+			if a.Tally == "" {
+				continue
+			}
+			if n[a.Tally] == 0 {
+				tallies = append(tallies, a)
+			}
+			n[a.Tally]++
 		}
 	}
-	var parts []string
-	for _, a := range counted {
-		if n[a.action] > 0 {
-			parts = append(parts, fmt.Sprintf("%d %s", n[a.action], a.label))
-		}
-	}
-	if len(parts) == 0 {
+	if len(tallies) == 0 {
 		return "nothing to undo"
+	}
+	sort.SliceStable(tallies, func(i, j int) bool {
+		if tallies[i].Rank != tallies[j].Rank {
+			return tallies[i].Rank < tallies[j].Rank
+		}
+		return tallies[i].Tally < tallies[j].Tally
+	})
+	parts := make([]string, len(tallies))
+	for i, a := range tallies {
+		parts[i] = fmt.Sprintf("%d %s", n[a.Tally], a.Tally)
 	}
 	return strings.Join(parts, ", ")
 }
@@ -102,7 +112,7 @@ func (v DestroyPlanView) Refused() []string {
 	for _, c := range v.Clusters {
 		for _, s := range c.Steps {
 			for _, it := range s.Items {
-				if it.Action != "refuse" {
+				if !it.Action.Refuses {
 					continue
 				}
 				line := "step " + s.Name + ": " + it.Object + ": " + it.Reason
@@ -139,7 +149,7 @@ func DestroyPlan(w io.Writer, v DestroyPlanView) error {
 			}
 			b.WriteString("\n")
 			for _, it := range s.Items {
-				fmt.Fprintf(&b, "    %-9s %s", it.Action, it.Object)
+				fmt.Fprintf(&b, "    %-9s %s", it.Action.Word, it.Object)
 				if it.Reason != "" {
 					fmt.Fprintf(&b, ": %s", it.Reason)
 				}

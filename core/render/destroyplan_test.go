@@ -3,21 +3,26 @@ package render
 import (
 	"bytes"
 	"testing"
+
+	"khook.io/core/step"
 )
+
+// uninstall is helm's destroy action, as its kind declares it.
+var uninstall = step.DestroyAction{Word: "uninstall", Tally: "to uninstall", Rank: 20}
 
 func TestDestroyPlan(t *testing.T) {
 	v := DestroyPlanView{Spec: "platform", Clusters: []DestroyCluster{
 		{Context: "prod-eu", Server: "https://eu.example:6443", Steps: []DestroyStep{
 			{Name: "settings", Type: "apply", Items: []DestroyObject{
-				{Object: "ConfigMap/extra in team", Action: "delete", Reason: "created by this spec"},
-				{Object: "ConfigMap/team-settings in team", Action: "revert", Reason: "it existed before khook: only khook's fields are removed"},
-				{Object: "Namespace/team", Action: "keep", Reason: "destroy never deletes namespaces"},
+				{Object: "ConfigMap/extra in team", Action: step.DestroyDelete, Reason: "created by this spec"},
+				{Object: "ConfigMap/team-settings in team", Action: step.DestroyRevert, Reason: "it existed before khook: only khook's fields are removed"},
+				{Object: "Namespace/team", Action: step.DestroyKeep, Reason: "destroy never deletes namespaces"},
 			}},
 			{Name: "crds", Type: "apply", Items: []DestroyObject{
-				{Object: "CustomResourceDefinition/widgets.example.com", Action: "refuse", Reason: "its kind has 2 custom resources this spec did not create (in namespace other: other/a, other/b): deleting the CRD deletes them; --force-crds deletes it anyway"},
+				{Object: "CustomResourceDefinition/widgets.example.com", Action: step.DestroyRefuse, Reason: "its kind has 2 custom resources this spec did not create (in namespace other: other/a, other/b): deleting the CRD deletes them; --force-crds deletes it anyway"},
 			}},
-			{Name: "cilium", Type: "helm", Items: []DestroyObject{{Object: "release cilium (kube-system)", Action: "uninstall", Reason: "revision 2 (deployed, chart cilium 1.18.4)"}}},
-			{Name: "migrate", Type: "job", Items: []DestroyObject{{Object: "Job kube-system/migrate", Action: "gone", Reason: "already gone"}}},
+			{Name: "cilium", Type: "helm", Items: []DestroyObject{{Object: "release cilium (kube-system)", Action: uninstall, Reason: "revision 2 (deployed, chart cilium 1.18.4)"}}},
+			{Name: "migrate", Type: "job", Items: []DestroyObject{{Object: "Job kube-system/migrate", Action: step.DestroyGone, Reason: "already gone"}}},
 			{Name: "aws-node", Type: "delete", Note: "left alone: destroy leaves delete steps alone"},
 			{Name: "argocd", Type: "helm", Note: `skipped: when: vars.ENV == "prod" is false`},
 		}},
@@ -46,8 +51,8 @@ func TestDestroyPlanFields(t *testing.T) {
 	v := DestroyPlanView{Spec: "platform", Clusters: []DestroyCluster{
 		{Context: "prod", Server: "https://prod.example:6443", Steps: []DestroyStep{
 			{Name: "settings", Type: "apply", Items: []DestroyObject{
-				{Object: "ConfigMap/frozen in team", Action: "rejected", Reason: "the server rejects giving back khook's fields (dry run), so it is left as it is: ConfigMap \"frozen\" is invalid: data: Forbidden: field is immutable when `immutable` is set"},
-				{Object: "Deployment/web in team", Action: "revert", Reason: "it existed before khook: khook's fields are given back", Fields: []DestroyField{
+				{Object: "ConfigMap/frozen in team", Action: step.DestroyRejected, Reason: "the server rejects giving back khook's fields (dry run), so it is left as it is: ConfigMap \"frozen\" is invalid: data: Forbidden: field is immutable when `immutable` is set"},
+				{Object: "Deployment/web in team", Action: step.DestroyRevert, Reason: "it existed before khook: khook's fields are given back", Fields: []DestroyField{
 					{Path: ".spec.replicas", Outcome: "stay", Reason: "changed since khook by kubectl, through the scale subresource"},
 					{Path: `.spec.template.spec.containers[name="web"].image`, Outcome: "restore", Value: `"nginx:1.0"`, Reason: "khook overwrote it"},
 					{Path: `.spec.template.spec.containers[name="web"].env[name="B"]`, Outcome: "remove", Reason: "khook added it"},
@@ -56,7 +61,7 @@ func TestDestroyPlanFields(t *testing.T) {
 					{Path: ".spec.template.metadata.labels.app", Outcome: "same", Reason: "it held this value before khook"},
 					{Path: ".metadata.annotations.kubectl.kubernetes.io/last-applied-configuration", Outcome: "restore", Value: `"{\"apiVersion\":\"apps/v1\",\"kind\":\"Deployment\",\"metadata\":{\"annotations\":{}}}"`, Reason: "another writer's client-side apply held it before khook"},
 				}},
-				{Object: "Secret/creds in team", Action: "revert", Reason: "it existed before khook: khook's fields are given back", Fields: []DestroyField{
+				{Object: "Secret/creds in team", Action: step.DestroyRevert, Reason: "it existed before khook: khook's fields are given back", Fields: []DestroyField{
 					{Path: ".data.password", Outcome: "lost", Reason: "cannot be given back: khook never records a Secret's values"},
 					{Path: ".data.user", Outcome: "same", Reason: "it held this value before khook"},
 				}},

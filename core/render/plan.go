@@ -12,6 +12,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"khook.io/core/engine"
 	"khook.io/core/internal/english"
 	"khook.io/core/plan"
 )
@@ -89,9 +90,10 @@ func YAML(w io.Writer, v any) error {
 	return err
 }
 
-// Mermaid writes the plan's DAG as a Mermaid flowchart. Steps a when:
-// excludes are drawn dashed.
-func Mermaid(w io.Writer, p *plan.Plan) error {
+// Mermaid writes the plan's DAG as a Mermaid flowchart. Steps the plan
+// skips (a when: excludes, --steps leaves out) are drawn dashed.
+func Mermaid(w io.Writer, res *engine.PlanResult) error {
+	p := res.Plan
 	var b strings.Builder
 	b.WriteString("flowchart TD\n")
 	ids := nodeIDs(p)
@@ -99,7 +101,7 @@ func Mermaid(w io.Writer, p *plan.Plan) error {
 	for _, s := range p.Steps {
 		label := s.Name + "<br/>" + s.Type
 		class := ""
-		if s.Action == plan.ActionSkip {
+		if res.Skips(s.Name) {
 			label += " (skip)"
 			class = ":::skipped"
 			skipped = true
@@ -118,13 +120,15 @@ func Mermaid(w io.Writer, p *plan.Plan) error {
 	return err
 }
 
-// DOT writes the plan's DAG in Graphviz DOT.
-func DOT(w io.Writer, p *plan.Plan) error {
+// DOT writes the plan's DAG in Graphviz DOT, the steps the plan skips
+// dashed.
+func DOT(w io.Writer, res *engine.PlanResult) error {
+	p := res.Plan
 	var b strings.Builder
 	fmt.Fprintf(&b, "digraph %q {\n  rankdir=TB;\n  node [shape=box, fontname=\"sans-serif\"];\n", p.Name)
 	for _, s := range p.Steps {
 		attrs := fmt.Sprintf("label=%q", s.Name+"\n"+s.Type)
-		if s.Action == plan.ActionSkip {
+		if res.Skips(s.Name) {
 			attrs = fmt.Sprintf("label=%q, style=dashed, fontcolor=gray", s.Name+"\n"+s.Type+" (skip)")
 		}
 		fmt.Fprintf(&b, "  %q [%s];\n", s.Name, attrs)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"khook.io/core/event"
 	"khook.io/core/spec"
 )
 
@@ -22,11 +23,15 @@ func satisfies(res StepResult) bool {
 	return res.Status == StatusOK || res.Status == StatusSkipped
 }
 
-// stopError is why a run starts no new step; its text is the skip reason
-// of the steps it keeps from starting.
-type stopError string
+// stopError is why a run starts no new step; reason is the skip reason
+// of the steps it keeps from starting, interrupted whether an
+// interruption stopped it.
+type stopError struct {
+	reason      string
+	interrupted bool
+}
 
-func (e stopError) Error() string { return string(e) }
+func (e stopError) Error() string { return e.reason }
 
 // stopAfter is whether a step that ran and ended as res stops the run: an
 // interruption does, and so does a failure under onError: fail. Running
@@ -34,9 +39,9 @@ func (e stopError) Error() string { return string(e) }
 func stopAfter(t *Task, res StepResult) error {
 	switch {
 	case res.Status == StatusInterrupted:
-		return stopError(interruptedReason)
+		return stopError{reason: interruptedReason, interrupted: true}
 	case res.Status == StatusFailed && t.OnError != spec.OnErrorContinue:
-		return stopError(fmt.Sprintf("not run: step %s failed (onError: fail)", res.Name))
+		return stopError{reason: fmt.Sprintf("not run: step %s failed (onError: fail)", res.Name)}
 	}
 	return nil
 }
@@ -53,19 +58,21 @@ func blockedReason(need StepResult) string {
 	return fmt.Sprintf("needs %s, which failed", need.Name)
 }
 
-// unreachedReason is the skip reason of a step the run never reached:
-// cause is what stopped the run (the run's context ended: an
+// unreached is the skip reason and cause of a step the run never
+// reached: cause is what stopped the run (the run's context ended: an
 // interruption; or a step's stopAfter), or nil when its needs never
 // completed.
-func unreachedReason(cause error) string {
+func unreached(cause error) (string, event.SkipCause) {
 	var stop stopError
 	switch {
 	case cause == nil:
-		return "not run: its needs never completed"
+		return "not run: its needs never completed", event.SkipUnreached
+	case errors.As(cause, &stop) && stop.interrupted:
+		return stop.reason, event.SkipInterrupted
 	case errors.As(cause, &stop):
-		return string(stop)
+		return stop.reason, event.SkipUnreached
 	}
-	return interruptedReason
+	return interruptedReason, event.SkipInterrupted
 }
 
 // runStatus is how a run whose steps ended as steps ended: interrupted
@@ -76,7 +83,7 @@ func runStatus(steps []StepResult) string {
 	status := RunOK
 	for _, s := range steps {
 		switch {
-		case s.Status == StatusInterrupted || s.SkipReason == interruptedReason:
+		case s.Status == StatusInterrupted || s.Skip == event.SkipInterrupted:
 			return RunInterrupted
 		case s.Status == StatusFailed:
 			status = RunFailed

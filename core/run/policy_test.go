@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"khook.io/core/event"
 	"khook.io/core/spec"
 )
 
@@ -35,9 +36,14 @@ func TestStopAfter(t *testing.T) {
 			if got := fmt.Sprint(err); (err == nil) != (tt.want == "") || (err != nil && got != tt.want) {
 				t.Fatalf("stopAfter = %v, want %q", err, tt.want)
 			}
-			// the reason of what the stop leaves unreached is its text
-			if err != nil && unreachedReason(err) != tt.want {
-				t.Fatalf("unreached reason %q", unreachedReason(err))
+			// the reason of what the stop leaves unreached is its text,
+			// its cause an interruption's when an interruption stopped it
+			if err == nil {
+				return
+			}
+			reason, cause := unreached(err)
+			if wantCause := map[bool]event.SkipCause{true: event.SkipInterrupted, false: event.SkipUnreached}[tt.status == StatusInterrupted]; reason != tt.want || cause != wantCause {
+				t.Fatalf("unreached: %q, cause %v, want %v", reason, cause, wantCause)
 			}
 		})
 	}
@@ -57,18 +63,20 @@ func TestBlockedReason(t *testing.T) {
 
 func TestUnreachedReason(t *testing.T) {
 	tests := []struct {
-		cause error
-		want  string
+		cause     error
+		want      string
+		wantCause event.SkipCause
 	}{
-		{nil, "not run: its needs never completed"},
-		{context.Canceled, "not run: the run was interrupted"},
-		{context.DeadlineExceeded, "not run: the run was interrupted"},
-		{stopError("not run: step a failed (onError: fail)"), "not run: step a failed (onError: fail)"},
-		{fmt.Errorf("wrapped: %w", stopError("not run: step b failed (onError: fail)")), "not run: step b failed (onError: fail)"},
+		{nil, "not run: its needs never completed", event.SkipUnreached},
+		{context.Canceled, "not run: the run was interrupted", event.SkipInterrupted},
+		{context.DeadlineExceeded, "not run: the run was interrupted", event.SkipInterrupted},
+		{stopError{reason: "not run: step a failed (onError: fail)"}, "not run: step a failed (onError: fail)", event.SkipUnreached},
+		{fmt.Errorf("wrapped: %w", stopError{reason: "not run: step b failed (onError: fail)"}), "not run: step b failed (onError: fail)", event.SkipUnreached},
+		{stopError{reason: interruptedReason, interrupted: true}, "not run: the run was interrupted", event.SkipInterrupted},
 	}
 	for _, tt := range tests {
-		if got := unreachedReason(tt.cause); got != tt.want {
-			t.Errorf("%v: %q, want %q", tt.cause, got, tt.want)
+		if got, cause := unreached(tt.cause); got != tt.want || cause != tt.wantCause {
+			t.Errorf("%v: %q (cause %v), want %q (cause %v)", tt.cause, got, cause, tt.want, tt.wantCause)
 		}
 	}
 }
@@ -78,7 +86,7 @@ func TestRunStatus(t *testing.T) {
 	failed := StepResult{Status: StatusFailed}
 	interrupted := StepResult{Status: StatusInterrupted}
 	skipped := StepResult{Status: StatusSkipped, SkipReason: "needs a, which failed"}
-	notStarted := StepResult{Status: StatusSkipped, SkipReason: interruptedReason}
+	notStarted := StepResult{Status: StatusSkipped, SkipReason: interruptedReason, Skip: event.SkipInterrupted}
 	tests := []struct {
 		name  string
 		steps []StepResult

@@ -61,11 +61,15 @@ type scheduler struct {
 func (s *scheduler) Skip(i int) (skip, ok bool) {
 	t := &s.tasks[i]
 	if t.Skip != "" {
-		s.skipped(i, t.Skip)
+		cause := t.SkipCause
+		if !cause.UpFront() {
+			cause = event.SkipUpFront
+		}
+		s.skipped(i, t.Skip, cause)
 		return true, true
 	}
 	if len(t.Triggers) > 0 && !s.triggered(t) {
-		s.skipped(i, t.NotTriggered)
+		s.skipped(i, t.NotTriggered, event.SkipNotTriggered)
 		return true, true
 	}
 	return false, false
@@ -96,14 +100,19 @@ func (s *scheduler) Done(i int) (ok bool, stop error) {
 }
 
 // Blocked skips task i because a task it needs did not satisfy it.
-func (s *scheduler) Blocked(i, need int) { s.skipped(i, blockedReason(s.results[need])) }
+func (s *scheduler) Blocked(i, need int) {
+	s.skipped(i, blockedReason(s.results[need]), event.SkipBlocked)
+}
 
 // Unreached skips task i, which the run never reached.
-func (s *scheduler) Unreached(i int, cause error) { s.skipped(i, unreachedReason(cause)) }
+func (s *scheduler) Unreached(i int, cause error) {
+	reason, why := unreached(cause)
+	s.skipped(i, reason, why)
+}
 
-// skipped ends task i, which never ran, skipped for reason.
-func (s *scheduler) skipped(i int, reason string) {
-	s.results[i].Status, s.results[i].SkipReason = StatusSkipped, reason
+// skipped ends task i, which never ran, skipped for reason, of cause.
+func (s *scheduler) skipped(i int, reason string, cause event.SkipCause) {
+	s.results[i].Status, s.results[i].SkipReason, s.results[i].Skip = StatusSkipped, reason, cause
 	s.emitEnd(s.results[i])
 }
 
@@ -124,5 +133,5 @@ func (s *scheduler) emitEnd(res StepResult) {
 	case StatusSkipped:
 		msg = res.SkipReason
 	}
-	s.sink.Emit(event.Event{Kind: endKinds[res.Status], Time: time.Now(), Step: res.Name, Type: res.Type, Attempt: res.Attempts, Message: msg, Elapsed: res.Duration})
+	s.sink.Emit(event.Event{Kind: endKinds[res.Status], Time: time.Now(), Step: res.Name, Type: res.Type, Attempt: res.Attempts, Message: msg, Elapsed: res.Duration, Skip: res.Skip})
 }

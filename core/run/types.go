@@ -48,7 +48,9 @@ type Task struct {
 	Type string
 	// Skip, when set, skips the task without running it; the task still
 	// satisfies its needers (a when: exclusion, a resumed step).
-	Skip string
+	// SkipCause says why (event.SkipUpFront when it does not).
+	Skip      string
+	SkipCause event.SkipCause
 	// Timeout bounds each attempt; Retries more attempts follow a failed
 	// one, RetryDelay apart; OnError is spec.OnErrorFail or Continue.
 	Timeout    time.Duration
@@ -80,7 +82,9 @@ type StepResult struct {
 	Duration   time.Duration `json:"-"`
 	Error      string        `json:"error,omitempty"`
 	SkipReason string        `json:"skipReason,omitempty"`
-	Message    string        `json:"message,omitempty"`
+	// Skip is why a skipped step was skipped (SkipReason says it).
+	Skip    event.SkipCause `json:"-"`
+	Message string          `json:"message,omitempty"`
 	// Changed: the step ended ok having changed something (Outcome).
 	Changed bool `json:"-"`
 	// Drift are the objects the step found drifted and left as they are

@@ -19,12 +19,14 @@ type DestroyPlan struct {
 }
 
 // DestroyItem is one object (or release) of a destroy plan: Action is
-// what destroy does with it ("delete", "revert", "rejected", "leave",
-// "keep", "gone", "refuse", "uninstall"), Reason why. Fields says, for an
+// what destroy does with it, as the kind declares it (DestroyDelete,
+// DestroyRevert, ...; helm's uninstall), Reason why. Fields says, for an
 // object destroy reverts, what becomes of each field khook wrote on it.
 type DestroyItem struct {
-	Object, Action, Reason string
-	Fields                 []DestroyField
+	Object string
+	Action DestroyAction
+	Reason string
+	Fields []DestroyField
 }
 
 // DestroyField is one field of a reverted object: its path, what becomes
@@ -35,9 +37,9 @@ type DestroyField struct {
 	Path, Outcome, Value, Reason string
 }
 
-// RedactDestroyPlan masks every secret in p, in place (object names can
+// redactDestroyPlan masks every secret in p, in place (object names can
 // come from variables).
-func (r *Request) RedactDestroyPlan(p *DestroyPlan, err *error) {
+func (r *Request) redactDestroyPlan(p *DestroyPlan, err *error) {
 	for i := range p.Items {
 		it := &p.Items[i]
 		it.Object, it.Reason = r.Redactor.String(it.Object), r.Redactor.String(it.Reason)
@@ -46,5 +48,5 @@ func (r *Request) RedactDestroyPlan(p *DestroyPlan, err *error) {
 			f.Path, f.Value, f.Reason = r.Redactor.String(f.Path), r.Redactor.String(f.Value), r.Redactor.String(f.Reason)
 		}
 	}
-	*err = r.Redact(*err)
+	*err = r.redactErr(*err)
 }

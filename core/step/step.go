@@ -45,9 +45,11 @@ type Request struct {
 	FieldManager string
 	// HTTP fetches url: sources (manifests, values).
 	HTTP *http.Client
-	// Redactor masks secrets. An executor masks what it returns once, at
-	// its exit (RedactOutcome, RedactPrediction, RedactDiff); progress
-	// goes through Logf, which masks it.
+	// Redactor masks secrets. An executor masks nothing it returns: the
+	// engine calls it through RunStep, PlanStep, DiffStep, DestroyStep
+	// and PlanDestroyStep, which mask all of it, and masks what it
+	// reports through Log, Warn and Notes. An executor uses it where it
+	// must mask before it cuts or compares (a log excerpt, a diff).
 	Redactor *redact.Redactor
 	// Log reports progress ("waiting for 2 pods"). Safe for concurrent use.
 	Log func(format string, args ...any)
@@ -189,9 +191,9 @@ func (r *Request) Objects() *objects.Manager {
 	return objects.New(r.Kube, objects.Options{FieldManager: r.FieldManager, Redactor: r.Redactor, CreatedBy: r.SpecName})
 }
 
-// Redact returns err with every secret masked in its message (still
+// redactErr returns err with every secret masked in its message (still
 // unwrappable); nil stays nil. An interruption's note is masked too.
-func (r *Request) Redact(err error) error {
+func (r *Request) redactErr(err error) error {
 	if err == nil {
 		return nil
 	}
@@ -202,35 +204,34 @@ func (r *Request) Redact(err error) error {
 	return r.Redactor.Error(err)
 }
 
-// RedactOutcome masks every secret in what an executor's Run or Destroy
-// returns, in place: deferred first thing, it is the one redaction of a
-// step's outcome (an error and a message may quote a manifest, a server's
-// answer or a pod's log).
-func (r *Request) RedactOutcome(out *Outcome, err *error) {
+// redactOutcome masks every secret in what an executor's Run or Destroy
+// returns, in place (an error and a message may quote a manifest, a
+// server's answer or a pod's log): RunStep and DestroyStep call it.
+func (r *Request) redactOutcome(out *Outcome, err *error) {
 	out.Message, out.SkipReason = r.Redactor.String(out.Message), r.Redactor.String(out.SkipReason)
 	out.Drift, out.Kept = redactAll(r.Redactor, out.Drift), redactAll(r.Redactor, out.Kept)
-	*err = r.Redact(*err)
+	*err = r.redactErr(*err)
 }
 
-// RedactPrediction is RedactOutcome for a Plan: a failed plan returns no
+// redactPrediction is redactOutcome for a Plan: a failed plan returns no
 // prediction.
-func (r *Request) RedactPrediction(p *Prediction, err *error) {
+func (r *Request) redactPrediction(p *Prediction, err *error) {
 	if *err != nil {
-		*p, *err = Prediction{}, r.Redact(*err)
+		*p, *err = Prediction{}, r.redactErr(*err)
 		return
 	}
 	*p = p.Redacted(r.Redactor)
 }
 
-// RedactDiff is RedactOutcome for a Diff, an *UnavailableError's reason
+// redactDiff is redactOutcome for a Diff, an *UnavailableError's reason
 // included: a failed diff returns no objects.
-func (r *Request) RedactDiff(d *Diff, err *error) {
+func (r *Request) redactDiff(d *Diff, err *error) {
 	var un *UnavailableError
 	switch {
 	case errors.As(*err, &un):
 		*d, *err = Diff{}, &UnavailableError{Reason: r.Redactor.String(un.Reason)}
 	case *err != nil:
-		*d, *err = Diff{}, r.Redact(*err)
+		*d, *err = Diff{}, r.redactErr(*err)
 	default:
 		*d = d.Redacted(r.Redactor)
 	}
@@ -308,9 +309,9 @@ type Executor interface {
 
 // Prediction is what a live plan expects a step to do.
 type Prediction struct {
-	// Action: one of package plan's Action constants, or what another
-	// engine names (helm's install, upgrade); unknown comes with a Reason.
-	Action  string
+	// Action is what the step would do, as its kind declares it (the
+	// shared ones: ActionCreate, ...); ActionUnknown comes with a Reason.
+	Action  Action
 	Reason  string
 	Details []string
 	// Kept are the fields the step would leave to other writers or

@@ -16,9 +16,9 @@ func TestRedacted(t *testing.T) {
 	r := redact.New()
 	r.Add(secret)
 
-	p := Prediction{Action: "create", Reason: "token " + secret, Details: []string{"a " + secret, "plain"}}
+	p := Prediction{Action: ActionCreate, Reason: "token " + secret, Details: []string{"a " + secret, "plain"}}
 	got := p.Redacted(r)
-	if strings.Contains(got.Reason+strings.Join(got.Details, ""), secret) || got.Details[1] != "plain" || got.Action != "create" {
+	if strings.Contains(got.Reason+strings.Join(got.Details, ""), secret) || got.Details[1] != "plain" || got.Action != ActionCreate {
 		t.Errorf("Prediction.Redacted: %+v", got)
 	}
 	if p.Details[0] != "a "+secret {
@@ -64,7 +64,7 @@ func TestRequestRedactsAtTheExit(t *testing.T) {
 
 	base := errors.New("refused: " + secret)
 	out, err := Outcome{Message: "m " + secret, SkipReason: "s " + secret}, base
-	req.RedactOutcome(&out, &err)
+	req.redactOutcome(&out, &err)
 	leaks("outcome message", out.Message)
 	leaks("outcome skip reason", out.SkipReason)
 	leaks("outcome error", err.Error())
@@ -73,7 +73,7 @@ func TestRequestRedactsAtTheExit(t *testing.T) {
 	}
 
 	err = Interrupted("deleted Job "+secret, base)
-	req.RedactOutcome(&out, &err)
+	req.redactOutcome(&out, &err)
 	var note interface{ InterruptNote() string }
 	if !errors.As(err, &note) {
 		t.Fatalf("the interruption is lost: %v", err)
@@ -81,28 +81,28 @@ func TestRequestRedactsAtTheExit(t *testing.T) {
 	leaks("interruption note", note.InterruptNote())
 	leaks("interruption error", err.Error())
 
-	p, err := Prediction{Action: "create", Reason: "r " + secret}, error(nil)
-	req.RedactPrediction(&p, &err)
+	p, err := Prediction{Action: ActionCreate, Reason: "r " + secret}, error(nil)
+	req.redactPrediction(&p, &err)
 	leaks("prediction reason", p.Reason)
-	p, err = Prediction{Action: "create"}, base
-	req.RedactPrediction(&p, &err)
-	if p.Action != "" {
+	p, err = Prediction{Action: ActionCreate}, base
+	req.redactPrediction(&p, &err)
+	if p.Action != (Action{}) {
 		t.Errorf("a failed plan kept its prediction: %+v", p)
 	}
 	leaks("plan error", err.Error())
 
 	d, err := Diff{Notes: []string{"n " + secret}}, error(nil)
-	req.RedactDiff(&d, &err)
+	req.redactDiff(&d, &err)
 	leaks("diff note", d.Notes[0])
 	d, err = Diff{Notes: []string{"x"}}, &UnavailableError{Reason: "ns " + secret}
-	req.RedactDiff(&d, &err)
+	req.redactDiff(&d, &err)
 	var un *UnavailableError
 	if !errors.As(err, &un) || d.Notes != nil {
 		t.Fatalf("unavailable: %v %+v", err, d)
 	}
 	leaks("unavailable reason", un.Reason)
 	d, err = Diff{}, base
-	req.RedactDiff(&d, &err)
+	req.redactDiff(&d, &err)
 	leaks("diff error", err.Error())
 
 	req.Logf("applying %s", secret)

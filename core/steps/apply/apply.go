@@ -95,7 +95,6 @@ func load(ctx context.Context, req *step.Request) ([]*unstructured.Unstructured,
 
 // Run applies the step's objects and waits for waitFor.
 func (e *Executor) Run(ctx context.Context, req *step.Request) (result step.Outcome, err error) {
-	defer req.RedactOutcome(&result, &err)
 	endFetch := event.Phase(ctx, event.PhaseFetch, "manifests")
 	objs, ns, err := load(ctx, req)
 	endFetch(err)
@@ -322,7 +321,6 @@ func existing(ctx context.Context, m *objects.Manager, objs []*unstructured.Unst
 // did not create is refused, before anything is touched, unless
 // --force-crds. Objects already gone count as success.
 func (e *Executor) Destroy(ctx context.Context, req *step.Request) (result step.Outcome, err error) {
-	defer req.RedactOutcome(&result, &err)
 	a := spec.BlockOf[Apply](req.Step)
 	opts := objects.UndoOptions{ForceCRDs: req.ForceCRDs, Progress: req.Progress}
 	var items []objects.UndoItem
@@ -365,10 +363,26 @@ func plannedItems(req *step.Request) ([]objects.UndoItem, bool) {
 	return items, ok
 }
 
+// undoActions are the destroy actions of an apply step's objects, by what
+// the object manager plans for each.
+var undoActions = map[objects.UndoAction]step.DestroyAction{
+	objects.UndoDelete: step.DestroyDelete, objects.UndoRevert: step.DestroyRevert, objects.UndoRejected: step.DestroyRejected,
+	objects.UndoLeave: step.DestroyLeave, objects.UndoKeep: step.DestroyKeep, objects.UndoAbsent: step.DestroyGone,
+	objects.UndoRefuse: step.DestroyRefuse, objects.UndoUnknown: step.DestroyUnknown,
+}
+
+// undoAction is the destroy action of what the object manager plans for
+// an object: one it names and undoActions does not is shown, not counted.
+func undoAction(a objects.UndoAction) step.DestroyAction {
+	if d, ok := undoActions[a]; ok {
+		return d
+	}
+	return step.DestroyAction{Word: string(a)}
+}
+
 // PlanDestroy says what Destroy would do with each object, changing
 // nothing.
 func (e *Executor) PlanDestroy(ctx context.Context, req *step.Request) (p step.DestroyPlan, err error) {
-	defer req.RedactDestroyPlan(&p, &err)
 	objs, ns, err := load(ctx, req)
 	if err != nil {
 		return p, err
@@ -376,7 +390,7 @@ func (e *Executor) PlanDestroy(ctx context.Context, req *step.Request) (p step.D
 	items, err := req.Objects().PlanUndo(ctx, objs, objects.UndoOptions{Namespace: ns, ForceCRDs: req.ForceCRDs})
 	p.Carry = items
 	for _, it := range items {
-		di := step.DestroyItem{Object: it.Ref, Action: string(it.Action), Reason: it.Reason}
+		di := step.DestroyItem{Object: it.Ref, Action: undoAction(it.Action), Reason: it.Reason}
 		for _, f := range it.Fields {
 			di.Fields = append(di.Fields, step.DestroyField{Path: f.Path, Outcome: string(f.Outcome), Value: f.Value, Reason: f.Reason})
 		}

@@ -557,7 +557,7 @@ func TestApplyPlan(t *testing.T) {
 	f := e.crd()
 	plan := func(yaml string) step.Prediction {
 		t.Helper()
-		p, err := apply.New(apply.Options{}).Plan(t.Context(), e.request(yaml))
+		p, err := step.PlanStep(t.Context(), apply.New(apply.Options{}), e.request(yaml))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -565,7 +565,7 @@ func TestApplyPlan(t *testing.T) {
 	}
 	fields := "namespace: " + e.ns
 	p := plan(stepYAML("p", fields, inline(configMap("a", nil)), inline(configMap("b", nil))))
-	if p.Action != "create" || len(p.Details) != 2 || p.Details[0] != "ConfigMap/a in "+e.ns+": create" {
+	if p.Action.Word != "create" || len(p.Details) != 2 || p.Details[0] != "ConfigMap/a in "+e.ns+": create" {
 		t.Errorf("none exist: %+v", p)
 	}
 	if !e.absent(cmGVR, e.ns, "a") {
@@ -573,53 +573,53 @@ func TestApplyPlan(t *testing.T) {
 	}
 	run(t, e.request(stepYAML("p", fields, inline(configMap("a", nil)))))
 	p = plan(stepYAML("p", fields, inline(configMap("a", nil)), inline(configMap("b", nil))))
-	if p.Action != "configure" || p.Reason != "1 to create, 1 unchanged" || strings.Join(p.Details, "|") != "ConfigMap/a in "+e.ns+": unchanged|ConfigMap/b in "+e.ns+": create" {
+	if p.Action.Word != "configure" || p.Reason != "1 to create, 1 unchanged" || strings.Join(p.Details, "|") != "ConfigMap/a in "+e.ns+": unchanged|ConfigMap/b in "+e.ns+": create" {
 		t.Errorf("some exist: %+v", p)
 	}
 	// applied as it is: the dry run changes nothing, as diff says
 	p = plan(stepYAML("p", fields, inline(configMap("a", nil))))
-	if p.Action != "unchanged" || p.Reason != "a dry run of the object changes nothing" || p.Details[0] != "ConfigMap/a in "+e.ns+": unchanged" {
+	if p.Action.Word != "unchanged" || p.Reason != "a dry run of the object changes nothing" || p.Details[0] != "ConfigMap/a in "+e.ns+": unchanged" {
 		t.Errorf("applied, unchanged: %+v", p)
 	}
 	// a changed manifest: configure, naming the fields that change
 	// (the data, and the last-applied configuration of client-side apply)
 	p = plan(stepYAML("p", fields, inline(configMap("a", map[string]string{"k": "v"}))))
 	want := "ConfigMap/a in " + e.ns + `: configure: data.k, metadata.annotations["kubectl.kubernetes.io/last-applied-configuration"]`
-	if p.Action != "configure" || p.Reason != "1 to configure" || p.Details[0] != want {
+	if p.Action.Word != "configure" || p.Reason != "1 to configure" || p.Details[0] != want {
 		t.Errorf("changed manifest: %+v, want configure: %s", p, want)
 	}
 	// server-side: the same, without the annotation
 	run(t, e.request(stepYAML("p", fields+"\nserverSide: true", inline(configMap("s", map[string]string{"k": "v"})))))
-	if p = plan(stepYAML("p", fields+"\nserverSide: true", inline(configMap("s", map[string]string{"k": "v"})))); p.Action != "unchanged" {
+	if p = plan(stepYAML("p", fields+"\nserverSide: true", inline(configMap("s", map[string]string{"k": "v"})))); p.Action.Word != "unchanged" {
 		t.Errorf("server-side, applied: %+v", p)
 	}
 	p = plan(stepYAML("p", fields+"\nserverSide: true", inline(configMap("s", map[string]string{"k": "w"}))))
-	if p.Action != "configure" || p.Details[0] != "ConfigMap/s in "+e.ns+": configure: data.k" {
+	if p.Action.Word != "configure" || p.Details[0] != "ConfigMap/s in "+e.ns+": configure: data.k" {
 		t.Errorf("server-side, changed: %+v", p)
 	}
 	p = plan(stepYAML("p", fields+"\nskipIf: exists", inline(configMap("a", nil))))
-	if p.Action != "skip" || p.Reason != "the object exists (skipIf: exists)" {
+	if p.Action.Word != "skip" || p.Reason != "the object exists (skipIf: exists)" {
 		t.Errorf("skipIf: %+v", p)
 	}
 	p = plan(stepYAML("p", fields, inline(f.cr("w", 1))))
-	if p.Action != "unknown" || !strings.Contains(p.Reason, "the cluster does not serve Widget ("+f.group+"/v1)") {
+	if p.Action.Word != "unknown" || !strings.Contains(p.Reason, "the cluster does not serve Widget ("+f.group+"/v1)") {
 		t.Errorf("missing CRD: %+v", p)
 	}
 	p = plan(stepYAML("p", fields, inline(f.manifest()), inline(f.cr("w", 1))))
-	if p.Action != "create" || !strings.Contains(p.Details[1], "its CRD is applied first by this step") {
+	if p.Action.Word != "create" || !strings.Contains(p.Details[1], "its CRD is applied first by this step") {
 		t.Errorf("CRD in the same step: %+v", p)
 	}
 	missing := e.ns + "-later"
 	p = plan(stepYAML("p", "namespace: "+missing, inline(configMap("a", nil))))
-	if p.Action != "unknown" || p.Reason != "namespace "+missing+" does not exist (an earlier step may create it)" {
+	if p.Action.Word != "unknown" || p.Reason != "namespace "+missing+" does not exist (an earlier step may create it)" {
 		t.Errorf("missing namespace: %+v", p)
 	}
 	p = plan(stepYAML("p", "namespace: "+missing+"\ncreateNamespace: true", inline(configMap("a", nil))))
-	if p.Action != "create" || p.Details[0] != "Namespace/"+missing+": create (createNamespace)" {
+	if p.Action.Word != "create" || p.Details[0] != "Namespace/"+missing+": create (createNamespace)" {
 		t.Errorf("createNamespace: %+v", p)
 	}
 	p = plan(stepYAML("p", "namespace: "+missing, inline("apiVersion: v1\nkind: Namespace\nmetadata: {name: "+missing+"}\n"), inline(configMap("a", nil))))
-	if p.Action != "create" {
+	if p.Action.Word != "create" {
 		t.Errorf("namespace manifest in the step: %+v", p)
 	}
 	if !e.absent(nsGVR, "", missing) || !e.absent(crdGVR, "", f.plural+"."+f.group) {

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"khook.io/core/objects"
+	"khook.io/core/step"
 	"khook.io/core/steps/apply"
 	"khook.io/core/testing/testcluster"
 )
@@ -114,16 +115,16 @@ func TestApplyAsKubectl(t *testing.T) {
 		}
 		manifest := func(ns string) string { return strings.ReplaceAll(string(data), "namespace: test", "namespace: "+ns) }
 		h.mustKubectl(manifest(h.ns), "apply", "-f", "-")
-		step := stepYAML("exported", "namespace: "+k.ns, inline(manifest(k.ns)))
-		p, err := apply.New(apply.Options{}).Plan(t.Context(), k.request(step))
-		if err != nil || p.Action != "create" {
+		exported := stepYAML("exported", "namespace: "+k.ns, inline(manifest(k.ns)))
+		p, err := step.PlanStep(t.Context(), apply.New(apply.Options{}), k.request(exported))
+		if err != nil || p.Action.Word != "create" {
 			t.Errorf("plan: %+v, %v", p, err)
 		}
-		d, err := apply.New(apply.Options{}).Diff(t.Context(), k.request(step))
+		d, err := step.DiffStep(t.Context(), apply.New(apply.Options{}), k.request(exported))
 		if err != nil || len(d.Objects) != 1 || d.Objects[0].Merged == nil || d.Objects[0].Unavailable != "" {
 			t.Errorf("diff: %+v, %v", d, err)
 		}
-		if out := run(t, k.request(step)); out.Message != "applied 1 object: 1 created" {
+		if out := run(t, k.request(exported)); out.Message != "applied 1 object: 1 created" {
 			t.Errorf("apply: %q", out.Message)
 		}
 		byKubectl, byKhook := h.get(deployGVR, h.ns, "nginx-deployment"), k.get(deployGVR, k.ns, "nginx-deployment")
@@ -136,7 +137,7 @@ func TestApplyAsKubectl(t *testing.T) {
 		if err == nil || !strings.Contains(kerr, "Conflict") {
 			t.Errorf("kubectl's second apply: %v %s", err, kerr)
 		}
-		if err := runErr(t, k.request(step)); !strings.Contains(err.Error(), "the object has been modified") {
+		if err := runErr(t, k.request(exported)); !strings.Contains(err.Error(), "the object has been modified") {
 			t.Errorf("khook's second apply: %v", err)
 		}
 	})
@@ -267,7 +268,7 @@ func TestApplyAsKubectl(t *testing.T) {
 		// khook found it, and leaves nothing of khook's
 		destroy := k.request(ssa)
 		destroy.FieldManager = "kubectl"
-		if _, err := apply.New(apply.Options{}).Destroy(t.Context(), destroy); err != nil {
+		if _, err := step.DestroyStep(t.Context(), apply.New(apply.Options{}), destroy); err != nil {
 			t.Fatalf("destroy: %v", err)
 		}
 		back := k.get(cmGVR, k.ns, "taken")

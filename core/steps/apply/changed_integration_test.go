@@ -74,7 +74,7 @@ func TestChangedDestroy(t *testing.T) {
 	run(t, req)
 	for i, want := range []bool{true, false} {
 		ctx, cancel := context.WithTimeout(t.Context(), req.Timeout)
-		out, err := apply.New(apply.Options{}).Destroy(ctx, req)
+		out, err := step.DestroyStep(ctx, apply.New(apply.Options{}), req)
 		cancel()
 		if err != nil {
 			t.Fatalf("destroy %d: %v", i+1, err)

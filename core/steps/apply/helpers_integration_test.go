@@ -112,7 +112,7 @@ func run(t *testing.T, req *step.Request) step.Outcome {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), req.Timeout)
 	defer cancel()
-	out, err := apply.New(apply.Options{}).Run(ctx, req)
+	out, err := step.RunStep(ctx, apply.New(apply.Options{}), req)
 	if err != nil {
 		t.Fatalf("apply: %v", err)
 	}
@@ -123,7 +123,7 @@ func runErr(t *testing.T, req *step.Request) error {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), req.Timeout)
 	defer cancel()
-	_, err := apply.New(apply.Options{}).Run(ctx, req)
+	_, err := step.RunStep(ctx, apply.New(apply.Options{}), req)
 	if err == nil {
 		t.Fatal("apply succeeded, want an error")
 	}

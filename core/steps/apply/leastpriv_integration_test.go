@@ -65,7 +65,7 @@ func TestPlanLeastPrivilege(t *testing.T) {
 	le.cleanup(cmGVR, b)
 
 	pred := steptest.Plan(t, apply.New(apply.Options{}), le.req(stepYAML("cms", "namespace: "+le.ns, inline(configMap(a, nil)), inline(configMap(b, nil)))))
-	if pred.Action != "configure" || pred.Reason != "1 to create, 1 to configure" {
+	if pred.Action.Word != "configure" || pred.Reason != "1 to create, 1 to configure" {
 		t.Errorf("plan = %+v, want configure (1 to create, 1 to configure)", pred)
 	}
 	// b was created without apply: apply adds its last-applied configuration
@@ -75,7 +75,7 @@ func TestPlanLeastPrivilege(t *testing.T) {
 	}
 
 	pred = steptest.Plan(t, apply.New(apply.Options{}), le.req(stepYAML("mixed", "namespace: "+le.ns+"\ncreateNamespace: true", inline(configMap(a, nil)), inline(fmt.Sprintf(serviceAccount, sa)))))
-	if pred.Action != "unknown" || pred.Reason != "may not read serviceaccounts in "+le.ns {
+	if pred.Action.Word != "unknown" || pred.Reason != "may not read serviceaccounts in "+le.ns {
 		t.Errorf("plan = %+v, want unknown: may not read serviceaccounts", pred)
 	}
 	if len(pred.Details) != 2 || pred.Details[0] != "ConfigMap/"+a+" in "+le.ns+": create" ||
@@ -122,7 +122,7 @@ func TestDestroyDeletesWhatItMay(t *testing.T) {
 	req := le.req(stepYAML("undo", "namespace: "+le.ns, inline(configMap(a, nil)), inline(fmt.Sprintf(serviceAccount, sa)), inline(configMap(b, nil))))
 	ctx, cancel := context.WithTimeout(t.Context(), req.Timeout)
 	defer cancel()
-	_, err := apply.New(apply.Options{}).Destroy(ctx, req)
+	_, err := step.DestroyStep(ctx, apply.New(apply.Options{}), req)
 	if err == nil {
 		t.Fatal("destroy succeeded, but the ServiceAccount may not be deleted")
 	}
@@ -166,15 +166,15 @@ func TestPlanReadOnlyObject(t *testing.T) {
 	var pred step.Prediction
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 		pred = steptest.Plan(t, apply.New(apply.Options{}), le.req(stepYAML("sa", "namespace: "+le.ns, inline(fmt.Sprintf(serviceAccount, sa)))))
-		return pred.Action != "unknown", nil // the RoleBinding takes effect
+		return pred.Action.Word != "unknown", nil // the RoleBinding takes effect
 	})
-	if err != nil || pred.Action != "unchanged" {
+	if err != nil || pred.Action.Word != "unchanged" {
 		t.Fatalf("plan of the applied ServiceAccount, read-only: %+v (%v)", pred, err)
 	}
 	labelled := strings.Replace(fmt.Sprintf(serviceAccount, sa), "metadata:\n", "metadata:\n  labels: {team: x}\n", 1)
 	pred = steptest.Plan(t, apply.New(apply.Options{}), le.req(stepYAML("sa", "namespace: "+le.ns, inline(labelled))))
 	want := "ServiceAccount/" + sa + " in " + le.ns + ": configure (exists; may not dry-run it: "
-	if pred.Action != "configure" || len(pred.Details) != 1 || !strings.HasPrefix(pred.Details[0], want) {
+	if pred.Action.Word != "configure" || len(pred.Details) != 1 || !strings.HasPrefix(pred.Details[0], want) {
 		t.Errorf("plan of a changed ServiceAccount, read-only: %+v, want %q...", pred, want)
 	}
 }

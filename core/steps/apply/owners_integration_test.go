@@ -19,7 +19,7 @@ import (
 
 func plan(t *testing.T, req *step.Request) step.Prediction {
 	t.Helper()
-	p, err := apply.New(apply.Options{}).Plan(t.Context(), req)
+	p, err := step.PlanStep(t.Context(), apply.New(apply.Options{}), req)
 	if err != nil {
 		t.Fatalf("plan: %v", err)
 	}
@@ -60,7 +60,7 @@ func TestApplyKeepsControllersFields(t *testing.T) {
 			run(t, req("", "info"))
 			for i := range 3 {
 				patch("cainjector", `{"ca":"real-`+strconv.Itoa(i)+`"}`)
-				if p := plan(t, req("", "info")); p.Action != "unchanged" || !slices.Contains(p.Kept, kept) {
+				if p := plan(t, req("", "info")); p.Action.Word != "unchanged" || !slices.Contains(p.Kept, kept) {
 					t.Errorf("re-apply %d: plan %s %q kept %q", i, p.Action, p.Details, p.Kept)
 				}
 				out := run(t, req("", "info"))
@@ -74,7 +74,7 @@ func TestApplyKeepsControllersFields(t *testing.T) {
 
 			// a person's edit of another key: put back, the controller's kept
 			patch("kubectl-edit", `{"mode":"lax"}`)
-			if p := plan(t, req("", "info")); p.Action != "configure" {
+			if p := plan(t, req("", "info")); p.Action.Word != "configure" {
 				t.Errorf("plan after the edit: %s %q", p.Action, p.Details)
 			}
 			if out := run(t, req("", "info")); !out.Changed {
@@ -87,7 +87,7 @@ func TestApplyKeepsControllersFields(t *testing.T) {
 			// warn: reported, left; a change of the manifest still applied
 			patch("kubectl-edit", `{"mode":"lax"}`)
 			left := "drift: ConfigMap/inj data.mode (left as it is: drift mode warn)"
-			if p := plan(t, req("drift: {mode: warn}", "info")); p.Action != "unchanged" || !slices.Contains(p.Drift, left) {
+			if p := plan(t, req("drift: {mode: warn}", "info")); p.Action.Word != "unchanged" || !slices.Contains(p.Drift, left) {
 				t.Errorf("plan in warn mode: %s %q drift %q", p.Action, p.Details, p.Drift)
 			}
 			out := run(t, req("drift: {mode: warn}", "debug"))

@@ -16,7 +16,6 @@ import (
 	"khook.io/core/kube"
 	"khook.io/core/manifest"
 	"khook.io/core/objects"
-	"khook.io/core/plan"
 	"khook.io/core/spec"
 	"khook.io/core/step"
 )
@@ -165,7 +164,6 @@ func (pv *preview) namespaceExists(ctx context.Context, seen map[string]bool, na
 // object's own read then says whether it does), as apply and diff take
 // it. So plan, diff and apply agree object by object (decision 16).
 func (e *Executor) Plan(ctx context.Context, req *step.Request) (result step.Prediction, err error) {
-	defer req.RedactPrediction(&result, &err)
 	objs, ns, err := load(ctx, req)
 	if err != nil {
 		return step.Prediction{}, err
@@ -191,20 +189,20 @@ func (e *Executor) Plan(ctx context.Context, req *step.Request) (result step.Pre
 	}
 	exist := c.changed + c.unchanged
 	details := append(append(c.details, c.left...), c.kept...)
-	pred := func(action, reason string) (step.Prediction, error) {
+	pred := func(action step.Action, reason string) (step.Prediction, error) {
 		return step.Prediction{Action: action, Reason: reason, Details: details, Kept: c.kept, Drift: c.left}, nil
 	}
 	switch {
 	case c.unknown > 0:
-		return pred(plan.ActionUnknown, strings.Join(c.reasons, "; "))
+		return pred(step.ActionUnknown, strings.Join(c.reasons, "; "))
 	case a.SkipIf == SkipIfExists && c.absent == 0:
-		return step.Prediction{Action: plan.ActionSkip, Reason: allExist(exist), Details: c.details}, nil
+		return step.Prediction{Action: step.ActionSkip, Reason: allExist(exist), Details: c.details}, nil
 	case exist == 0:
-		return pred(plan.ActionCreate, "")
+		return pred(step.ActionCreate, "")
 	case c.absent == 0 && c.changed == 0 && !pv.createNamespace:
-		return pred(plan.ActionUnchanged, unchangedReason(exist))
+		return pred(step.ActionUnchanged, unchangedReason(exist))
 	}
-	return pred(plan.ActionConfigure, c.reason())
+	return pred(step.ActionConfigure, c.reason())
 }
 
 // unchangedReason says that a dry run of each of n objects changes
@@ -254,30 +252,10 @@ func (c *planCounts) unknownBecause(where, detail, reason string) {
 }
 
 func (c *planCounts) add(ctx context.Context, req *step.Request, m *objects.Manager, p previewed) error {
-	ref := objects.RefOf(p.obj).KindName()
-	switch p.verdict {
-	case unnamed:
-		c.details = append(c.details, ref+": create (generateName)")
-		c.absent++
-		return nil
-	case crdHere:
-		c.details = append(c.details, ref+": create (its CRD is applied first by this step)")
-		c.absent++
-		return nil
-	case unavailable:
-		where := ref
-		if p.res.Object != nil {
-			where = p.res.Ref().String()
-		}
-		c.unknownBecause(where, p.reason, p.reason)
+	if c.addUnread(p) {
 		return nil
 	}
 	where := p.res.Ref().String()
-	if p.verdict == nsHere {
-		c.details = append(c.details, where+": create")
-		c.absent++
-		return nil
-	}
 	live, err := m.Get(ctx, p.res)
 	if err == nil {
 		// what khook wrote there from a secret is masked from now on,
@@ -301,7 +279,38 @@ func (c *planCounts) add(ctx context.Context, req *step.Request, m *objects.Mana
 	case err != nil:
 		return fmt.Errorf("%s: %w", where, err)
 	}
-	// the very request Run sends, dry-run, as diff sends it
+	return c.addDryRun(ctx, req, m, p, where)
+}
+
+// addUnread counts p when its verdict alone says what the apply does (no
+// read of the cluster): true when it did.
+func (c *planCounts) addUnread(p previewed) bool {
+	ref := objects.RefOf(p.obj).KindName()
+	switch p.verdict {
+	case unnamed:
+		c.details = append(c.details, ref+": create (generateName)")
+		c.absent++
+	case crdHere:
+		c.details = append(c.details, ref+": create (its CRD is applied first by this step)")
+		c.absent++
+	case unavailable:
+		where := ref
+		if p.res.Object != nil {
+			where = p.res.Ref().String()
+		}
+		c.unknownBecause(where, p.reason, p.reason)
+	case nsHere:
+		c.details = append(c.details, p.res.Ref().String()+": create")
+		c.absent++
+	default:
+		return false
+	}
+	return true
+}
+
+// addDryRun counts p, which exists at where, by the dry run of the very
+// request the apply sends.
+func (c *planCounts) addDryRun(ctx context.Context, req *step.Request, m *objects.Manager, p previewed, where string) error {
 	res, err := m.Apply(ctx, p.obj, c.ns, c.opts)
 	switch {
 	case err != nil && ctx.Err() != nil:
@@ -351,7 +360,6 @@ func (c *planCounts) add(ctx context.Context, req *step.Request, m *objects.Mana
 // refuses (an invalid object, a server-side apply conflict) is the
 // error: apply would fail there.
 func (e *Executor) Diff(ctx context.Context, req *step.Request) (result step.Diff, err error) {
-	defer req.RedactDiff(&result, &err)
 	objs, ns, err := load(ctx, req)
 	if err != nil {
 		return step.Diff{}, err

@@ -37,7 +37,6 @@ import (
 	"khook.io/core/kube"
 	"khook.io/core/manifest"
 	"khook.io/core/objects"
-	"khook.io/core/plan"
 	"khook.io/core/spec"
 	"khook.io/core/step"
 	"khook.io/core/waiter"
@@ -80,7 +79,6 @@ var ErrNoReleaseDeleter = errors.New("delete by release needs the helm engine, a
 
 // Run deletes what the step names and waits until it is gone.
 func (e *Executor) Run(ctx context.Context, req *step.Request) (result step.Outcome, err error) {
-	defer req.RedactOutcome(&result, &err)
 	d := spec.BlockOf[Delete](req.Step)
 	if d == nil {
 		return step.Outcome{}, errors.New("not a delete step")
@@ -252,7 +250,6 @@ func absentPhrase(s selection) string {
 // Plan predicts delete (something matches) or no-op, without changing the
 // cluster.
 func (e *Executor) Plan(ctx context.Context, req *step.Request) (result step.Prediction, err error) {
-	defer req.RedactPrediction(&result, &err)
 	d := spec.BlockOf[Delete](req.Step)
 	if d == nil {
 		return step.Prediction{}, errors.New("not a delete step")
@@ -267,9 +264,9 @@ func (e *Executor) Plan(ctx context.Context, req *step.Request) (result step.Pre
 		if err != nil {
 			return step.Prediction{}, err
 		}
-		p := step.Prediction{Action: plan.ActionNoOp, Reason: "none of the objects exists"}
+		p := step.Prediction{Action: step.ActionNoOp, Reason: "none of the objects exists"}
 		if len(existing) > 0 {
-			p = step.Prediction{Action: plan.ActionDelete}
+			p = step.Prediction{Action: step.ActionDelete}
 		}
 		for _, x := range existing {
 			p.Details = append(p.Details, "delete "+x)
@@ -291,13 +288,13 @@ func (e *Executor) Plan(ctx context.Context, req *step.Request) (result step.Pre
 			return step.Prediction{}, fmt.Errorf("%s: %w", s, err)
 		}
 		if len(objs) == 0 {
-			p := step.Prediction{Action: plan.ActionNoOp, Reason: s.String() + " " + absentPhrase(s)}
+			p := step.Prediction{Action: step.ActionNoOp, Reason: s.String() + " " + absentPhrase(s)}
 			if !d.IgnoresNotFound() {
 				p.Reason += ": the step will fail (ignoreNotFound: false)"
 			}
 			return p, nil
 		}
-		p := step.Prediction{Action: plan.ActionDelete}
+		p := step.Prediction{Action: step.ActionDelete}
 		for _, o := range objs {
 			p.Details = append(p.Details, "delete "+objects.RefFor(s.mapping, o.GetNamespace(), o.GetName()).String())
 		}
@@ -306,16 +303,16 @@ func (e *Executor) Plan(ctx context.Context, req *step.Request) (result step.Pre
 		ns := req.Namespace(d.Namespace)
 		rc, ok := e.releases.(ReleaseChecker)
 		if !ok {
-			return step.Prediction{Action: plan.ActionUnknown, Reason: "cannot check Helm releases: the helm engine offers no release lookup"}, nil
+			return step.Prediction{Action: step.ActionUnknown, Reason: "cannot check Helm releases: the helm engine offers no release lookup"}, nil
 		}
 		exists, err := rc.ReleaseExists(ctx, req, d.Release, ns)
 		if err != nil {
 			return step.Prediction{}, err
 		}
 		if !exists {
-			return step.Prediction{Action: plan.ActionNoOp, Reason: fmt.Sprintf("release %s not found in namespace %s", d.Release, ns)}, nil
+			return step.Prediction{Action: step.ActionNoOp, Reason: fmt.Sprintf("release %s not found in namespace %s", d.Release, ns)}, nil
 		}
-		return step.Prediction{Action: plan.ActionDelete, Details: []string{fmt.Sprintf("uninstall release %s in namespace %s", d.Release, ns)}}, nil
+		return step.Prediction{Action: step.ActionDelete, Details: []string{fmt.Sprintf("uninstall release %s in namespace %s", d.Release, ns)}}, nil
 	}
 	return step.Prediction{}, errors.New("delete needs one of manifests, resource or release")
 }

@@ -54,7 +54,7 @@ func run(t *testing.T, req *step.Request) (step.Outcome, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), req.Timeout)
 	defer cancel()
-	return deletestep.New(deletestep.Options{}).Run(ctx, req)
+	return step.RunStep(ctx, deletestep.New(deletestep.Options{}), req)
 }
 
 func mustRun(t *testing.T, req *step.Request) step.Outcome {
@@ -128,7 +128,7 @@ func TestDeleteByManifests(t *testing.T) {
 	e := newEnv(t)
 	apps := "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec:\n  replicas: 1\n  selector: {matchLabels: {app: web}}\n  template:\n    metadata: {labels: {app: web}}\n    spec: {containers: [{name: web, image: x}]}\n"
 	applyReq := steptest.Request(t, e.clients, "name: a\napply:\n  namespace: "+e.ns+"\n  manifests:\n    - inline: |\n"+indent(cmYAML("a")+"---\n"+cmYAML("b")+"---\n"+apps, 8), steptest.Options{})
-	if _, err := apply.New(apply.Options{}).Run(t.Context(), applyReq); err != nil {
+	if _, err := step.RunStep(t.Context(), apply.New(apply.Options{}), applyReq); err != nil {
 		t.Fatal(err)
 	}
 	out := mustRun(t, e.request(manifestsStep("namespace: "+e.ns, cmYAML("a")+"---\n"+cmYAML("b"), apps)))
@@ -324,19 +324,19 @@ func TestDeletePlan(t *testing.T) {
 		return p
 	}
 	p := plan("name: d\ndelete:\n  resource: configmaps\n  namespace: " + e.ns + "\n  selector: k=v")
-	if p.Action != "delete" || len(p.Details) != 1 || p.Details[0] != "delete ConfigMap/p1 in "+e.ns {
+	if p.Action.Word != "delete" || len(p.Details) != 1 || p.Details[0] != "delete ConfigMap/p1 in "+e.ns {
 		t.Errorf("selector: %+v", p)
 	}
 	p = plan("name: d\ndelete:\n  resource: configmap/none\n  namespace: " + e.ns)
-	if p.Action != "no-op" || p.Reason != "configmap/none in namespace "+e.ns+" not found" {
+	if p.Action.Word != "no-op" || p.Reason != "configmap/none in namespace "+e.ns+" not found" {
 		t.Errorf("absent: %+v", p)
 	}
 	p = plan(manifestsStep("namespace: "+e.ns, cmYAML("p1")+"---\n"+cmYAML("p2")))
-	if p.Action != "delete" || strings.Join(p.Details, "|") != "delete ConfigMap/p1 in "+e.ns+"|absent ConfigMap/p2 in "+e.ns {
+	if p.Action.Word != "delete" || strings.Join(p.Details, "|") != "delete ConfigMap/p1 in "+e.ns+"|absent ConfigMap/p2 in "+e.ns {
 		t.Errorf("manifests: %+v", p)
 	}
 	p = plan(manifestsStep("namespace: "+e.ns, cmYAML("p3")))
-	if p.Action != "no-op" {
+	if p.Action.Word != "no-op" {
 		t.Errorf("manifests, none: %+v", p)
 	}
 	if !e.exists(e.ns, "p1") {

@@ -37,13 +37,13 @@ func releaseReq(d *Delete) *step.Request {
 }
 
 func TestReleaseForm(t *testing.T) {
-	_, err := New(Options{}).Run(context.Background(), releaseReq(&Delete{Release: "x"}))
+	_, err := step.RunStep(context.Background(), New(Options{}), releaseReq(&Delete{Release: "x"}))
 	if !errors.Is(err, ErrNoReleaseDeleter) {
 		t.Fatalf("err %v", err)
 	}
 
 	f := &fakeReleases{}
-	out, err := New(Options{Releases: f}).Run(context.Background(), releaseReq(&Delete{Release: "nginx"}))
+	out, err := step.RunStep(context.Background(), New(Options{Releases: f}), releaseReq(&Delete{Release: "nginx"}))
 	if err != nil || out.Message != "uninstalled nginx" {
 		t.Fatalf("%v %q", err, out.Message)
 	}
@@ -53,13 +53,13 @@ func TestReleaseForm(t *testing.T) {
 	no := false
 	req := releaseReq(&Delete{Release: "nginx", IgnoreNotFound: &no})
 	req.DefaultNamespace = "from-flag"
-	if _, err := New(Options{Releases: f}).Run(context.Background(), req); err != nil {
+	if _, err := step.RunStep(context.Background(), New(Options{Releases: f}), req); err != nil {
 		t.Fatal(err)
 	}
 	if f.got[1] != "from-flag" || f.got[2] != false {
 		t.Errorf("got %v", f.got)
 	}
-	if _, err := New(Options{Releases: f}).Run(context.Background(), releaseReq(&Delete{Release: "nginx", Namespace: "ingress"})); err != nil || f.got[1] != "ingress" {
+	if _, err := step.RunStep(context.Background(), New(Options{Releases: f}), releaseReq(&Delete{Release: "nginx", Namespace: "ingress"})); err != nil || f.got[1] != "ingress" {
 		t.Errorf("namespace: %v %v", err, f.got)
 	}
 
@@ -69,22 +69,22 @@ func TestReleaseForm(t *testing.T) {
 	f.err = errors.New("uninstall failed: tok3n-value")
 	req = releaseReq(&Delete{Release: "nginx"})
 	req.Redactor = red
-	if _, err := New(Options{Releases: f}).Run(context.Background(), req); err == nil || strings.Contains(err.Error(), "tok3n-value") {
+	if _, err := step.RunStep(context.Background(), New(Options{Releases: f}), req); err == nil || strings.Contains(err.Error(), "tok3n-value") {
 		t.Errorf("err %v", err)
 	}
 }
 
 func TestReleasePlan(t *testing.T) {
-	p, err := New(Options{Releases: &fakeReleases{exists: true}}).Plan(context.Background(), releaseReq(&Delete{Release: "nginx", Namespace: "ingress"}))
-	if err != nil || p.Action != "delete" || p.Details[0] != "uninstall release nginx in namespace ingress" {
+	p, err := step.PlanStep(context.Background(), New(Options{Releases: &fakeReleases{exists: true}}), releaseReq(&Delete{Release: "nginx", Namespace: "ingress"}))
+	if err != nil || p.Action.Word != "delete" || p.Details[0] != "uninstall release nginx in namespace ingress" {
 		t.Errorf("%+v %v", p, err)
 	}
-	p, _ = New(Options{Releases: &fakeReleases{}}).Plan(context.Background(), releaseReq(&Delete{Release: "nginx"}))
-	if p.Action != "no-op" || p.Reason != "release nginx not found in namespace default" {
+	p, _ = step.PlanStep(context.Background(), New(Options{Releases: &fakeReleases{}}), releaseReq(&Delete{Release: "nginx"}))
+	if p.Action.Word != "no-op" || p.Reason != "release nginx not found in namespace default" {
 		t.Errorf("%+v", p)
 	}
-	p, _ = New(Options{}).Plan(context.Background(), releaseReq(&Delete{Release: "nginx"}))
-	if p.Action != "unknown" {
+	p, _ = step.PlanStep(context.Background(), New(Options{}), releaseReq(&Delete{Release: "nginx"}))
+	if p.Action.Word != "unknown" {
 		t.Errorf("%+v", p)
 	}
 }

@@ -56,7 +56,7 @@ func runAll(b *testing.B, exec *helmstep.Executor, reqs []*step.Request) {
 			defer wg.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			_, errs[i] = exec.Run(ctx, r)
+			_, errs[i] = step.RunStep(ctx, exec, r)
 		}()
 	}
 	wg.Wait()

@@ -8,11 +8,13 @@ import (
 	"khook.io/core/step"
 )
 
+// DestroyUninstall: destroy uninstalls the step's release.
+var DestroyUninstall = step.DestroyAction{Word: "uninstall", Tally: "to uninstall", Rank: 20}
+
 // PlanDestroy says what Destroy would do with the step's release,
 // changing nothing: uninstall it when it exists. A helm release is
 // khook's by its release record, created or upgraded alike.
 func (e *Executor) PlanDestroy(ctx context.Context, req *step.Request) (p step.DestroyPlan, err error) {
-	defer req.RedactDestroyPlan(&p, &err)
 	r, err := releaseOf(req)
 	if err != nil {
 		return p, err
@@ -23,9 +25,9 @@ func (e *Executor) PlanDestroy(ctx context.Context, req *step.Request) (p step.D
 	case err != nil:
 		return p, err
 	case st == nil:
-		it.Action, it.Reason = "gone", "not installed"
+		it.Action, it.Reason = step.DestroyGone, "not installed"
 	default:
-		it.Action, it.Reason = "uninstall", st.String()
+		it.Action, it.Reason = DestroyUninstall, st.String()
 	}
 	p.Items = append(p.Items, it)
 	p.Carry = &khelm.Planned{Status: st}

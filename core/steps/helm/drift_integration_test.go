@@ -143,7 +143,7 @@ func (f *fixture) diff(r *run) step.Diff {
 	f.t.Helper()
 	ctx, cancel := f.ctx(r)
 	defer cancel()
-	d, err := f.exec.Diff(ctx, r.req)
+	d, err := step.DiffStep(ctx, f.exec, r.req)
 	if err != nil {
 		f.t.Fatalf("diff %s: %v", r.req.Step.Name, err)
 	}
@@ -172,7 +172,7 @@ func TestHelmRepairsDrift(t *testing.T) {
 	if out.Changed || !strings.Contains(out.Message, "unchanged at revision 1") {
 		t.Fatalf("re-run without drift: %+v", out)
 	}
-	if p := f.plan(f.request(yaml, steptest.Options{})); p.Action != "no-op" {
+	if p := f.plan(f.request(yaml, steptest.Options{})); p.Action.Word != "no-op" {
 		t.Errorf("plan without drift: %+v", p)
 	}
 	if d := f.diff(f.request(yaml, steptest.Options{})); d.Changes || changedObjects(t, d) != nil {
@@ -194,7 +194,7 @@ func TestHelmRepairsDrift(t *testing.T) {
 		"ConfigMap/c2-cm2 in " + ns + ": differs: data.b: will be put back",
 		"Gadget/c2-gadget in " + ns + ": differs: spec.size: will be put back",
 	}
-	if p.Action != "repair" || !strings.Contains(p.Reason, "3 objects of revision 1 drifted") {
+	if p.Action.Word != "repair" || !strings.Contains(p.Reason, "3 objects of revision 1 drifted") {
 		t.Errorf("plan after drift: %+v", p)
 	}
 	for _, w := range wantDetails {
@@ -325,7 +325,7 @@ func TestHelmDriftLeavesOthersFields(t *testing.T) {
 	}
 
 	p := f.plan(f.request(yaml, steptest.Options{}))
-	if p.Action != "no-op" {
+	if p.Action.Word != "no-op" {
 		t.Errorf("plan: %+v, want no-op", p)
 	}
 	other := "kept: Deployment/sc-web spec.replicas (written by " + scaler + " through scale)"
@@ -368,7 +368,7 @@ func TestHelmReplaceUpgrades(t *testing.T) {
 	}
 	r := f.request(yaml, steptest.Options{})
 	r.req.Replace = true
-	if p := f.plan(r); p.Action != "upgrade" || !strings.Contains(p.Reason, "a new revision all the same (--replace)") {
+	if p := f.plan(r); p.Action.Word != "upgrade" || !strings.Contains(p.Reason, "a new revision all the same (--replace)") {
 		t.Errorf("plan with --replace: %+v", p)
 	}
 	r = f.request(yaml, steptest.Options{})

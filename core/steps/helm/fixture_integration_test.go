@@ -121,7 +121,7 @@ func (f *fixture) apply(r *run) step.Outcome {
 	f.t.Helper()
 	ctx, cancel := f.ctx(r)
 	defer cancel()
-	out, err := f.exec.Run(ctx, r.req)
+	out, err := step.RunStep(ctx, f.exec, r.req)
 	if err != nil {
 		f.t.Fatalf("run %s: %v", r.req.Step.Name, err)
 	}
@@ -135,7 +135,7 @@ func (f *fixture) applyErr(r *run) error {
 	f.t.Helper()
 	ctx, cancel := f.ctx(r)
 	defer cancel()
-	out, err := f.exec.Run(ctx, r.req)
+	out, err := step.RunStep(ctx, f.exec, r.req)
 	if err == nil {
 		f.t.Fatalf("run %s: no error (outcome %q)", r.req.Step.Name, out.Message)
 	}
@@ -147,7 +147,7 @@ func (f *fixture) plan(r *run) step.Prediction {
 	f.t.Helper()
 	ctx, cancel := f.ctx(r)
 	defer cancel()
-	p, err := f.exec.Plan(ctx, r.req)
+	p, err := step.PlanStep(ctx, f.exec, r.req)
 	if err != nil {
 		f.t.Fatalf("plan %s: %v", r.req.Step.Name, err)
 	}

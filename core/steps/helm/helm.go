@@ -64,7 +64,6 @@ func New(Options) *Executor { return &Executor{} }
 
 // Run installs or upgrades the step's release.
 func (e *Executor) Run(ctx context.Context, req *step.Request) (out step.Outcome, err error) {
-	defer req.RedactOutcome(&out, &err)
 	r, err := releaseOf(req)
 	if err != nil {
 		return step.Outcome{}, err
@@ -117,7 +116,7 @@ func (e *Executor) Run(ctx context.Context, req *step.Request) (out step.Outcome
 		out.Message += "; recovered: " + res.Recovered
 	}
 	if req.Notes != nil && res.Notes != "" {
-		req.Notes(subject, req.Redactor.String(res.Notes))
+		req.Notes(subject, res.Notes)
 	}
 	return out, nil
 }
@@ -130,11 +129,33 @@ func warn(req *step.Request) func(string) {
 	return func(text string) { req.Warnf("%s", text) }
 }
 
+// The helm step's own actions: a release installed, upgraded, or
+// repaired (upgraded to a new revision that puts drifted objects back).
+var (
+	ActionInstall = step.Action{Word: string(khelm.PlanInstall), Changes: true, Drift: true}
+	ActionUpgrade = step.Action{Word: string(khelm.PlanUpgrade), Changes: true, Drift: true}
+	ActionRepair  = step.Action{Word: string(khelm.PlanRepair), Changes: true, Drift: true}
+)
+
+// planActions are the step's actions by what the helm engine predicts.
+var planActions = map[khelm.PlanAction]step.Action{
+	khelm.PlanInstall: ActionInstall, khelm.PlanUpgrade: ActionUpgrade, khelm.PlanRepair: ActionRepair,
+	khelm.PlanNoOp: step.ActionNoOp, khelm.PlanSkip: step.ActionSkip, khelm.PlanUnknown: step.ActionUnknown,
+}
+
+// planAction is the step's action of what the helm engine predicts: one
+// it names and planActions does not is shown, and changes nothing.
+func planAction(a khelm.PlanAction) step.Action {
+	if s, ok := planActions[a]; ok {
+		return s
+	}
+	return step.Action{Word: string(a)}
+}
+
 // Plan predicts install, upgrade, no-op or skip, or unknown when the chart
 // or its values cannot be fetched or the chart does not render. It changes
 // nothing.
 func (e *Executor) Plan(ctx context.Context, req *step.Request) (pred step.Prediction, err error) {
-	defer req.RedactPrediction(&pred, &err)
 	r, err := releaseOf(req)
 	if err != nil {
 		return step.Prediction{}, err
@@ -143,7 +164,7 @@ func (e *Executor) Plan(ctx context.Context, req *step.Request) (pred step.Predi
 	if err != nil {
 		return step.Prediction{}, err
 	}
-	pred = step.Prediction{Action: string(p.Action), Reason: p.Reason, Kept: p.Kept, Drift: p.Drift}
+	pred = step.Prediction{Action: planAction(p.Action), Reason: p.Reason, Kept: p.Kept, Drift: p.Drift}
 	pred.Details = append(pred.Details, fmt.Sprintf("release %s in namespace %s", r.Name, r.Namespace))
 	pred.Details = append(pred.Details, p.Details...)
 	return pred, nil
@@ -155,7 +176,6 @@ func (e *Executor) Plan(ctx context.Context, req *step.Request) (pred step.Predi
 // upgrades, and fails on one another operation may be working on (the
 // reason says which).
 func (e *Executor) Diff(ctx context.Context, req *step.Request) (d step.Diff, err error) {
-	defer req.RedactDiff(&d, &err)
 	r, err := releaseOf(req)
 	if err != nil {
 		return step.Diff{}, err
@@ -214,7 +234,6 @@ func (e *Executor) Uninstall(ctx context.Context, req *step.Request, release, na
 // uninstall is Uninstall of a release as planned says it was (nil: not
 // planned: as it is).
 func (e *Executor) uninstall(ctx context.Context, req *step.Request, release, namespace string, ignoreNotFound bool, planned *khelm.Planned) (out step.Outcome, err error) {
-	defer req.RedactOutcome(&out, &err)
 	ns := req.Namespace(namespace)
 	subject := fmt.Sprintf("release %s (%s)", release, ns)
 	res, err := client(req).Uninstall(ctx, release, ns, khelm.UninstallOptions{IgnoreNotFound: ignoreNotFound, Timeout: req.Timeout, Run: runOf(req), Planned: planned})
@@ -244,7 +263,7 @@ func (e *Executor) uninstall(ctx context.Context, req *step.Request, release, na
 func (e *Executor) ReleaseExists(ctx context.Context, req *step.Request, release, namespace string) (bool, error) {
 	st, err := client(req).Get(ctx, release, req.Namespace(namespace))
 	if err != nil {
-		return false, req.Redact(err)
+		return false, err
 	}
 	return st != nil && st.Status != "uninstalled", nil
 }

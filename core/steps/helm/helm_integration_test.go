@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"khook.io/core/step"
 	"khook.io/core/testing/chartrepo"
 	"khook.io/core/testing/steptest"
 	"khook.io/core/waiter"
@@ -120,7 +121,7 @@ func TestMissingVersion(t *testing.T) {
 				t.Errorf("error: %v", err)
 			}
 			p := f.plan(r)
-			if p.Action != "unknown" || !strings.Contains(p.Reason, "the chart cannot be fetched") || !strings.Contains(p.Reason, "nearest available versions") {
+			if p.Action.Word != "unknown" || !strings.Contains(p.Reason, "the chart cannot be fetched") || !strings.Contains(p.Reason, "nearest available versions") {
 				t.Errorf("plan: %+v", p)
 			}
 		})
@@ -150,7 +151,7 @@ func TestAuth(t *testing.T) {
 			texts := map[string]string{}
 			r := f.request(fmt.Sprintf("name: %s\nhelm:\n  %s\n  namespace: %s", tc.name, tc.helm, ns), steptest.Options{})
 			p := f.plan(r)
-			if p.Action != "install" {
+			if p.Action.Word != "install" {
 				t.Errorf("plan: %+v", p)
 			}
 			texts["plan"] = fmt.Sprint(p)
@@ -160,7 +161,7 @@ func TestAuth(t *testing.T) {
 				t.Errorf("chart version %s", got)
 			}
 			p = f.plan(r)
-			if p.Action != "no-op" {
+			if p.Action.Word != "no-op" {
 				t.Errorf("plan after install: %+v", p)
 			}
 			texts["plan after install"] = fmt.Sprint(p)
@@ -174,7 +175,7 @@ func TestAuth(t *testing.T) {
 			}
 			texts["error"] = err.Error()
 			pb := f.plan(bad)
-			if pb.Action != "unknown" {
+			if pb.Action.Word != "unknown" {
 				t.Errorf("plan with a wrong password: %+v", pb)
 			}
 			texts["bad plan"] = fmt.Sprint(pb)
@@ -282,7 +283,7 @@ func TestSkipIfInstalled(t *testing.T) {
 	ns := f.cluster.NewNamespace(t, "helm-skip")
 	f.apply(f.request(fmt.Sprintf("name: once\nhelm:\n  chart: demo:0.1.0\n  repo: %s\n  namespace: %s\n  values: {color: first}", f.repo.URL(), ns), steptest.Options{}))
 	r := f.request(fmt.Sprintf("name: once\nhelm:\n  chart: demo:1.0.0\n  repo: %s\n  namespace: %s\n  skipIf: installed\n  values: {color: second}", f.repo.URL(), ns), steptest.Options{})
-	if p := f.plan(r); p.Action != "skip" || !strings.Contains(p.Reason, "revision 1 (deployed, chart demo 0.1.0)") {
+	if p := f.plan(r); p.Action.Word != "skip" || !strings.Contains(p.Reason, "revision 1 (deployed, chart demo 0.1.0)") {
 		t.Errorf("plan: %+v", p)
 	}
 	out := f.apply(r)
@@ -344,7 +345,7 @@ func TestCreateNamespace(t *testing.T) {
 	}
 
 	r := f.request(fmt.Sprintf("name: mkns\nhelm:\n  chart: %s\n  namespace: %s\n  createNamespace: true", demo, fresh), steptest.Options{})
-	if p := f.plan(r); p.Action != "install" || !strings.Contains(strings.Join(p.Details, "\n"), "namespace "+fresh+" will be created") {
+	if p := f.plan(r); p.Action.Word != "install" || !strings.Contains(strings.Join(p.Details, "\n"), "namespace "+fresh+" will be created") {
 		t.Errorf("plan: %+v", p)
 	}
 	f.apply(r)
@@ -422,14 +423,14 @@ func TestUninstall(t *testing.T) {
 	f.apply(deploy)
 	ctx2, cancel2 := f.ctx(deploy)
 	defer cancel2()
-	out, err = f.exec.Destroy(ctx2, deploy.req)
+	out, err = step.DestroyStep(ctx2, f.exec, deploy.req)
 	if err != nil || !strings.HasPrefix(out.Message, "uninstalled release app") {
 		t.Errorf("destroy: %q, %v", out.Message, err)
 	}
 	if !f.gone(ns, "Deployment", "app") {
 		t.Error("destroy left the Deployment")
 	}
-	if out, err = f.exec.Destroy(ctx2, deploy.req); err != nil || !strings.Contains(out.Message, "not found") {
+	if out, err = step.DestroyStep(ctx2, f.exec, deploy.req); err != nil || !strings.Contains(out.Message, "not found") {
 		t.Errorf("destroy again: %q, %v", out.Message, err)
 	}
 }
@@ -451,7 +452,7 @@ func TestParallel(t *testing.T) {
 			defer wg.Done()
 			ctx, cancel := f.ctx(r)
 			defer cancel()
-			_, errs[i] = f.exec.Run(ctx, r.req)
+			_, errs[i] = step.RunStep(ctx, f.exec, r.req)
 		}()
 	}
 	wg.Wait()
@@ -502,10 +503,10 @@ func TestSecretValue(t *testing.T) {
 				}
 				texts[tc.name+" "+release+" error"] = err.Error()
 				p := f.plan(r)
-				if release == tc.name && p.Action != tc.installPlan {
+				if release == tc.name && p.Action.Word != tc.installPlan {
 					t.Errorf("plan of the install: %+v, want %s", p, tc.installPlan)
 				}
-				if release == tc.name && p.Action == "unknown" && !strings.Contains(p.Reason, tc.want) {
+				if release == tc.name && p.Action.Word == "unknown" && !strings.Contains(p.Reason, tc.want) {
 					t.Errorf("plan of the install: %+v, want the reason to hold %q", p, tc.want)
 				}
 				texts[tc.name+" "+release+" plan"] = fmt.Sprint(p)
@@ -525,14 +526,14 @@ func TestPlan(t *testing.T) {
 		return f.request(fmt.Sprintf("name: planned\nhelm:\n  chart: demo:%s\n  repo: %s\n  namespace: %s\n  values: {color: %s}", version, f.repo.URL(), ns, color), steptest.Options{})
 	}
 	p := f.plan(step("0.1.0", "red"))
-	if p.Action != "install" || !reflect.DeepEqual(p.Details, []string{"release planned in namespace " + ns, "chart demo 0.1.0 from " + f.repo.URL()}) {
+	if p.Action.Word != "install" || !reflect.DeepEqual(p.Details, []string{"release planned in namespace " + ns, "chart demo 0.1.0 from " + f.repo.URL()}) {
 		t.Errorf("install plan: %+v", p)
 	}
 	if got := f.revisions(ns, "planned"); len(got) != 0 {
 		t.Fatalf("plan installed: %v", got)
 	}
 	f.apply(step("0.1.0", "red"))
-	if p := f.plan(step("0.1.0", "red")); p.Action != "no-op" || p.Reason != "revision 1 already has this chart, these values and these manifests, and the cluster has its objects as they say" {
+	if p := f.plan(step("0.1.0", "red")); p.Action.Word != "no-op" || p.Reason != "revision 1 already has this chart, these values and these manifests, and the cluster has its objects as they say" {
 		t.Errorf("no-op plan: %+v", p)
 	}
 	p = f.plan(step("0.2.0", "blue"))
@@ -543,7 +544,7 @@ func TestPlan(t *testing.T) {
 		"chart demo 0.1.0 → demo 0.2.0",
 		"values change",
 	}
-	if p.Action != "upgrade" || !reflect.DeepEqual(p.Details, want) {
+	if p.Action.Word != "upgrade" || !reflect.DeepEqual(p.Details, want) {
 		t.Errorf("upgrade plan: %+v", p)
 	}
 	if got := f.revisions(ns, "planned"); !reflect.DeepEqual(got, []string{"1:deployed"}) {
@@ -588,23 +589,23 @@ func TestLeastPrivilege(t *testing.T) {
 	f.clients = steptest.Clients(t, f.cluster.LimitedRESTConfig(t))
 	ns := f.cluster.LimitedNamespace
 	name := fmt.Sprintf("limited-%d", time.Now().UnixNano()%1_000_000)
-	step := func(color string) *run {
+	stepOf := func(color string) *run {
 		return f.request(fmt.Sprintf("name: %s\nhelm:\n  chart: %s\n  namespace: %s\n  createNamespace: true\n  values: {color: %s}", name, chartrepo.ChartDir("demo"), ns, color), steptest.Options{})
 	}
-	if p := f.plan(step("red")); p.Action != "install" {
+	if p := f.plan(stepOf("red")); p.Action.Word != "install" {
 		t.Errorf("plan: %+v", p)
 	}
-	f.apply(step("red"))
-	if out := f.apply(step("blue")); !strings.Contains(out.Message, "to revision 2") {
+	f.apply(stepOf("red"))
+	if out := f.apply(stepOf("blue")); !strings.Contains(out.Message, "to revision 2") {
 		t.Errorf("upgrade: %s", out.Message)
 	}
-	if out := f.apply(step("blue")); !strings.Contains(out.Message, "unchanged at revision 2") {
+	if out := f.apply(stepOf("blue")); !strings.Contains(out.Message, "unchanged at revision 2") {
 		t.Errorf("re-run: %s", out.Message)
 	}
-	r := step("blue")
+	r := stepOf("blue")
 	ctx, cancel := f.ctx(r)
 	defer cancel()
-	out, err := f.exec.Destroy(ctx, r.req)
+	out, err := step.DestroyStep(ctx, f.exec, r.req)
 	if err != nil || !strings.HasPrefix(out.Message, "uninstalled release "+name) {
 		t.Fatalf("destroy: %q, %v", out.Message, err)
 	}
@@ -651,7 +652,7 @@ spec:
 		"widgets/templates/NOTES.txt": "widgets!\n",
 	})
 	r := f.request(fmt.Sprintf("name: widgets\nhelm:\n  chart: ./widgets\n  namespace: %s", ns), steptest.Options{BaseDir: dir})
-	if p := f.plan(r); p.Action != "install" {
+	if p := f.plan(r); p.Action.Word != "install" {
 		t.Errorf("plan: %+v", p)
 	}
 	f.apply(r)
@@ -668,7 +669,7 @@ spec:
 	}
 	ctx, cancel := f.ctx(r)
 	defer cancel()
-	if _, err := f.exec.Destroy(ctx, r.req); err != nil {
+	if _, err := step.DestroyStep(ctx, f.exec, r.req); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := f.clients.Dynamic.Resource(gvr).Namespace(ns).Get(context.Background(), "widgets", metav1.GetOptions{}); err == nil {

@@ -87,18 +87,7 @@ func (h *Helm) Check(c *spec.Check) {
 	c.Namespace(p+".namespace", h.Namespace)
 	c.SkipIf(p+".skipIf", h.SkipIf, SkipIfInstalled)
 	c.Drift(p+".drift", h.Drift)
-	release := h.Release
-	releasePath := p + ".release"
-	if release == "" {
-		release, releasePath = c.Step.Name, c.StepPath+".name"
-	}
-	if release != "" && (len(release) > 53 || !spec.IsDNSSubdomain(release)) {
-		if h.Release == "" {
-			c.Errorf(releasePath, "%s", spec.WithNote(fmt.Sprintf("the step name is the release name by default, and %q is not a valid Helm release name (lowercase DNS name, at most 53 characters): set helm.release", release), release))
-		} else {
-			c.Errorf(releasePath, "%s", spec.WithNote(fmt.Sprintf("%q is not a valid Helm release name (lowercase DNS name, at most 53 characters)", release), release))
-		}
-	}
+	h.checkRelease(c)
 	if h.Auth != nil {
 		c.Required(p+".auth", h.Auth)
 	}
@@ -110,6 +99,31 @@ func (h *Helm) Check(c *spec.Check) {
 		c.Errorf(p+".chart", "%v", err)
 		return
 	}
+	h.checkChart(c, ref)
+	h.checkValuesFrom(c)
+}
+
+// checkRelease validates the release name: helm.release, else the
+// step's name.
+func (h *Helm) checkRelease(c *spec.Check) {
+	release := h.Release
+	releasePath := c.Path + ".release"
+	if release == "" {
+		release, releasePath = c.Step.Name, c.StepPath+".name"
+	}
+	if release != "" && (len(release) > 53 || !spec.IsDNSSubdomain(release)) {
+		if h.Release == "" {
+			c.Errorf(releasePath, "%s", spec.WithNote(fmt.Sprintf("the step name is the release name by default, and %q is not a valid Helm release name (lowercase DNS name, at most 53 characters): set helm.release", release), release))
+		} else {
+			c.Errorf(releasePath, "%s", spec.WithNote(fmt.Sprintf("%q is not a valid Helm release name (lowercase DNS name, at most 53 characters)", release), release))
+		}
+	}
+}
+
+// checkChart validates the chart ref against its version, repo and
+// credentials.
+func (h *Helm) checkChart(c *spec.Check, ref spec.ChartRef) {
+	p := c.Path
 	if ref.InlineVersion != "" && h.Version != "" {
 		form := "name:version"
 		if ref.Source == spec.ChartFromOCI {
@@ -139,26 +153,37 @@ func (h *Helm) Check(c *spec.Check) {
 			}
 		}
 	case spec.ChartFromLocal:
-		if h.Repo != "" {
-			c.Errorf(p+".repo", "a local chart path takes no repo")
-		}
-		if h.Version != "" {
-			c.Errorf(p+".version", "a local chart path already pins the chart: remove version")
-		}
-		if h.Auth != nil {
-			c.Errorf(p+".auth", "a local chart path takes no auth")
-		}
-		if ref.Packaged {
-			c.LocalFile(p+".chart", h.Chart, "chart archive")
-		} else {
-			localChartDir(c, p+".chart", h.Chart)
-		}
+		h.checkLocalChart(c, ref)
 	}
 	if hasUserinfo && h.Auth != nil {
 		c.Errorf(p+".auth", "credentials are given twice: use either auth: or user:password@ in the URL, not both")
 	}
+}
+
+// checkLocalChart validates a local chart path: no repo, version or
+// auth, and the archive or directory there.
+func (h *Helm) checkLocalChart(c *spec.Check, ref spec.ChartRef) {
+	p := c.Path
+	if h.Repo != "" {
+		c.Errorf(p+".repo", "a local chart path takes no repo")
+	}
+	if h.Version != "" {
+		c.Errorf(p+".version", "a local chart path already pins the chart: remove version")
+	}
+	if h.Auth != nil {
+		c.Errorf(p+".auth", "a local chart path takes no auth")
+	}
+	if ref.Packaged {
+		c.LocalFile(p+".chart", h.Chart, "chart archive")
+	} else {
+		localChartDir(c, p+".chart", h.Chart)
+	}
+}
+
+// checkValuesFrom validates each valuesFrom entry: one file or url.
+func (h *Helm) checkValuesFrom(c *spec.Check) {
 	for i, src := range h.ValuesFrom {
-		sp := p + ".valuesFrom[" + strconv.Itoa(i) + "]"
+		sp := c.Path + ".valuesFrom[" + strconv.Itoa(i) + "]"
 		switch {
 		case src.File != "" && src.URL != "":
 			c.Errorf(sp, "a valuesFrom entry has exactly one of file or url, not both")

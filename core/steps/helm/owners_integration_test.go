@@ -116,7 +116,7 @@ func TestHelmKeepsControllersFields(t *testing.T) {
 		ca := fmt.Sprintf("real-ca-%d", i)
 		f.inject(ns, ca)
 		p := f.plan(f.request(base, steptest.Options{}))
-		if p.Action != "no-op" || !slices.Contains(p.Kept, keptCA) || !slices.Contains(p.Kept, "kept: "+webhook) {
+		if p.Action.Word != "no-op" || !slices.Contains(p.Kept, keptCA) || !slices.Contains(p.Kept, "kept: "+webhook) {
 			t.Errorf("re-apply %d: plan %s, kept %q", i, p.Action, p.Kept)
 		}
 		out := f.apply(f.request(base, steptest.Options{}))
@@ -131,7 +131,7 @@ func TestHelmKeepsControllersFields(t *testing.T) {
 	// a person edits another key: repaired, the controller's key kept
 	f.editMode(ns, "lax")
 	p := f.plan(f.request(base, steptest.Options{}))
-	if p.Action != "repair" || !slices.Contains(p.Details, "ConfigMap/inj-ca in "+ns+": differs: data.mode: will be put back") || !slices.Contains(p.Kept, keptCA) {
+	if p.Action.Word != "repair" || !slices.Contains(p.Details, "ConfigMap/inj-ca in "+ns+": differs: data.mode: will be put back") || !slices.Contains(p.Kept, keptCA) {
 		t.Errorf("plan after the edit: %s %q %q", p.Action, p.Details, p.Kept)
 	}
 	out := f.apply(f.request(base, steptest.Options{}))
@@ -147,7 +147,7 @@ func TestHelmKeepsControllersFields(t *testing.T) {
 	warn := base + "\n  drift: {mode: warn}"
 	p = f.plan(f.request(warn, steptest.Options{}))
 	left := "drift: ConfigMap/inj-ca data.mode (left as it is: drift mode warn)"
-	if p.Action != "no-op" || !slices.Contains(p.Drift, left) || !slices.Contains(p.Kept, keptCA) {
+	if p.Action.Word != "no-op" || !slices.Contains(p.Drift, left) || !slices.Contains(p.Kept, keptCA) {
 		t.Errorf("plan in warn mode: %s %s drift %q kept %q", p.Action, p.Reason, p.Drift, p.Kept)
 	}
 	if d := f.diff(f.request(warn, steptest.Options{})); d.Changes || changedObjects(t, d) != nil || !slices.Contains(d.Drift, left) {
@@ -165,7 +165,7 @@ func TestHelmKeepsControllersFields(t *testing.T) {
 	// an ignore rule silences the key
 	ignore := base + "\n  drift: {ignore: [{paths: [/data/mode], target: {kind: ConfigMap, name: inj-*}}]}"
 	p = f.plan(f.request(ignore, steptest.Options{}))
-	if p.Action != "no-op" || len(p.Drift) > 0 || !slices.Contains(p.Kept, "ignored: ConfigMap/inj-ca data.mode (drift.ignore)") {
+	if p.Action.Word != "no-op" || len(p.Drift) > 0 || !slices.Contains(p.Kept, "ignored: ConfigMap/inj-ca data.mode (drift.ignore)") {
 		t.Errorf("plan with the ignore rule: %s drift %q kept %q", p.Action, p.Drift, p.Kept)
 	}
 	out = f.apply(f.request(ignore, steptest.Options{}))
@@ -174,7 +174,7 @@ func TestHelmKeepsControllersFields(t *testing.T) {
 	}
 	// off: not even looked at
 	off := base + "\n  drift: {mode: off}"
-	if p := f.plan(f.request(off, steptest.Options{})); p.Action != "no-op" || !strings.Contains(p.Reason, "drift mode off") || len(p.Kept) > 0 {
+	if p := f.plan(f.request(off, steptest.Options{})); p.Action.Word != "no-op" || !strings.Contains(p.Reason, "drift mode off") || len(p.Kept) > 0 {
 		t.Errorf("plan in off mode: %s %s %q", p.Action, p.Reason, p.Kept)
 	}
 	if data, _ := f.injected(ns); data["mode"] != "lax" {

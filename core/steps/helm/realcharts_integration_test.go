@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/yaml"
 
+	"khook.io/core/step"
 	"khook.io/core/testing/chartrepo"
 	"khook.io/core/testing/steptest"
 )
@@ -56,7 +57,7 @@ func TestRealChartsRerunUnchanged(t *testing.T) {
 			hooks := f.watchJobs(t, ns)
 			for i := range 2 {
 				p := f.plan(f.request(yaml, steptest.Options{}))
-				if p.Action != "no-op" {
+				if p.Action.Word != "no-op" {
 					t.Errorf("re-run %d: plan %s (%s): %q", i+1, p.Action, p.Reason, p.Details)
 				}
 				if d := f.diff(f.request(yaml, steptest.Options{})); d.Changes || changedObjects(t, d) != nil {
@@ -85,7 +86,7 @@ func (f *fixture) uninstallLater(t *testing.T, yaml string) {
 		r := f.request(yaml, steptest.Options{})
 		ctx, cancel := f.ctx(r)
 		defer cancel()
-		if _, err := f.exec.Destroy(ctx, r.req); err != nil {
+		if _, err := step.DestroyStep(ctx, f.exec, r.req); err != nil {
 			t.Errorf("uninstall: %v", err)
 		}
 	})
@@ -190,7 +191,7 @@ func TestChartCRDsPresent(t *testing.T) {
 	skipped := "charts/crds/crds/crd-prometheusrules.yaml: CustomResourceDefinition prometheusrules." + group + " exists (managed by khook)"
 
 	p := f.plan(f.request(yaml, steptest.Options{}))
-	if p.Action != "install" || !slices.ContainsFunc(p.Details, func(d string) bool { return strings.HasPrefix(d, skipped+": will be skipped") }) {
+	if p.Action.Word != "install" || !slices.ContainsFunc(p.Details, func(d string) bool { return strings.HasPrefix(d, skipped+": will be skipped") }) {
 		t.Errorf("plan: %s %q", p.Action, p.Details)
 	}
 	r := f.request(yaml, steptest.Options{})
@@ -227,7 +228,7 @@ func TestChartCRDsPresent(t *testing.T) {
 	if out.Changed || !strings.Contains(out.Message, "unchanged at revision 1") {
 		t.Errorf("re-run: %+v", out)
 	}
-	if p := f.plan(f.request(yaml, steptest.Options{})); p.Action != "no-op" {
+	if p := f.plan(f.request(yaml, steptest.Options{})); p.Action.Word != "no-op" {
 		t.Errorf("plan after: %s %q", p.Action, p.Details)
 	}
 }
@@ -281,7 +282,7 @@ func TestPlanSaysWhyAChartUpgradesEachRun(t *testing.T) {
 	f.apply(f.request(yaml, steptest.Options{}))
 	p := f.plan(f.request(yaml, steptest.Options{}))
 	want := `the chart renders differently now: Secret/lbc-tls data["tls.crt"], data["tls.key"]`
-	if p.Action != "upgrade" || !strings.Contains(p.Reason, want) || strings.Contains(p.Reason, "ConfigMap") {
+	if p.Action.Word != "upgrade" || !strings.Contains(p.Reason, want) || strings.Contains(p.Reason, "ConfigMap") {
 		t.Errorf("plan: %s %q, want the reason to say %q", p.Action, p.Reason, want)
 	}
 	if out := f.apply(f.request(yaml, steptest.Options{})); !out.Changed || !strings.Contains(out.Message, "to revision 2") {

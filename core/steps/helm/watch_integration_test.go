@@ -84,7 +84,7 @@ func TestWaitEndsWithTheFlip(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		out, err := f.exec.Run(ctx, r.req)
+		out, err := step.RunStep(ctx, f.exec, r.req)
 		done <- result{out, err, time.Now()}
 	}()
 
@@ -232,7 +232,7 @@ func TestDestroyWaitsUntilGone(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		out, err := f.exec.Destroy(ctx, r.req)
+		out, err := step.DestroyStep(ctx, f.exec, r.req)
 		done <- result{out, err}
 	}()
 	// the ConfigMap is being deleted, held by the finalizer

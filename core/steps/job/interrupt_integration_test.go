@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"khook.io/core/kube"
+	"khook.io/core/step"
 	"khook.io/core/steps/job"
 	"khook.io/core/testing/steptest"
 	"khook.io/core/testing/testcluster"
@@ -44,7 +45,7 @@ func runInterrupted(t *testing.T, c *kube.Clients, admin *kube.Clients, ns, name
 	defer cancel()
 	done := make(chan error, 1)
 	go func() {
-		_, err := job.New().Run(ctx, req)
+		_, err := step.RunStep(ctx, job.New(), req)
 		done <- err
 	}()
 	select {
@@ -162,7 +163,7 @@ func TestInterruptWhileCreatingTheJob(t *testing.T) {
 	req := request(t, c, "name: midcreate\njob:\n  image: busybox\n  serviceAccount: missing\n  namespace: "+ns, steptest.Options{Timeout: 2 * time.Minute})
 	ctx, cancel := context.WithTimeout(runCtx, req.Timeout)
 	defer cancel()
-	_, err := job.New().Run(ctx, req)
+	_, err := step.RunStep(ctx, job.New(), req)
 	if err == nil || !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want one wrapping context.Canceled", err)
 	}

@@ -27,7 +27,6 @@ import (
 	"khook.io/core/event"
 	"khook.io/core/kube"
 	"khook.io/core/objects"
-	"khook.io/core/plan"
 	"khook.io/core/spec"
 	"khook.io/core/step"
 	"khook.io/core/waiter"
@@ -145,7 +144,6 @@ func Build(st *spec.Step, specName, ns string, timeout time.Duration) *batchv1.J
 // Run creates the step's Job (replacing the previous run's) and waits for
 // it to complete; skipIf: succeeded skips when the Job already completed.
 func (e *Executor) Run(ctx context.Context, req *step.Request) (result step.Outcome, err error) {
-	defer req.RedactOutcome(&result, &err)
 	r, err := jobRef(req)
 	if err != nil {
 		return step.Outcome{}, err
@@ -373,7 +371,6 @@ func deleteAndWait(ctx context.Context, m *objects.Manager, r ref, uid types.UID
 // Plan predicts run, or skip when skipIf: succeeded holds; unknown when
 // the namespace does not exist yet and the step does not create it.
 func (e *Executor) Plan(ctx context.Context, req *step.Request) (result step.Prediction, err error) {
-	defer req.RedactPrediction(&result, &err)
 	r, err := jobRef(req)
 	if err != nil {
 		return step.Prediction{}, err
@@ -383,22 +380,22 @@ func (e *Executor) Plan(ctx context.Context, req *step.Request) (result step.Pre
 	case err != nil && !apierrors.IsForbidden(err):
 		return step.Prediction{}, err
 	case err == nil && !ok && r.job.CreateNamespace:
-		return step.Prediction{Action: plan.ActionRun, Reason: "create namespace " + r.ns + " and run " + r.subject}, nil
+		return step.Prediction{Action: step.ActionRun, Reason: "create namespace " + r.ns + " and run " + r.subject}, nil
 	case err == nil && !ok:
-		return step.Prediction{Action: plan.ActionUnknown, Reason: "namespace " + r.ns + " does not exist yet"}, nil
+		return step.Prediction{Action: step.ActionUnknown, Reason: "namespace " + r.ns + " does not exist yet"}, nil
 	}
 	old, err := req.Kube.Typed.BatchV1().Jobs(r.ns).Get(ctx, r.name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		return step.Prediction{Action: plan.ActionRun, Reason: "run " + r.subject}, nil
+		return step.Prediction{Action: step.ActionRun, Reason: "run " + r.subject}, nil
 	case err != nil:
 		return step.Prediction{}, fmt.Errorf("%s: %w", r.subject, err)
 	case !Owned(old):
 		return step.Prediction{}, notOwned(r)
 	case r.job.SkipIf == SkipIfSucceeded && Succeeded(old):
-		return step.Prediction{Action: plan.ActionSkip, Reason: r.subject + " already completed successfully" + completedAt(old)}, nil
+		return step.Prediction{Action: step.ActionSkip, Reason: r.subject + " already completed successfully" + completedAt(old)}, nil
 	}
-	return step.Prediction{Action: plan.ActionRun, Reason: "replace the previous run's " + r.subject}, nil
+	return step.Prediction{Action: step.ActionRun, Reason: "replace the previous run's " + r.subject}, nil
 }
 
 // Destroy deletes the step's Job (never one khook does not own) and waits
@@ -407,7 +404,6 @@ func (e *Executor) Plan(ctx context.Context, req *step.Request) (result step.Pre
 // is deleted, unless it changed since (a *objects.StaleError); nothing is
 // read again.
 func (e *Executor) Destroy(ctx context.Context, req *step.Request) (result step.Outcome, err error) {
-	defer req.RedactOutcome(&result, &err)
 	r, err := jobRef(req)
 	if err != nil {
 		return step.Outcome{}, err
@@ -468,7 +464,6 @@ func readJob(ctx context.Context, req *step.Request, r ref) (*plannedJob, error)
 // PlanDestroy says what Destroy would do with the step's Job, changing
 // nothing.
 func (e *Executor) PlanDestroy(ctx context.Context, req *step.Request) (p step.DestroyPlan, err error) {
-	defer req.RedactDestroyPlan(&p, &err)
 	r, err := jobRef(req)
 	if err != nil {
 		return p, err
@@ -479,11 +474,11 @@ func (e *Executor) PlanDestroy(ctx context.Context, req *step.Request) (p step.D
 	case err != nil:
 		return p, err
 	case planned.job == nil:
-		it.Action, it.Reason = "gone", "already gone"
+		it.Action, it.Reason = step.DestroyGone, "already gone"
 	case !planned.owned:
-		it.Action, it.Reason = "leave", "not managed by khook"
+		it.Action, it.Reason = step.DestroyLeave, "not managed by khook"
 	default:
-		it.Action, it.Reason = "delete", "khook's Job"
+		it.Action, it.Reason = step.DestroyDelete, "khook's Job"
 	}
 	p.Items = append(p.Items, it)
 	p.Carry = planned

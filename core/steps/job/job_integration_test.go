@@ -52,14 +52,14 @@ func plan(t *testing.T, req *step.Request) (step.Prediction, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	return job.New().Plan(ctx, req)
+	return step.PlanStep(ctx, job.New(), req)
 }
 
 func destroy(t *testing.T, req *step.Request) (step.Outcome, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	return job.New().Destroy(ctx, req)
+	return step.DestroyStep(ctx, job.New(), req)
 }
 
 func getJob(t *testing.T, c *kube.Clients, ns, name string) *batchv1.Job {
@@ -87,7 +87,7 @@ job:
     A_FIRST: "1"
   serviceAccount: runner`, steptest.Options{Timeout: 90*time.Second + 300*time.Millisecond})
 	req.DefaultNamespace = ns
-	if p, err := plan(t, req); err != nil || p.Action != khplan.ActionRun {
+	if p, err := plan(t, req); err != nil || p.Action.Word != khplan.ActionRun {
 		t.Errorf("plan = %+v, %v; want run", p, err)
 	}
 	out, err := run(t, req)
@@ -126,7 +126,7 @@ func TestCreateNamespace(t *testing.T) {
 	fresh := existing + "-new"
 	t.Cleanup(func() { _ = c.Typed.CoreV1().Namespaces().Delete(context.Background(), fresh, metav1.DeleteOptions{}) })
 	req := request(t, c, "name: j\njob:\n  image: x\n  namespace: "+fresh+"\n  createNamespace: true", steptest.Options{})
-	if p, err := plan(t, req); err != nil || p.Action != khplan.ActionRun || !strings.HasPrefix(p.Reason, "create namespace ") {
+	if p, err := plan(t, req); err != nil || p.Action.Word != khplan.ActionRun || !strings.HasPrefix(p.Reason, "create namespace ") {
 		t.Errorf("plan = %+v, %v", p, err)
 	}
 	if _, err := run(t, req); err != nil {
@@ -152,7 +152,7 @@ func TestCreateNamespace(t *testing.T) {
 	// without createNamespace, a missing namespace is unknown in a plan
 	// and a clear error in a run
 	req = request(t, c, "name: j\njob:\n  image: x\n  namespace: "+existing+"-missing", steptest.Options{})
-	if p, err := plan(t, req); err != nil || p.Action != khplan.ActionUnknown {
+	if p, err := plan(t, req); err != nil || p.Action.Word != khplan.ActionUnknown {
 		t.Errorf("plan = %+v, %v; want unknown", p, err)
 	}
 	if _, err := run(t, req); err == nil || !strings.Contains(err.Error(), "namespace "+existing+"-missing does not exist (set createNamespace: true") {
@@ -198,7 +198,7 @@ func TestSkipIfSucceededAndReplace(t *testing.T) {
 	first := getJob(t, c, ns, "once")
 
 	skipReq := request(t, c, spec+"\n  skipIf: succeeded", steptest.Options{})
-	if p, err := plan(t, skipReq); err != nil || p.Action != khplan.ActionSkip {
+	if p, err := plan(t, skipReq); err != nil || p.Action.Word != khplan.ActionSkip {
 		t.Errorf("plan = %+v, %v; want skip", p, err)
 	}
 	out, err := run(t, skipReq)
@@ -211,7 +211,7 @@ func TestSkipIfSucceededAndReplace(t *testing.T) {
 
 	// without skipIf, a re-run replaces the Job
 	req := request(t, c, spec, steptest.Options{})
-	if p, err := plan(t, req); err != nil || p.Action != khplan.ActionRun || !strings.HasPrefix(p.Reason, "replace ") {
+	if p, err := plan(t, req); err != nil || p.Action.Word != khplan.ActionRun || !strings.HasPrefix(p.Reason, "replace ") {
 		t.Errorf("plan = %+v, %v", p, err)
 	}
 	if _, err := run(t, req); err != nil {
@@ -328,7 +328,7 @@ func TestJobDeadlineExceeded(t *testing.T) {
 	// a context longer than the step timeout, to see the Job's own verdict
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_, err := job.New().Run(ctx, req)
+	_, err := step.RunStep(ctx, job.New(), req)
 	want := "Job " + ns + "/stuck failed (DeadlineExceeded: Job was active longer than specified deadline); cause: Job " + ns + "/stuck: FailedCreate: Error creating: pods \"stuck-"
 	if err == nil || !strings.HasPrefix(err.Error(), want) || !strings.Contains(err.Error(), `serviceaccount "nobody" not found`) {
 		t.Fatalf("err = %v\nwant %s... serviceaccount \"nobody\" not found", err, want)

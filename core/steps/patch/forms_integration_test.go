@@ -19,7 +19,7 @@ func TestTargetFormsAsKubectl(t *testing.T) {
 	for i, target := range []string{"deployments.v1.apps/web", "Deployment.v1.apps/web", "deployment.v1.apps/web", "deploy/web", "deploy.apps/web", "Deployment.apps/web", "Deployment/web"} {
 		label := strings.Repeat("x", i+1)
 		req := request(t, c, "name: p\npatch:\n  target: "+target+"\n  namespace: "+ns+"\n  type: merge\n  patch: {metadata: {labels: {form: "+label+"}}}")
-		if p := plan(t, req); p.Action != khplan.ActionPatch {
+		if p := plan(t, req); p.Action.Word != khplan.ActionPatch {
 			t.Errorf("%s: plan %+v, want patch", target, p)
 		}
 		out, err := run(t, req)
@@ -36,7 +36,7 @@ func TestTargetFormsAsKubectl(t *testing.T) {
 	}
 	req := request(t, c, "name: p\npatch:\n  target: deployments.v9.apps/web\n  namespace: "+ns+"\n  patch: {metadata: {labels: {a: b}}}")
 	want := `"deployments.v9.apps": the server doesn't have a resource type "deployments" in group "v9.apps"`
-	if p := plan(t, req); p.Action != khplan.ActionUnknown || !strings.Contains(p.Reason, want) {
+	if p := plan(t, req); p.Action.Word != khplan.ActionUnknown || !strings.Contains(p.Reason, want) {
 		t.Errorf("plan %+v, want unknown: %s", p, want)
 	}
 	if _, err := run(t, req); err == nil || !strings.Contains(err.Error(), want) {

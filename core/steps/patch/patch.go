@@ -20,7 +20,6 @@ import (
 	"khook.io/core/diff"
 	"khook.io/core/internal/english"
 	"khook.io/core/objects"
-	"khook.io/core/plan"
 	"khook.io/core/spec"
 	"khook.io/core/step"
 )
@@ -91,7 +90,6 @@ func resolve(ctx context.Context, req *step.Request) (*target, error) {
 
 // Run patches the target, which must exist.
 func (e *Executor) Run(ctx context.Context, req *step.Request) (result step.Outcome, err error) {
-	defer req.RedactOutcome(&result, &err)
 	t, err := resolve(ctx, req)
 	if err != nil {
 		return step.Outcome{}, err
@@ -117,11 +115,10 @@ func (e *Executor) Run(ctx context.Context, req *step.Request) (result step.Outc
 // no-op, or patch with the changed fields as details; unknown when the
 // target (or its type) does not exist yet.
 func (e *Executor) Plan(ctx context.Context, req *step.Request) (result step.Prediction, err error) {
-	defer req.RedactPrediction(&result, &err)
 	t, live, dry, err := resolveAndDryRun(ctx, req)
 	var un *step.UnavailableError
 	if errors.As(err, &un) {
-		return step.Prediction{Action: plan.ActionUnknown, Reason: un.Reason}, nil
+		return step.Prediction{Action: step.ActionUnknown, Reason: un.Reason}, nil
 	}
 	if err != nil {
 		return step.Prediction{}, err
@@ -131,12 +128,12 @@ func (e *Executor) Plan(ctx context.Context, req *step.Request) (result step.Pre
 	// dry run (a rolling Deployment's status) is not the patch's doing
 	changed := patchChanges(t.named, live, dry)
 	if len(changed) == 0 {
-		return step.Prediction{Action: plan.ActionNoOp, Reason: t.subject + " already matches the patch"}, nil
+		return step.Prediction{Action: step.ActionNoOp, Reason: t.subject + " already matches the patch"}, nil
 	}
 	if len(changed) > maxDetails {
 		changed = append(changed[:maxDetails], fmt.Sprintf("and %d more", len(changed)-maxDetails))
 	}
-	return step.Prediction{Action: plan.ActionPatch, Reason: fmt.Sprintf("%s: %s patch changes %s", t.subject, t.typ, english.CountNoun(len(changed), "field")), Details: changed}, nil
+	return step.Prediction{Action: step.ActionPatch, Reason: fmt.Sprintf("%s: %s patch changes %s", t.subject, t.typ, english.CountNoun(len(changed), "field")), Details: changed}, nil
 }
 
 // resolveAndDryRun is what Plan and Diff share: the target, and a server
@@ -187,7 +184,6 @@ func (t *target) dryRun(ctx context.Context) (live, dry *unstructured.Unstructur
 // Diff is the patch as a server-side dry run against the live target;
 // unavailable while the target (or its type) does not exist yet.
 func (e *Executor) Diff(ctx context.Context, req *step.Request) (result step.Diff, err error) {
-	defer req.RedactDiff(&result, &err)
 	t, live, dry, err := resolveAndDryRun(ctx, req)
 	var un *step.UnavailableError
 	if errors.As(err, &un) && t != nil {

@@ -100,7 +100,7 @@ patch:
             image: example.invalid/main:2
 `)
 	p := plan(t, req)
-	if p.Action != khplan.ActionPatch || !reflect.DeepEqual(p.Details, []string{".spec.template.spec.containers"}) {
+	if p.Action.Word != khplan.ActionPatch || !reflect.DeepEqual(p.Details, []string{".spec.template.spec.containers"}) {
 		t.Errorf("plan = %+v, want patch of .spec.template.spec.containers", p)
 	}
 	if _, err := run(t, req); err != nil {
@@ -111,7 +111,7 @@ patch:
 	if len(containers) != 2 || containers[0].(map[string]any)["image"] != "example.invalid/main:2" || containers[1].(map[string]any)["image"] != "example.invalid/sidecar:1" {
 		t.Errorf("containers after a strategic patch = %v, want main:2 and sidecar:1", containers)
 	}
-	if p := plan(t, req); p.Action != khplan.ActionNoOp {
+	if p := plan(t, req); p.Action.Word != khplan.ActionNoOp {
 		t.Errorf("plan after = %+v, want no-op", p)
 	}
 	out, err := run(t, req)
@@ -167,7 +167,7 @@ patch:
 `)
 	p := plan(t, req)
 	want := []string{".metadata.labels.added", ".spec.replicas", ".spec.template.spec.containers"}
-	if p.Action != khplan.ActionPatch || !reflect.DeepEqual(p.Details, want) {
+	if p.Action.Word != khplan.ActionPatch || !reflect.DeepEqual(p.Details, want) {
 		t.Errorf("plan = %+v, want patch of %v", p, want)
 	}
 	if _, err := run(t, req); err != nil {
@@ -200,7 +200,7 @@ func TestMissingTarget(t *testing.T) {
 	if !apierrors.IsNotFound(err) {
 		t.Error("the error does not unwrap to the NotFound status")
 	}
-	if p := plan(t, req); p.Action != khplan.ActionUnknown || p.Reason != "DaemonSet "+ns+"/aws-node does not exist yet" {
+	if p := plan(t, req); p.Action.Word != khplan.ActionUnknown || p.Reason != "DaemonSet "+ns+"/aws-node does not exist yet" {
 		t.Errorf("plan = %+v", p)
 	}
 }
@@ -277,7 +277,7 @@ spec:
 	}
 	// merge works, on the kind written as Widget
 	req = request(t, c, "name: x\npatch:\n  target: Widget/w\n  namespace: "+ns+"\n  type: merge\n  patch: {spec: {size: 2}}")
-	if p := plan(t, req); p.Action != khplan.ActionPatch || !reflect.DeepEqual(p.Details, []string{".spec.size"}) {
+	if p := plan(t, req); p.Action.Word != khplan.ActionPatch || !reflect.DeepEqual(p.Details, []string{".spec.size"}) {
 		t.Errorf("plan = %+v", p)
 	}
 	if _, err := run(t, req); err != nil {
@@ -311,7 +311,7 @@ func TestSecretsAreRedacted(t *testing.T) {
 		t.Error("the error does not unwrap to the API status")
 	}
 	// the plan's dry run fails the same way, masked too
-	_, perr := patch.New().Plan(context.Background(), req)
+	_, perr := step.PlanStep(context.Background(), patch.New(), req)
 	if perr == nil || strings.Contains(perr.Error(), secret) {
 		t.Errorf("plan err = %v", perr)
 	}

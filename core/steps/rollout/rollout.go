@@ -101,7 +101,6 @@ func (w *workload) get(ctx context.Context) (*unstructured.Unstructured, error) 
 
 // Run restarts the workload, or waits for its rollout to complete.
 func (e *Executor) Run(ctx context.Context, req *step.Request) (result step.Outcome, err error) {
-	defer req.RedactOutcome(&result, &err)
 	w, err := resolve(ctx, req)
 	if err != nil {
 		return step.Outcome{}, err
@@ -225,23 +224,26 @@ func deadlineExceeded(u *unstructured.Unstructured) string {
 	return ""
 }
 
+// ActionRestart is a restart: it changes the cluster (a step it triggers
+// runs), but every run restarts again, so it is not drift (decision 285).
+var ActionRestart = step.Action{Word: plan.ActionRestart, Changes: true}
+
 // Plan predicts restart, or for status no-op (rolled out) or wait;
 // unknown when the workload does not exist yet.
 func (e *Executor) Plan(ctx context.Context, req *step.Request) (result step.Prediction, err error) {
-	defer req.RedactPrediction(&result, &err)
 	w, err := resolve(ctx, req)
 	if err != nil {
 		return step.Prediction{}, err
 	}
 	u, err := w.ri.Get(ctx, w.name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return step.Prediction{Action: plan.ActionUnknown, Reason: w.subject + " does not exist yet"}, nil
+		return step.Prediction{Action: step.ActionUnknown, Reason: w.subject + " does not exist yet"}, nil
 	}
 	if err != nil {
 		return step.Prediction{}, fmt.Errorf("%s: %w", w.subject, err)
 	}
 	if spec.BlockOf[Rollout](req.Step).Restart != "" {
-		return step.Prediction{Action: plan.ActionRestart, Reason: "restart " + w.subject}, nil
+		return step.Prediction{Action: ActionRestart, Reason: "restart " + w.subject}, nil
 	}
 	viewer, err := polymorphichelpers.StatusViewerFor(w.mapping.GroupVersionKind.GroupKind())
 	if err != nil {
@@ -251,11 +253,11 @@ func (e *Executor) Plan(ctx context.Context, req *step.Request) (result step.Pre
 	switch {
 	case err != nil:
 		if d := deadlineExceeded(u); d != "" {
-			return step.Prediction{Action: plan.ActionWait, Reason: w.subject + " " + d}, nil
+			return step.Prediction{Action: step.ActionWait, Reason: w.subject + " " + d}, nil
 		}
-		return step.Prediction{Action: plan.ActionWait, Reason: w.subject + ": " + err.Error()}, nil
+		return step.Prediction{Action: step.ActionWait, Reason: w.subject + ": " + err.Error()}, nil
 	case done:
-		return step.Prediction{Action: plan.ActionNoOp, Reason: strings.TrimSpace(msg)}, nil
+		return step.Prediction{Action: step.ActionNoOp, Reason: strings.TrimSpace(msg)}, nil
 	}
-	return step.Prediction{Action: plan.ActionWait, Reason: strings.TrimSpace(msg)}, nil
+	return step.Prediction{Action: step.ActionWait, Reason: strings.TrimSpace(msg)}, nil
 }

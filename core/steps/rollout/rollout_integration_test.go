@@ -87,11 +87,11 @@ func TestRestartThenStatus(t *testing.T) {
 			if _, err := run(t, status); err != nil {
 				t.Fatalf("first rollout: %v", err)
 			}
-			if p := plan(t, status); p.Action != khplan.ActionNoOp {
+			if p := plan(t, status); p.Action.Word != khplan.ActionNoOp {
 				t.Errorf("plan of status after the rollout = %+v, want no-op", p)
 			}
 			restart := request(t, c, "name: r\nrollout:\n  restart: "+tc.short+"/"+name+"\n  namespace: "+ns, time.Minute)
-			if p := plan(t, restart); p.Action != khplan.ActionRestart {
+			if p := plan(t, restart); p.Action.Word != khplan.ActionRestart {
 				t.Errorf("plan of restart = %+v", p)
 			}
 			out, err := run(t, restart)
@@ -110,7 +110,7 @@ func TestRestartThenStatus(t *testing.T) {
 				t.Fatalf("rollout after the restart: %v", err)
 			}
 			t.Logf("%s after %s", out.Message, time.Since(began).Round(time.Millisecond))
-			if p := plan(t, status); p.Action != khplan.ActionNoOp {
+			if p := plan(t, status); p.Action.Word != khplan.ActionNoOp {
 				t.Errorf("plan of status after the restart = %+v, want no-op", p)
 			}
 		})
@@ -149,7 +149,7 @@ func TestProgressDeadlineFailsAtOnce(t *testing.T) {
 	var p step.Prediction
 	for end := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		p = plan(t, req)
-		if p.Action == khplan.ActionWait && strings.Contains(p.Reason, "exceeded its progress deadline") {
+		if p.Action.Word == khplan.ActionWait && strings.Contains(p.Reason, "exceeded its progress deadline") {
 			break
 		}
 		if time.Now().After(end) {
@@ -179,7 +179,7 @@ func TestMissingWorkload(t *testing.T) {
 		if _, err := run(t, req); err == nil || err.Error() != "Deployment "+ns+"/nope not found" {
 			t.Errorf("err = %v", err)
 		}
-		if p := plan(t, req); p.Action != khplan.ActionUnknown {
+		if p := plan(t, req); p.Action.Word != khplan.ActionUnknown {
 			t.Errorf("plan = %+v, want unknown", p)
 		}
 	}

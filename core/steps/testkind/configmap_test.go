@@ -20,7 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"khook.io/core/objects"
-	"khook.io/core/plan"
 	"khook.io/core/spec"
 	"khook.io/core/step"
 	"khook.io/core/steps/builtin"
@@ -136,7 +135,6 @@ func object(req *step.Request, withData bool) (*unstructured.Unstructured, strin
 
 // Run server-side applies the ConfigMap.
 func (*Executor) Run(ctx context.Context, req *step.Request) (out step.Outcome, err error) {
-	defer req.RedactOutcome(&out, &err)
 	u, ns, err := object(req, true)
 	if err != nil {
 		return step.Outcome{}, err
@@ -150,7 +148,6 @@ func (*Executor) Run(ctx context.Context, req *step.Request) (out step.Outcome, 
 
 // Plan dry-runs the apply.
 func (*Executor) Plan(ctx context.Context, req *step.Request) (p step.Prediction, err error) {
-	defer req.RedactPrediction(&p, &err)
 	u, ns, err := object(req, true)
 	if err != nil {
 		return step.Prediction{}, err
@@ -159,16 +156,15 @@ func (*Executor) Plan(ctx context.Context, req *step.Request) (p step.Prediction
 	if err != nil {
 		return step.Prediction{}, err
 	}
-	action := map[objects.Action]string{objects.Created: plan.ActionCreate, objects.Configured: plan.ActionConfigure}[res.Action]
-	if action == "" {
-		action = plan.ActionUnchanged
+	action, ok := map[objects.Action]step.Action{objects.Created: step.ActionCreate, objects.Configured: step.ActionConfigure}[res.Action]
+	if !ok {
+		action = step.ActionUnchanged
 	}
 	return step.Prediction{Action: action, Reason: strings.TrimSpace(res.Ref().KindName())}, nil
 }
 
 // Destroy deletes the ConfigMap; an absent one is success.
 func (*Executor) Destroy(ctx context.Context, req *step.Request) (out step.Outcome, err error) {
-	defer req.RedactOutcome(&out, &err)
 	u, ns, err := object(req, false)
 	if err != nil {
 		return step.Outcome{}, err

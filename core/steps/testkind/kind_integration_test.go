@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 
 	"khook.io/core/cli"
+	"khook.io/core/state"
 	"khook.io/core/testing/steptest"
 	"khook.io/core/testing/testcluster"
 )
@@ -105,5 +107,74 @@ func TestTestKindOnTheCluster(t *testing.T) {
 	}
 	if _, err := cms.Get(context.Background(), "app-settings", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("after destroy: %v", err)
+	}
+}
+
+// TestTestKindEchoOnTheCluster: echo:, which says a planted secret in
+// everything it returns and reports and masks nothing, run by the command
+// line on the test cluster with a state record: no output of plan,
+// apply (its failure too) or destroy, text or -o json, standard output
+// or error, and no byte of the record holds the secret, while each says
+// what the step said, masked; the plan shows echo's own word. (The
+// command line masks what it prints and the journal what it records as
+// well: this proves the whole path; TestTestKindCannotLeak proves the
+// engine's boundary alone, the engine's results and events as a library
+// caller such as the provider gets them.)
+func TestTestKindEchoOnTheCluster(t *testing.T) {
+	cl := testcluster.Get(t)
+	ns := cl.NewNamespace(t, "testkind-echo")
+	typed := steptest.Clients(t, cl.RESTConfig(t)).Typed
+	dir := t.TempDir()
+	file := filepath.Join(dir, "spec.yaml")
+	env := []string{"KHOOK_SECRET_TOKEN=" + planted}
+	khookRun := func(args ...string) (int, string) {
+		t.Helper()
+		flags := genericclioptions.NewConfigFlags(true)
+		flags.KubeConfig = &cl.Kubeconfig
+		var out, errOut bytes.Buffer
+		code := cli.Execute(context.Background(), cli.Config{Name: "kubectl khook", Connection: connection{flags}, In: strings.NewReader(""),
+			Out: &out, ErrOut: &errOut, Environ: env, Steps: echoRegistry}, append(args, "-f", file))
+		return code, out.String() + errOut.String()
+	}
+	for _, fail := range []bool{false, true} {
+		write(t, file, fmt.Sprintf("apiVersion: khook.io/v1\nkind: Khook\nmetadata: {name: echo-%v}\nstate: {namespace: %s}\nsteps:\n"+
+			"  - name: say\n    echo: {text: \"token ${TOKEN}\", fail: %v}\n", fail, ns, fail))
+		outputs := map[string]string{}
+		for _, args := range [][]string{{"plan"}, {"plan", "-o", "json"}, {"diff"}, {"apply"}, {"apply", "-o", "json"}, {"status"}, {"destroy", "--dry-run"}, {"destroy", "--yes"}, {"destroy", "--yes", "-o", "json"}} {
+			code, out := khookRun(args...)
+			outputs[fmt.Sprintf("fail=%v %v (exit %d)", fail, args, code)] = out
+			if args[0] == "plan" && len(args) == 1 {
+				want := "say   echo  echo"
+				if fail {
+					want = "say   echo  unknown"
+				}
+				if !strings.Contains(out, want) || !strings.Contains(out, "token ***") {
+					t.Errorf("fail=%v plan: want %q and the masked text in:\n%s", fail, want, out)
+				}
+			}
+			if args[0] == "apply" && len(args) == 1 {
+				rec, found, err := state.Read(context.Background(), typed, state.Location{Namespace: ns, Name: "khook-state-echo-" + fmt.Sprint(fail)})
+				if err != nil || !found {
+					t.Fatalf("record: %v %v", found, err)
+				}
+				raw, err := typed.CoreV1().Secrets(ns).Get(context.Background(), "khook-state-echo-"+fmt.Sprint(fail), metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				js, _ := json.Marshal(rec)
+				outputs[fmt.Sprintf("fail=%v the record", fail)] = string(js)
+				for k, v := range raw.Data {
+					outputs[fmt.Sprintf("fail=%v the record's Secret %s", fail, k)] = string(v)
+				}
+				if !strings.Contains(string(js), "token ***") {
+					t.Errorf("fail=%v: the record does not say the masked text: %s", fail, js)
+				}
+			}
+		}
+		for what, out := range outputs {
+			if strings.Contains(out, planted) {
+				t.Errorf("%s holds the planted secret:\n%s", what, out)
+			}
+		}
 	}
 }

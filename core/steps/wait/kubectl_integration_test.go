@@ -18,6 +18,7 @@ import (
 
 	"khook.io/core/kube"
 	khplan "khook.io/core/plan"
+	"khook.io/core/step"
 	"khook.io/core/steps/wait"
 	"khook.io/core/testing/steptest"
 	"khook.io/core/testing/testcluster"
@@ -91,7 +92,7 @@ func TestResourceFormsAsKubectl(t *testing.T) {
 		{g.category, size},
 	} {
 		req := request(t, c, "name: f\nwait:\n  for: "+tc.for_+"\n  on: "+tc.on+"\n  namespace: "+ns, 30*time.Second)
-		if p := plan(t, req); p.Action != khplan.ActionNoOp {
+		if p := plan(t, req); p.Action.Word != khplan.ActionNoOp {
 			t.Errorf("on: %s: plan %+v, want no-op", tc.on, p)
 		}
 		if _, err := run(t, req); err != nil {
@@ -178,7 +179,7 @@ spec:
 			t.Logf("kubectl wait: met %v, error %v", met, kerr)
 			req := request(t, c, "name: j\nwait:\n  for: '"+tc.for_+"'\n  on: "+tc.on+"\n  namespace: "+ns, time.Second)
 			// a live plan looks once, as --timeout=0 does
-			p, err := wait.New().Plan(context.Background(), req)
+			p, err := step.PlanStep(context.Background(), wait.New(), req)
 			switch {
 			case kerr != nil:
 				if err == nil || !strings.Contains(err.Error(), kerr.Error()) {
@@ -189,11 +190,11 @@ spec:
 					t.Errorf("kubectl fails with %q; the run: %v", kerr, err)
 				}
 			case met:
-				if err != nil || p.Action != khplan.ActionNoOp {
+				if err != nil || p.Action.Word != khplan.ActionNoOp {
 					t.Errorf("kubectl: met; the plan: %+v, %v", p, err)
 				}
 			default:
-				if err != nil || p.Action != khplan.ActionWait {
+				if err != nil || p.Action.Word != khplan.ActionWait {
 					t.Errorf("kubectl: not met; the plan: %+v, %v", p, err)
 				}
 			}

@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 
 	"khook.io/core/kube"
-	"khook.io/core/plan"
 	"khook.io/core/spec"
 	"khook.io/core/step"
 	"khook.io/core/waiter"
@@ -72,7 +71,6 @@ func describe(t waiter.Target, ref spec.ResourceRef) string { return ref.String(
 
 // Run waits until the condition holds, bounded by ctx (the step timeout).
 func (e *Executor) Run(ctx context.Context, req *step.Request) (result step.Outcome, err error) {
-	defer req.RedactOutcome(&result, &err)
 	r, err := resolve(ctx, req)
 	if err != nil {
 		if r.cond.Kind == spec.ForDelete && meta.IsNoMatchError(err) {
@@ -97,14 +95,13 @@ func (e *Executor) Run(ctx context.Context, req *step.Request) (result step.Outc
 // Plan predicts no-op (the condition holds now), wait, or unknown when the
 // type or the namespace does not exist yet (an earlier step may create it).
 func (e *Executor) Plan(ctx context.Context, req *step.Request) (result step.Prediction, err error) {
-	defer req.RedactPrediction(&result, &err)
 	r, err := resolve(ctx, req)
 	if err != nil {
 		if meta.IsNoMatchError(err) {
 			if r.cond.Kind == spec.ForDelete {
-				return step.Prediction{Action: plan.ActionNoOp, Reason: err.Error()}, nil
+				return step.Prediction{Action: step.ActionNoOp, Reason: err.Error()}, nil
 			}
-			return step.Prediction{Action: plan.ActionUnknown, Reason: err.Error() + " (yet: a CRD an earlier step installs?)"}, nil
+			return step.Prediction{Action: step.ActionUnknown, Reason: err.Error() + " (yet: a CRD an earlier step installs?)"}, nil
 		}
 		return step.Prediction{}, err
 	}
@@ -114,9 +111,9 @@ func (e *Executor) Plan(ctx context.Context, req *step.Request) (result step.Pre
 		case err != nil && !apierrors.IsForbidden(err):
 			return step.Prediction{}, err
 		case err == nil && !ok && r.cond.Kind == spec.ForDelete:
-			return step.Prediction{Action: plan.ActionNoOp, Reason: "namespace " + ns + " does not exist"}, nil
+			return step.Prediction{Action: step.ActionNoOp, Reason: "namespace " + ns + " does not exist"}, nil
 		case err == nil && !ok:
-			return step.Prediction{Action: plan.ActionUnknown, Reason: "namespace " + ns + " does not exist yet"}, nil
+			return step.Prediction{Action: step.ActionUnknown, Reason: "namespace " + ns + " does not exist yet"}, nil
 		}
 	}
 	ok, why, err := waiter.Ready(ctx, req.Kube, []waiter.Target{r.target}, r.cond)
@@ -124,7 +121,7 @@ func (e *Executor) Plan(ctx context.Context, req *step.Request) (result step.Pre
 		return step.Prediction{}, err
 	}
 	if ok {
-		return step.Prediction{Action: plan.ActionNoOp, Reason: waiter.Describe(r.cond) + " already holds"}, nil
+		return step.Prediction{Action: step.ActionNoOp, Reason: waiter.Describe(r.cond) + " already holds"}, nil
 	}
-	return step.Prediction{Action: plan.ActionWait, Reason: why}, nil
+	return step.Prediction{Action: step.ActionWait, Reason: why}, nil
 }

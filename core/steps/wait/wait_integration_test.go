@@ -59,7 +59,7 @@ wait:
   for: condition=Available
   on: deployment/web
   namespace: `+ns, time.Minute)
-	if p := plan(t, req); p.Action != khplan.ActionWait || !strings.Contains(p.Reason, "Deployment "+ns+"/web: does not exist") {
+	if p := plan(t, req); p.Action.Word != khplan.ActionWait || !strings.Contains(p.Reason, "Deployment "+ns+"/web: does not exist") {
 		t.Errorf("plan before = %+v, want wait because the Deployment does not exist", p)
 	}
 	steptest.Create(t, c, ns, deployment)
@@ -68,7 +68,7 @@ wait:
 		t.Fatal(err)
 	}
 	t.Logf("outcome: %s", out.Message)
-	if p := plan(t, req); p.Action != khplan.ActionNoOp {
+	if p := plan(t, req); p.Action.Word != khplan.ActionNoOp {
 		t.Errorf("plan after = %+v, want no-op", p)
 	}
 	// the same by short name and by kind, in the request's default namespace
@@ -156,7 +156,7 @@ func TestDelete(t *testing.T) {
 	c, ns := steptest.Setup(t, "wait-del")
 	steptest.Create(t, c, ns, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: old, finalizers: [khook.io/hold]}")
 	req := request(t, c, "name: d\nwait:\n  for: delete\n  on: configmap/old\n  namespace: "+ns, time.Minute)
-	if p := plan(t, req); p.Action != khplan.ActionWait {
+	if p := plan(t, req); p.Action.Word != khplan.ActionWait {
 		t.Errorf("plan = %+v, want wait", p)
 	}
 	done := make(chan error, 1)
@@ -181,7 +181,7 @@ func TestDelete(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the wait did not end once the object was gone")
 	}
-	if p := plan(t, req); p.Action != khplan.ActionNoOp {
+	if p := plan(t, req); p.Action.Word != khplan.ActionNoOp {
 		t.Errorf("plan after = %+v, want no-op", p)
 	}
 	// a type the cluster does not serve has nothing to delete
@@ -194,11 +194,11 @@ func TestDelete(t *testing.T) {
 func TestPlanUnknown(t *testing.T) {
 	c, _ := steptest.Setup(t, "wait-plan")
 	req := request(t, c, "name: p\nwait:\n  for: condition=Ready\n  on: pods\n  namespace: not-there-yet", time.Minute)
-	if p := plan(t, req); p.Action != khplan.ActionUnknown || p.Reason != "namespace not-there-yet does not exist yet" {
+	if p := plan(t, req); p.Action.Word != khplan.ActionUnknown || p.Reason != "namespace not-there-yet does not exist yet" {
 		t.Errorf("plan = %+v, want unknown: the namespace does not exist", p)
 	}
 	req = request(t, c, "name: p\nwait:\n  for: condition=Ready\n  on: widgets.example.com/w", time.Minute)
-	if p := plan(t, req); p.Action != khplan.ActionUnknown || !strings.Contains(p.Reason, `"widgets.example.com"`) {
+	if p := plan(t, req); p.Action.Word != khplan.ActionUnknown || !strings.Contains(p.Reason, `"widgets.example.com"`) {
 		t.Errorf("plan = %+v, want unknown: the type is not served", p)
 	}
 	// run on an unserved type fails at once

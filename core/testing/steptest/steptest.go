@@ -155,7 +155,7 @@ func Create(t testing.TB, c *kube.Clients, ns, y string) *unstructured.Unstructu
 func Run(exec step.Executor, req *step.Request) (step.Outcome, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), req.Timeout)
 	defer cancel()
-	return exec.Run(ctx, req)
+	return step.RunStep(ctx, exec, req)
 }
 
 // Plan predicts req with p within 30 seconds; an error fails the test.
@@ -163,7 +163,7 @@ func Plan(t testing.TB, p step.Planner, req *step.Request) step.Prediction {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	pred, err := p.Plan(ctx, req)
+	pred, err := step.PlanStep(ctx, p, req)
 	if err != nil {
 		t.Fatalf("Plan: %v", err)
 	}

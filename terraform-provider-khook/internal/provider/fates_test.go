@@ -86,7 +86,7 @@ func TestPlanFatesAsCLI(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				rows, _ := planRows(res.Plan, fatesOf(doc, res), nil, false, red)
+				rows, _ := planRows(res.Plan, fatesOf(doc, res), actionsOf(doc, res), nil, false, red)
 				if len(rows) != len(cliPlan.Steps) {
 					t.Fatalf("%d rows, the CLI plans %d steps", len(rows), len(cliPlan.Steps))
 				}

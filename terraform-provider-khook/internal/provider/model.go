@@ -17,6 +17,7 @@ import (
 	"khook.io/core/plan"
 	"khook.io/core/redact"
 	"khook.io/core/state"
+	"khook.io/core/step"
 	"khook.io/core/steps/builtin"
 	"khook.io/core/vars"
 )
@@ -203,26 +204,6 @@ func placeholderSecrets(names []string) map[string]string {
 	return out
 }
 
-// drifts are the live actions that mean the cluster is not as the spec
-// wants it: with them, an unchanged spec still plans an update. configure
-// (an apply step a dry run of which changes fields), repair (a helm
-// release whose objects drifted), install and upgrade are khook's
-// predictions of a change, as create, patch, delete and run are; unchanged
-// and no-op are not; wait and restart are what those steps always
-// predict; unknown cannot tell (decision 172).
-var drifts = map[string]bool{
-	plan.ActionCreate: true, plan.ActionConfigure: true, plan.ActionPatch: true, plan.ActionDelete: true, plan.ActionRun: true,
-	actionInstall: true, actionUpgrade: true, actionRepair: true,
-}
-
-// The helm step's live actions (khook.io/core/helm's PlanAction: only
-// core/helm imports helm, so they are named here).
-const (
-	actionInstall = "install"
-	actionUpgrade = "upgrade"
-	actionRepair  = "repair"
-)
-
 // planRows turns khook's plan into steps rows: each step's action and
 // reason as the engine's plan has them, from the fate the engine decided
 // (fates, by step name: the same engine.Dispose apply follows, so a step
@@ -230,8 +211,13 @@ const (
 // triggers), overlaid with the state record's status where the record
 // says a step the cluster shows unchanged runs again (st; nil: no record,
 // and with state: enabled every such step runs: khook's apply has nothing
-// to resume). drift reports whether any row changes the cluster.
-func planRows(p *plan.Plan, fates map[string]engine.Fate, st *state.Status, stateEnabled bool, red *redact.Redactor) (rows []stepRow, drift bool) {
+// to resume). drift reports whether any row's action is drift, as the
+// step's kind declares it (acts, by step name; step.Action.Drift): the
+// cluster is not as the spec wants it, so an unchanged spec still plans
+// an update. What a step predicts on every run (a rollout's restart, a
+// wait) is not drift, nor is unknown, which cannot tell (decisions 172,
+// 285).
+func planRows(p *plan.Plan, fates map[string]engine.Fate, acts map[string]step.Action, st *state.Status, stateEnabled bool, red *redact.Redactor) (rows []stepRow, drift bool) {
 	next := map[string]state.StepStatus{}
 	if st != nil {
 		for _, s := range st.Steps {
@@ -239,22 +225,34 @@ func planRows(p *plan.Plan, fates map[string]engine.Fate, st *state.Status, stat
 		}
 	}
 	for _, ps := range p.Steps {
+		a := acts[ps.Name]
 		r := stepRow{Name: ps.Name, Type: ps.Type, Action: ps.Action, Reason: red.String(ps.Reason)}
 		switch fate := fates[ps.Name]; {
 		case fate == engine.FateResume:
-			r.Action, r.Reason = plan.ActionSkip, state.ResumeReason
-		case fate != engine.FateRun || ps.Action == plan.ActionSkip || drifts[r.Action]:
+			a = step.ActionSkip
+			r.Action, r.Reason = a.Word, state.ResumeReason
+		case fate != engine.FateRun || a == step.ActionSkip || a.Drift:
 		case st == nil && stateEnabled:
-			r.Action, r.Reason = plan.ActionRun, noRecordReason
+			a = step.ActionRun
+			r.Action, r.Reason = a.Word, noRecordReason
 		case next[ps.Name].Next == state.NextRun || next[ps.Name].Next == state.NextRerun:
-			r.Action, r.Reason = plan.ActionRun, red.String(next[ps.Name].Why)
+			a = step.ActionRun
+			r.Action, r.Reason = a.Word, red.String(next[ps.Name].Why)
 		}
-		if drifts[r.Action] {
-			drift = true
-		}
+		drift = drift || a.Drift
 		rows = append(rows, r)
 	}
 	return rows, drift
+}
+
+// actionsOf maps each step of res's spec to its action in the plan, as
+// its kind declares it.
+func actionsOf(doc *load.Document, res *engine.PlanResult) map[string]step.Action {
+	out := make(map[string]step.Action, len(res.Actions))
+	for i, a := range res.Actions {
+		out[doc.Spec.Steps[i].Name] = a
+	}
+	return out
 }
 
 // fatesOf maps each step of res's spec to the fate the engine decided.

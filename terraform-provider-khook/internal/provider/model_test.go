@@ -11,6 +11,9 @@ import (
 	"khook.io/core/plan"
 	"khook.io/core/redact"
 	"khook.io/core/state"
+	"khook.io/core/step"
+	"khook.io/core/steps/helm"
+	"khook.io/core/steps/rollout"
 )
 
 const secret = "s3cr3t-value"
@@ -22,8 +25,14 @@ func redactor() *redact.Redactor {
 }
 
 func TestPlanRows(t *testing.T) {
-	step := func(name, action, reason string) plan.Step {
-		return plan.Step{Name: name, Type: "apply", Action: action, Reason: reason}
+	// each step's plan row, and its action as its kind declares it
+	acts := map[string]map[string]step.Action{}
+	row := func(name string, a step.Action, reason string) plan.Step {
+		if acts[a.Word] == nil {
+			acts[a.Word] = map[string]step.Action{}
+		}
+		acts[a.Word][name] = a
+		return plan.Step{Name: name, Type: "apply", Action: a.Word, Reason: reason}
 	}
 	status := func(steps ...state.StepStatus) *state.Status { return &state.Status{Steps: steps} }
 	for _, c := range []struct {
@@ -37,83 +46,83 @@ func TestPlanRows(t *testing.T) {
 	}{
 		{
 			name: "no record: the live plan as it is, unchanged, no-op and wait are no drift",
-			plan: []plan.Step{step("a", plan.ActionUnchanged, ""), step("b", plan.ActionWait, ""), step("c", plan.ActionNoOp, "")},
+			plan: []plan.Step{row("a", step.ActionUnchanged, ""), row("b", step.ActionWait, ""), row("c", step.ActionNoOp, "")},
 			want: []string{"a unchanged ", "b wait ", "c no-op "},
 		},
 		{
 			name:      "no record: a configure (the dry run changes fields) is drift",
-			plan:      []plan.Step{step("a", plan.ActionConfigure, "1 to configure"), step("b", plan.ActionWait, "")},
+			plan:      []plan.Step{row("a", step.ActionConfigure, "1 to configure"), row("b", step.ActionWait, "")},
 			want:      []string{"a configure 1 to configure", "b wait "},
 			wantDrift: true,
 		},
 		{
 			name:      "no record: a helm release's repair is drift",
-			plan:      []plan.Step{step("a", "repair", "2 objects of revision 1 drifted"), step("b", plan.ActionNoOp, "")},
+			plan:      []plan.Step{row("a", helm.ActionRepair, "2 objects of revision 1 drifted"), row("b", step.ActionNoOp, "")},
 			want:      []string{"a repair 2 objects of revision 1 drifted", "b no-op "},
 			wantDrift: true,
 		},
 		{
 			name:      "no record: an install (the release uninstalled out of band) is drift",
-			plan:      []plan.Step{step("a", "install", "")},
+			plan:      []plan.Step{row("a", helm.ActionInstall, "")},
 			want:      []string{"a install "},
 			wantDrift: true,
 		},
 		{
 			name:      "no record: a create is drift",
-			plan:      []plan.Step{step("a", plan.ActionUnchanged, ""), step("b", plan.ActionCreate, "")},
+			plan:      []plan.Step{row("a", step.ActionUnchanged, ""), row("b", step.ActionCreate, "")},
 			want:      []string{"a unchanged ", "b create "},
 			wantDrift: true,
 		},
 		{
 			name:   "the record resumes: skip whatever the cluster says",
-			plan:   []plan.Step{step("a", plan.ActionCreate, ""), step("b", plan.ActionConfigure, "")},
+			plan:   []plan.Step{row("a", step.ActionCreate, ""), row("b", step.ActionConfigure, "")},
 			status: status(state.StepStatus{Name: "a", Next: state.NextResume}, state.StepStatus{Name: "b", Next: state.NextResume}),
 			want:   []string{"a skip " + state.ResumeReason, "b skip " + state.ResumeReason},
 		},
 		{
 			name:      "the record re-runs an unchanged step: run, with the record's why",
-			plan:      []plan.Step{step("a", plan.ActionConfigure, ""), step("b", plan.ActionUnchanged, "")},
+			plan:      []plan.Step{row("a", step.ActionConfigure, ""), row("b", step.ActionUnchanged, "")},
 			status:    status(state.StepStatus{Name: "a", Next: state.NextResume}, state.StepStatus{Name: "b", Next: state.NextRerun, Why: "inputs changed"}),
 			want:      []string{"a skip " + state.ResumeReason, "b run inputs changed"},
 			wantDrift: true,
 		},
 		{
 			name:      "the record re-runs a configure: the live action stays",
-			plan:      []plan.Step{step("a", plan.ActionConfigure, "1 to configure")},
+			plan:      []plan.Step{row("a", step.ActionConfigure, "1 to configure")},
 			status:    status(state.StepStatus{Name: "a", Next: state.NextRerun, Why: "inputs changed"}),
 			want:      []string{"a configure 1 to configure"},
 			wantDrift: true,
 		},
 		{
 			name:      "the record runs a create: the live action stays",
-			plan:      []plan.Step{step("a", plan.ActionCreate, "new")},
+			plan:      []plan.Step{row("a", step.ActionCreate, "new")},
 			status:    status(state.StepStatus{Name: "a", Next: state.NextRun, Why: "never ran"}),
 			want:      []string{"a create new"},
 			wantDrift: true,
 		},
 		{
 			name:   "when: false stays skip whatever the record says",
-			plan:   []plan.Step{step("a", plan.ActionSkip, "when: false")},
+			plan:   []plan.Step{row("a", step.ActionSkip, "when: false")},
 			status: status(state.StepStatus{Name: "a", Next: state.NextRun}),
 			want:   []string{"a skip when: false"},
 		},
 		{
 			name:      "reasons are redacted",
-			plan:      []plan.Step{step("a", plan.ActionPatch, "token "+secret)},
+			plan:      []plan.Step{row("a", step.ActionPatch, "token "+secret)},
 			status:    status(state.StepStatus{Name: "b", Next: state.NextRerun, Why: "had " + secret}),
 			want:      []string{"a patch token ***"},
 			wantDrift: true,
 		},
 		{
 			name:      "the record's why is redacted",
-			plan:      []plan.Step{step("a", plan.ActionNoOp, "")},
+			plan:      []plan.Step{row("a", step.ActionNoOp, "")},
 			status:    status(state.StepStatus{Name: "a", Next: state.NextRerun, Why: "had " + secret}),
 			want:      []string{"a run had ***"},
 			wantDrift: true,
 		},
 		{
 			name:      "no record with state: every step runs",
-			plan:      []plan.Step{step("a", plan.ActionUnchanged, ""), step("b", plan.ActionCreate, ""), step("c", plan.ActionSkip, "when: false")},
+			plan:      []plan.Step{row("a", step.ActionUnchanged, ""), row("b", step.ActionCreate, ""), row("c", step.ActionSkip, "when: false")},
 			noRecord:  true,
 			want:      []string{"a run " + noRecordReason, "b create ", "c skip when: false"},
 			wantDrift: true,
@@ -124,7 +133,7 @@ func TestPlanRows(t *testing.T) {
 			// says of its own inputs (before, the record's resume made it
 			// skip, while apply ran it)
 			name:      "a triggered step the record resumes: the engine's fate, not the record's",
-			plan:      []plan.Step{step("a", plan.ActionConfigure, ""), step("b", plan.ActionRestart, "triggered: a changes")},
+			plan:      []plan.Step{row("a", step.ActionConfigure, ""), row("b", rollout.ActionRestart, "triggered: a changes")},
 			status:    status(state.StepStatus{Name: "a", Next: state.NextRerun, Why: "inputs changed"}, state.StepStatus{Name: "b", Next: state.NextResume}),
 			fates:     map[string]engine.Fate{"a": engine.FateRun, "b": engine.FateTriggered},
 			want:      []string{"a configure ", "b restart triggered: a changes"},
@@ -151,7 +160,11 @@ func TestPlanRows(t *testing.T) {
 					}
 				}
 			}
-			rows, drift := planRows(&plan.Plan{Steps: c.plan}, fates, c.status, c.status != nil || c.noRecord, redactor())
+			stepActs := map[string]step.Action{}
+			for _, ps := range c.plan {
+				stepActs[ps.Name] = acts[ps.Action][ps.Name]
+			}
+			rows, drift := planRows(&plan.Plan{Steps: c.plan}, fates, stepActs, c.status, c.status != nil || c.noRecord, redactor())
 			var got []string
 			for _, r := range rows {
 				got = append(got, r.Name+" "+r.Action+" "+r.Reason)

@@ -255,7 +255,7 @@ func (r *specResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRe
 		// often known only then (the cluster is created in the same
 		// apply). Every step runs on a first apply anyway.
 		if res, err := engine.OfflinePlan(doc, nil, nil); err == nil {
-			rows, _ = planRows(res.Plan, fatesOf(doc, res), nil, false, red)
+			rows, _ = planRows(res.Plan, fatesOf(doc, res), actionsOf(doc, res), nil, false, red)
 		}
 	case !known:
 		// the cluster is being replaced: its plan is known after apply
@@ -275,7 +275,7 @@ func (r *specResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRe
 		}
 		// with state: and no record (deleted out of band, or an import of
 		// one that never was), khook's apply has nothing to resume
-		rows, drift = planRows(res.Plan, fatesOf(doc, res), res.Status, stateEnabled, red)
+		rows, drift = planRows(res.Plan, fatesOf(doc, res), actionsOf(doc, res), res.Status, stateEnabled, red)
 		reportKept(&resp.Diagnostics, res.Plan, red)
 	}
 	if prior != nil && !drift && !inputsChanged(prior, &planned) {
@@ -454,7 +454,7 @@ func reportRun(diags *diag.Diagnostics, red *redact.Redactor, command string, re
 			diags.AddWarning(fmt.Sprintf("khook_spec: %s: step %s (%s) failed too", command, s.Name, s.Type), red.String(s.Error))
 		case s.Status == run.StatusInterrupted:
 			diags.AddWarning(fmt.Sprintf("khook_spec: %s: step %s (%s) was interrupted", command, s.Name, s.Type), red.String(s.Error))
-		case s.Status == run.StatusSkipped && s.SkipReason != state.ResumeReason && !strings.HasPrefix(s.SkipReason, "when: "):
+		case s.Status == run.StatusSkipped && s.Skip != event.SkipResumed && s.Skip != event.SkipExcluded:
 			diags.AddWarning(fmt.Sprintf("khook_spec: %s: step %s (%s) skipped", command, s.Name, s.Type), red.String(s.SkipReason))
 		}
 	}
