@@ -71,7 +71,7 @@ func (r *Run) DestroyPlan(ctx context.Context) ([]DestroyStep, error) {
 				ds.Note = "undone"
 				break
 			}
-			sctx, req, cancel := c.stepCall(ctx, i, d, event.Discard)
+			sctx, req, cancel := c.stepCall(ctx, i, d, call{sink: event.Discard, run: r.id})
 			plan, err := step.PlanDestroyStep(sctx, p, req)
 			cancel()
 			if r.planned != nil && ctx.Err() == nil {

@@ -8,7 +8,6 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"khook.io/core/diff"
-	"khook.io/core/event"
 	"khook.io/core/internal/english"
 	"khook.io/core/redact"
 	"khook.io/core/spec"
@@ -66,7 +65,6 @@ var Categories = []string{CatChange, CatUnchanged, CatUnavailable, CatResumed, C
 // index; a step that could not be diffed has its Err (the error is the
 // diff's own: an unreadable record, a blocked --no-needs, Ctrl-C).
 func (c *Cluster) Diff(ctx context.Context, parallelism int) ([]*StepDiff, error) {
-	c.sink = event.Discard
 	c.noteLock(ctx)
 	r, err := c.dispose(ctx, CommandDiff)
 	if err != nil {
@@ -145,7 +143,7 @@ func (c *Cluster) Diff(ctx context.Context, parallelism int) ([]*StepDiff, error
 // diffStep diffs step i (fate disp) with its executor's Differ, or says
 // what its Planner predicts; bounded by the step's timeout.
 func (c *Cluster) diffStep(ctx context.Context, i int, disp Disposition, exec step.Executor) *StepDiff {
-	ctx, req, cancel := c.stepCall(ctx, i, disp, c.sink)
+	ctx, req, cancel := c.stepCall(ctx, i, disp, quiet)
 	defer cancel()
 	red := c.red
 	if d, ok := exec.(step.Differ); ok {

@@ -108,13 +108,9 @@ type Cluster struct {
 	notes     func(Note)
 	// releaseNotes: NOTES of releases are notes
 	releaseNotes bool
-	// sink receives the run's events (progress lines of the executors).
-	sink event.Sink
 	// events receives the run's events besides the progress (Target.Events;
 	// never nil)
 	events event.Sink
-	// run identifies the run to its steps (see takeLock).
-	run    step.Run
 	warned sync.Map // step name + "\x00" + text → struct{}
 }
 
@@ -134,14 +130,14 @@ func (e *Engine) Connect(ctx context.Context, doc *load.Document, t Target, o Op
 		return nil, err
 	}
 	return &Cluster{red: e.redactor(), doc: doc, clients: clients, registry: reg, http: fetch.NewClient(), namespace: defaultNamespace(t.Getter),
-		opts: o, notes: t.Notes, releaseNotes: e.ReleaseNotes, sink: event.Tee(t.Events), events: event.Tee(t.Events)}, nil
+		opts: o, notes: t.Notes, releaseNotes: e.ReleaseNotes, events: event.Tee(t.Events)}, nil
 }
 
 // Attach is Connect with clients built and checked already (a caller's
 // own, a test's fake clientset): nothing is checked.
 func (e *Engine) Attach(doc *load.Document, clients *kube.Clients, t Target, o Options) *Cluster {
 	return &Cluster{red: e.redactor(), doc: doc, clients: clients, registry: e.Registry(), http: fetch.NewClient(), namespace: "default",
-		opts: o, notes: t.Notes, releaseNotes: e.ReleaseNotes, sink: event.Tee(t.Events), events: event.Tee(t.Events)}
+		opts: o, notes: t.Notes, releaseNotes: e.ReleaseNotes, events: event.Tee(t.Events)}
 }
 
 // Clients builds and checks the clients of t's cluster.
@@ -300,15 +296,27 @@ func (c *Cluster) executor(i int) (step.Executor, error) {
 // one call (attempt 1) with fate d, progress lines going to sink: what a
 // plan, a diff and a destroy plan ask of an executor. cancel ends the
 // call's context.
-func (c *Cluster) stepCall(ctx context.Context, i int, d Disposition, sink event.Sink) (context.Context, *step.Request, context.CancelFunc) {
+func (c *Cluster) stepCall(ctx context.Context, i int, d Disposition, k call) (context.Context, *step.Request, context.CancelFunc) {
 	timeout := c.doc.Settings(i).Timeout.Duration()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
-	return ctx, c.request(i, 1, timeout, d, sink), cancel
+	return ctx, c.request(i, 1, timeout, d, k), cancel
 }
+
+// call is what one command's calls of the executors share, kept with the
+// command, never on the Cluster: where their progress lines go, and the
+// run they belong to (zero for plan, diff and a destroy preview, which
+// are no run).
+type call struct {
+	sink event.Sink
+	run  step.Run
+}
+
+// quiet is the call of a command that shows no progress and is no run.
+var quiet = call{sink: event.Discard}
 
 // request builds the request for step i, attempt n, with fate d: Dispose
 // alone says whether --replace forces it.
-func (c *Cluster) request(i, attempt int, timeout time.Duration, d Disposition, sink event.Sink) *step.Request {
+func (c *Cluster) request(i, attempt int, timeout time.Duration, d Disposition, k call) *step.Request {
 	st := &c.doc.Spec.Steps[i]
 	return &step.Request{
 		Step:             st,
@@ -320,7 +328,7 @@ func (c *Cluster) request(i, attempt int, timeout time.Duration, d Disposition, 
 		Kube:             c.clients,
 		HTTP:             c.http,
 		Redactor:         c.red,
-		Run:              c.run,
+		Run:              k.run,
 		ForceCRDs:        c.opts.ForceCRDs,
 		Replace:          d.Fate == FateForced,
 		DriftDefaults:    c.driftDefaults(),
@@ -328,7 +336,7 @@ func (c *Cluster) request(i, attempt int, timeout time.Duration, d Disposition, 
 		Warn:             c.warn(st.Name),
 		Notes:            c.releaseNotesFunc(),
 		Log: func(format string, args ...any) {
-			sink.Emit(event.Event{Kind: event.StepProgress, Time: time.Now(), Step: st.Name, Type: st.Type(), Message: c.red.String(fmt.Sprintf(format, args...))})
+			k.sink.Emit(event.Event{Kind: event.StepProgress, Time: time.Now(), Step: st.Name, Type: st.Type(), Message: c.red.String(fmt.Sprintf(format, args...))})
 		},
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"khook.io/core/event"
 	"khook.io/core/load"
 	"khook.io/core/redact"
 	"khook.io/core/steps/builtin"
@@ -192,7 +191,7 @@ func TestFates(t *testing.T) {
 				if got != tc.want[name] {
 					t.Errorf("%s: %q, want %q", name, got, tc.want[name])
 				}
-				if c.request(i, 1, 0, disp[i], event.Discard).Replace {
+				if c.request(i, 1, 0, disp[i], quiet).Replace {
 					replaced = append(replaced, name)
 				}
 			}

@@ -40,6 +40,16 @@ func TestLayoutTypes(t *testing.T) {
 					if why := printingCall(p.info, n); why != "" {
 						t.Errorf("%s: %s: the engine's callers render what it says", p.fset.Position(n.Pos()), why)
 					}
+				case *ast.AssignStmt:
+					for _, lhs := range n.Lhs {
+						if why := writesSession(p.info, lhs); why != "" {
+							t.Errorf("%s: %s", p.fset.Position(lhs.Pos()), why)
+						}
+					}
+				case *ast.IncDecStmt:
+					if why := writesSession(p.info, n.X); why != "" {
+						t.Errorf("%s: %s", p.fset.Position(n.Pos()), why)
+					}
 				case *ast.Ident:
 					if v, ok := p.info.Uses[n].(*types.Var); ok && v.Pkg() != nil && v.Pkg().Path() == "os" && (v.Name() == "Stdout" || v.Name() == "Stderr") {
 						t.Errorf("%s: uses os.%s: the engine's callers render what it says", p.fset.Position(n.Pos()), v.Name())
@@ -49,6 +59,26 @@ func TestLayoutTypes(t *testing.T) {
 			})
 		}
 	}
+}
+
+// writesSession says why assigning to x writes what a connected Cluster
+// keeps for every command it serves (its connection, registry, redactor,
+// options), or "": a Cluster is made whole by Connect or Attach and never
+// written after; what one command needs (its sink, its run's identity)
+// lives in that command's value (Run, call).
+func writesSession(info *types.Info, x ast.Expr) string {
+	sel, ok := ast.Unparen(x).(*ast.SelectorExpr)
+	if !ok {
+		return ""
+	}
+	t := info.TypeOf(sel.X)
+	if p, ok := t.(*types.Pointer); ok {
+		t = p.Elem()
+	}
+	if named, ok := t.(*types.Named); ok && named.Obj().Name() == "Cluster" && named.Obj().Pkg() != nil && named.Obj().Pkg().Path() == "khook.io/core/engine" {
+		return "writes Cluster." + sel.Sel.Name + ": a Cluster is not written after Connect; per-command state belongs to the command's value (Run, call)"
+	}
+	return ""
 }
 
 // TestPrintingCall: what the typed layout check calls printing, on source

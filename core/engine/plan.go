@@ -5,7 +5,6 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"khook.io/core/event"
 	"khook.io/core/load"
 	"khook.io/core/plan"
 	"khook.io/core/state"
@@ -157,7 +156,6 @@ func (c *Cluster) livePlan(ctx context.Context, disp []Disposition) (*plan.Plan,
 	p := c.doc.OfflinePlan()
 	acts := offlineActions(c.doc)
 	p.Mode = plan.ModeLive
-	c.sink = event.Discard
 	preds := make([]*step.Prediction, len(c.doc.Spec.Steps))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(planParallelism)
@@ -171,7 +169,7 @@ func (c *Cluster) livePlan(ctx context.Context, disp []Disposition) (*plan.Plan,
 			continue
 		}
 		g.Go(func() error {
-			pctx, req, cancel := c.stepCall(gctx, i, disp[i], c.sink)
+			pctx, req, cancel := c.stepCall(gctx, i, disp[i], quiet)
 			defer cancel()
 			pred, err := step.PlanStep(pctx, planner, req)
 			if err != nil {

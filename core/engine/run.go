@@ -47,6 +47,10 @@ type Run struct {
 	// Execute
 	tail       context.Context
 	cancelTail context.CancelFunc
+	// id identifies the run to its steps (takeLock); sink receives its
+	// events, the executors' progress lines among them (Execute)
+	id   step.Run
+	sink event.Sink
 }
 
 // Begin starts command (apply or destroy) on the cluster: it takes the
@@ -61,7 +65,7 @@ func (c *Cluster) Begin(ctx context.Context, command Command, lockTimeout time.D
 	if command != CommandApply && command != CommandDestroy {
 		return nil, fmt.Errorf("%s is not a run: only apply and destroy begin one", command)
 	}
-	lk, err := c.takeLock(ctx, command, lockTimeout)
+	lk, id, err := c.takeLock(ctx, command, lockTimeout)
 	if err != nil {
 		return nil, err
 	}
@@ -73,7 +77,7 @@ func (c *Cluster) Begin(ctx context.Context, command Command, lockTimeout time.D
 	}
 	pctx, cancel := c.preflight(ctx)
 	defer cancel()
-	r, err := c.prepare(pctx, command, lk)
+	r, err := c.prepare(pctx, command, lk, id)
 	if err != nil {
 		tail, cancel := kube.Bind(context.WithoutCancel(ctx), ctx)
 		defer cancel()
@@ -86,13 +90,13 @@ func (c *Cluster) Begin(ctx context.Context, command Command, lockTimeout time.D
 // prepare reads the state record (with a state: block; its writes fenced
 // by the run lock lk), decides every step's fate and builds the tasks of
 // command. A blocked step (--no-needs) refuses the run.
-func (c *Cluster) prepare(ctx context.Context, command Command, lk *lock.Lock) (*Run, error) {
+func (c *Cluster) prepare(ctx context.Context, command Command, lk *lock.Lock, id step.Run) (*Run, error) {
 	rs, err := c.openState(ctx, lk)
 	if err != nil {
 		return nil, err
 	}
 	doc := c.doc
-	r := &Run{c: c, command: command, rs: rs, lock: lk, order: doc.Graph.Order(), graph: run.Graph(doc.Graph), undoes: make([]bool, len(doc.Spec.Steps)), planned: make([]*step.DestroyPlan, len(doc.Spec.Steps))}
+	r := &Run{c: c, command: command, rs: rs, lock: lk, id: id, sink: event.Discard, order: doc.Graph.Order(), graph: run.Graph(doc.Graph), undoes: make([]bool, len(doc.Spec.Steps)), planned: make([]*step.DestroyPlan, len(doc.Spec.Steps))}
 	if command == CommandDestroy {
 		r.order, r.graph = doc.Graph.Reverse(), run.Reverse(doc.Graph)
 	}
@@ -116,7 +120,7 @@ func (c *Cluster) prepare(ctx context.Context, command Command, lk *lock.Lock) (
 	}
 	r.tasks = make([]run.Task, len(doc.Spec.Steps))
 	for i := range r.tasks {
-		r.tasks[i] = c.task(i, r.disp[i], execs[i], r.planned)
+		r.tasks[i] = r.task(i, r.disp[i], execs[i])
 	}
 	if rs != nil {
 		rs.partial = c.opts.Selection.Partial()
@@ -127,7 +131,8 @@ func (c *Cluster) prepare(ctx context.Context, command Command, lk *lock.Lock) (
 // task is the scheduler's task of step i with disposition d; a step
 // destroy undoes carries out planned[i] when DestroyPlan filled it in
 // (the plan the question showed), else plans when it runs.
-func (c *Cluster) task(i int, d Disposition, exec step.Executor, planned []*step.DestroyPlan) run.Task {
+func (r *Run) task(i int, d Disposition, exec step.Executor) run.Task {
+	c := r.c
 	st := &c.doc.Spec.Steps[i]
 	set := c.doc.Settings(i)
 	t := run.Task{
@@ -143,17 +148,17 @@ func (c *Cluster) task(i int, d Disposition, exec step.Executor, planned []*step
 	}
 	switch d.Fate {
 	case FateRun:
-		t.Attempt = c.attempt(i, d, t.Timeout, runStep)
+		t.Attempt = r.attempt(i, d, t.Timeout, runStep)
 	case FateForced:
-		t.Attempt = withNote(c.attempt(i, d, t.Timeout, runStep), d.Reason(c.doc, i))
+		t.Attempt = withNote(r.attempt(i, d, t.Timeout, runStep), d.Reason(c.doc, i))
 	case FateConditional:
-		t.Attempt = c.attempt(i, d, t.Timeout, runStep)
+		t.Attempt = r.attempt(i, d, t.Timeout, runStep)
 		t.Triggers = d.Triggers
 		t.NotTriggered = notTriggered(c.doc, i, d.Resumed)
 	case FateUndo:
 		destroyer := exec.(step.Destroyer)
-		t.Attempt = c.attempt(i, d, t.Timeout, func(ctx context.Context, req *step.Request) (step.Outcome, error) {
-			req.Planned = planned[i]
+		t.Attempt = r.attempt(i, d, t.Timeout, func(ctx context.Context, req *step.Request) (step.Outcome, error) {
+			req.Planned = r.planned[i]
 			return step.DestroyStep(ctx, destroyer, req)
 		})
 	default:
@@ -179,12 +184,13 @@ func withNote(fn run.AttemptFunc, note string) run.AttemptFunc {
 
 // attempt adapts an executor method to the scheduler for step i with fate
 // d; progress lines go to the run's event sink.
-func (c *Cluster) attempt(i int, d Disposition, timeout time.Duration, fn func(context.Context, *step.Request) (step.Outcome, error)) run.AttemptFunc {
+func (r *Run) attempt(i int, d Disposition, timeout time.Duration, fn func(context.Context, *step.Request) (step.Outcome, error)) run.AttemptFunc {
+	c := r.c
 	return func(ctx context.Context, attempt int) (run.Outcome, error) {
-		req := c.request(i, attempt, timeout, d, c.sink)
+		req := c.request(i, attempt, timeout, d, call{sink: r.sink, run: r.id})
 		// the phases and the causes of waits deep inside the step go to
 		// the run's events
-		ctx = event.WithAttempt(ctx, redacting(c.sink, c.red), req.Step.Name, req.Step.Type(), attempt)
+		ctx = event.WithAttempt(ctx, redacting(r.sink, c.red), req.Step.Name, req.Step.Type(), attempt)
 		if req.Warn != nil {
 			ctx = kube.WithWarnings(ctx, req.Warn) // the API server's warnings of the step's requests
 		}
@@ -216,8 +222,8 @@ func (r *Run) Execute(ctx context.Context, progress event.Sink, parallelism int)
 		progress = event.Discard
 	}
 	c := r.c
-	c.sink = event.Tee(progress, c.events)
-	progress = c.sink
+	r.sink = event.Tee(progress, c.events)
+	progress = r.sink
 	if r.rs != nil {
 		pctx, cancel := c.preflight(ctx)
 		err := r.rs.begin(pctx, r)
@@ -225,14 +231,14 @@ func (r *Run) Execute(ctx context.Context, progress event.Sink, parallelism int)
 		if err != nil {
 			return nil, err
 		}
-		c.sink = r.rs.sink(progress, r)
+		r.sink = r.rs.sink(progress, r)
 	}
 	var store *state.Store
 	if r.rs != nil {
 		store = r.rs.store
 	}
 	rctx, stop := watchLost(ctx, r.lock, store)
-	res := run.Run(rctx, r.graph, r.tasks, run.Options{Parallelism: parallelism, Events: c.sink})
+	res := run.Run(rctx, r.graph, r.tasks, run.Options{Parallelism: parallelism, Events: r.sink})
 	stop()
 	// the run's last writes outlive its cancellation, by kube.Grace
 	r.tail, r.cancelTail = kube.Bind(context.WithoutCancel(ctx), ctx)
