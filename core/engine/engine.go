@@ -308,7 +308,7 @@ func (c *Cluster) stepCall(ctx context.Context, i int, d Disposition, k call) (c
 // are no run).
 type call struct {
 	sink event.Sink
-	run  step.Run
+	run  step.RunInfo
 }
 
 // quiet is the call of a command that shows no progress and is no run.

@@ -42,9 +42,9 @@ func (c *Cluster) noteLock(ctx context.Context) {
 // duration is taken over, saying whose. Without a state record there is
 // no lock (nil): the run still gets an id of its own. The run's identity
 // (what steps write for other runs to recognise) is returned either way.
-func (c *Cluster) takeLock(ctx context.Context, command Command, timeout time.Duration) (*lock.Lock, step.Run, error) {
+func (c *Cluster) takeLock(ctx context.Context, command Command, timeout time.Duration) (*lock.Lock, step.RunInfo, error) {
 	if !c.doc.Spec.State.IsEnabled() {
-		return nil, step.Run{ID: lock.NewID(), Ops: &step.Operations{}}, nil
+		return nil, step.RunInfo{ID: lock.NewID(), Ops: &step.Operations{}}, nil
 	}
 	loc := lockLocation(c.doc)
 	me := lock.NewHolder(string(command), version.Get().Version, c.clients.Identity.Context)
@@ -73,10 +73,10 @@ func (c *Cluster) takeLock(ctx context.Context, command Command, timeout time.Du
 		}
 	}
 	if apierrors.IsNotFound(err) {
-		return nil, step.Run{}, fmt.Errorf("state record's namespace %s does not exist, and the credentials may not create it: create it first, or set state.namespace to one that exists (%w)", loc.Namespace, err)
+		return nil, step.RunInfo{}, fmt.Errorf("state record's namespace %s does not exist, and the credentials may not create it: create it first, or set state.namespace to one that exists (%w)", loc.Namespace, err)
 	}
 	if err != nil {
-		return nil, step.Run{}, err
+		return nil, step.RunInfo{}, err
 	}
 	if took := lk.TookOver(); took != nil {
 		if lk.Broken() {
@@ -85,7 +85,7 @@ func (c *Cluster) takeLock(ctx context.Context, command Command, timeout time.Du
 			c.note(NoteLine, "took over the run lock of state record %s from %s, which did not renew it for the %s this run watched it (last renewal %s ago by this machine's clock; killed?): steps it left running run again", loc, took.Describe(), lock.LeaseDuration, time.Since(took.Renewed).Round(time.Second))
 		}
 	}
-	id := step.Run{ID: me.ID, Lock: loc.ID(), Ops: &step.Operations{}, Abandoned: func(id string) bool {
+	id := step.RunInfo{ID: me.ID, Lock: loc.ID(), Ops: &step.Operations{}, Abandoned: func(id string) bool {
 		took := lk.TookOver()
 		return took != nil && took.ID == id
 	}}

@@ -49,7 +49,7 @@ type Run struct {
 	cancelTail context.CancelFunc
 	// id identifies the run to its steps (takeLock); sink receives its
 	// events, the executors' progress lines among them (Execute)
-	id   step.Run
+	id   step.RunInfo
 	sink event.Sink
 }
 
@@ -90,7 +90,7 @@ func (c *Cluster) Begin(ctx context.Context, command Command, lockTimeout time.D
 // prepare reads the state record (with a state: block; its writes fenced
 // by the run lock lk), decides every step's fate and builds the tasks of
 // command. A blocked step (--no-needs) refuses the run.
-func (c *Cluster) prepare(ctx context.Context, command Command, lk *lock.Lock, id step.Run) (*Run, error) {
+func (c *Cluster) prepare(ctx context.Context, command Command, lk *lock.Lock, id step.RunInfo) (*Run, error) {
 	rs, err := c.openState(ctx, lk)
 	if err != nil {
 		return nil, err
@@ -238,7 +238,7 @@ func (r *Run) Execute(ctx context.Context, progress event.Sink, parallelism int)
 		store = r.rs.store
 	}
 	rctx, stop := watchLost(ctx, r.lock, store)
-	res := run.Run(rctx, r.graph, r.tasks, run.Options{Parallelism: parallelism, Events: r.sink})
+	res := run.Schedule(rctx, r.graph, r.tasks, run.Options{Parallelism: parallelism, Events: r.sink})
 	stop()
 	// the run's last writes outlive its cancellation, by kube.Grace
 	r.tail, r.cancelTail = kube.Bind(context.WithoutCancel(ctx), ctx)
@@ -277,7 +277,7 @@ func (r *Run) Release() {
 	}
 }
 
-// RunOptions tune Cluster.Run.
+// RunOptions tune Cluster.Execute.
 type RunOptions struct {
 	// LockTimeout is how long to wait for the run lock another run holds
 	// (0: fail at once).
@@ -289,9 +289,9 @@ type RunOptions struct {
 	Progress func(order []int) (sink event.Sink, done func())
 }
 
-// Run is Begin, Execute and Release in one: apply's or destroy's run on
+// Execute is Begin, Execute and Release in one: apply's or destroy's run on
 // the cluster, as the CLI's apply and destroy --yes do it.
-func (c *Cluster) Run(ctx context.Context, command Command, o RunOptions) (*run.Result, error) {
+func (c *Cluster) Execute(ctx context.Context, command Command, o RunOptions) (*run.Result, error) {
 	r, err := c.Begin(ctx, command, o.LockTimeout)
 	if err != nil {
 		return nil, err

@@ -63,7 +63,7 @@ func TestRunTasks(t *testing.T) {
 			}
 			e := &Engine{Steps: func() (*step.Registry, error) { return reg, nil }, Redactor: redact.New()}
 			c := e.Attach(doc, nil, Target{}, Options{})
-			res, err := c.Run(context.Background(), Command(command), RunOptions{Parallelism: 1})
+			res, err := c.Execute(context.Background(), Command(command), RunOptions{Parallelism: 1})
 			if err != nil {
 				t.Fatal(err)
 			}

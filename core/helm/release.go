@@ -80,7 +80,7 @@ type Release struct {
 	Drift objects.Policy
 }
 
-// Run identifies the khook run an operation belongs to (step.Run).
+// Run identifies the khook run an operation belongs to (step.RunInfo).
 type Run struct {
 	// ID labels every revision the run makes (RunLabel); empty: no label.
 	// It must be a valid label value.
@@ -88,7 +88,7 @@ type Run struct {
 	// Abandoned reports whether the run of id is known to be gone (its
 	// run lock expired and this run took it over); nil: none is.
 	Abandoned func(id string) bool
-	// Lock names the run lock the run holds (a state record's: step.Run's
+	// Lock names the run lock the run holds (a state record's: step.RunInfo's
 	// Lock), labelling every revision the run makes (RunLockLabel); empty:
 	// none. A pending revision another run wrote under the same lock was
 	// left by a run that has ended: this run holds that lock now.

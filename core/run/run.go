@@ -19,11 +19,11 @@ import (
 	"khook.io/core/event"
 )
 
-// Run executes the tasks, tasks[i] being node i of g, and returns when
+// Schedule executes the tasks, tasks[i] being node i of g, and returns when
 // every task has ended. A task starts once every task it needs has ended
 // ok. Cancelling ctx interrupts the run: running attempts are cancelled,
 // nothing new starts, and every task not yet run is reported skipped.
-func Run(ctx context.Context, g Graph, tasks []Task, opts Options) *Result {
+func Schedule(ctx context.Context, g Graph, tasks []Task, opts Options) *Result {
 	if g.Len() != len(tasks) {
 		panic(fmt.Sprintf("run: %d tasks for a graph of %d nodes", len(tasks), g.Len()))
 	}

@@ -95,7 +95,7 @@ func TestIndependentStepsRunInParallel(t *testing.T) {
 		}
 	}
 	tasks := []Task{{Name: "a", Attempt: barrier}, {Name: "b", Attempt: barrier}, {Name: "c", Attempt: barrier}}
-	res := Run(context.Background(), make(dag, len(tasks)), tasks, Options{})
+	res := Schedule(context.Background(), make(dag, len(tasks)), tasks, Options{})
 	if res.Status != RunOK {
 		t.Fatalf("status %s: %+v", res.Status, res.Steps)
 	}
@@ -122,7 +122,9 @@ func TestParallelismCap(t *testing.T) {
 		tasks = append(tasks, Task{Name: fmt.Sprint(i), Attempt: work})
 	}
 	done := make(chan *Result, 1)
-	go func() { done <- Run(context.Background(), make(dag, len(tasks)), tasks, Options{Parallelism: limit}) }()
+	go func() {
+		done <- Schedule(context.Background(), make(dag, len(tasks)), tasks, Options{Parallelism: limit})
+	}()
 	var peak int32
 	for i := range tasksN {
 		n := <-started
@@ -168,7 +170,7 @@ func TestNoLevelBarrier(t *testing.T) {
 			return Outcome{}, nil
 		}},
 	}
-	Run(context.Background(), dag{2: {0}}, tasks, Options{})
+	Schedule(context.Background(), dag{2: {0}}, tasks, Options{})
 	if !cRanWhileBRan.Load() {
 		t.Fatal("c waited for b, which it does not need")
 	}
@@ -197,7 +199,7 @@ func TestOnErrorFail(t *testing.T) {
 		{Name: "after-slow", Attempt: ok("")},
 		{Name: "after-bad", Attempt: ok("")},
 	}
-	res := Run(context.Background(), dag{2: {0}, 3: {1}}, tasks, Options{Events: rec})
+	res := Schedule(context.Background(), dag{2: {0}, 3: {1}}, tasks, Options{Events: rec})
 	m := byName(res)
 	if res.Status != RunFailed || !slowFinished.Load() {
 		t.Fatalf("status %s, slow finished %v", res.Status, slowFinished.Load())
@@ -231,7 +233,7 @@ func TestOnErrorContinue(t *testing.T) {
 		}},
 		{Name: "after-other", Attempt: ok("ran")},
 	}
-	res := Run(context.Background(), dag{1: {0}, 2: {1}, 4: {3}}, tasks, Options{Events: rec})
+	res := Schedule(context.Background(), dag{1: {0}, 2: {1}, 4: {3}}, tasks, Options{Events: rec})
 	m := byName(res)
 	if res.Status != RunFailed {
 		t.Fatal(res.Status)
@@ -252,7 +254,7 @@ func TestSkipsSatisfyNeeds(t *testing.T) {
 		}},
 		{Name: "after", Attempt: ok("ran")},
 	}
-	res := Run(context.Background(), dag{2: {0, 1}}, tasks, Options{})
+	res := Schedule(context.Background(), dag{2: {0, 1}}, tasks, Options{})
 	m := byName(res)
 	if res.Status != RunOK || m["after"].Status != StatusOK {
 		t.Fatalf("%s %+v", res.Status, res.Steps)
@@ -276,7 +278,7 @@ func TestRetries(t *testing.T) {
 	}
 	rec := &recorder{}
 	start := time.Now()
-	res := Run(context.Background(), make(dag, 1), []Task{{Name: "flaky", Retries: 2, RetryDelay: 50 * time.Millisecond, Attempt: flaky}}, Options{Events: rec})
+	res := Schedule(context.Background(), make(dag, 1), []Task{{Name: "flaky", Retries: 2, RetryDelay: 50 * time.Millisecond, Attempt: flaky}}, Options{Events: rec})
 	if res.Status != RunOK || res.Steps[0].Attempts != 2 || calls.Load() != 2 {
 		t.Fatalf("%+v", res.Steps[0])
 	}
@@ -288,7 +290,7 @@ func TestRetries(t *testing.T) {
 		t.Fatalf("events %s", got)
 	}
 	// retries exhausted
-	res = Run(context.Background(), make(dag, 1), []Task{{Name: "broken", Retries: 1, Attempt: fail("still broken")}}, Options{})
+	res = Schedule(context.Background(), make(dag, 1), []Task{{Name: "broken", Retries: 1, Attempt: fail("still broken")}}, Options{})
 	if res.Steps[0].Status != StatusFailed || res.Steps[0].Attempts != 2 || res.Steps[0].Error != "still broken" {
 		t.Fatalf("%+v", res.Steps[0])
 	}
@@ -305,7 +307,7 @@ func TestTimeoutBoundsEachAttempt(t *testing.T) {
 		<-ctx.Done()
 		return Outcome{}, ctx.Err()
 	}
-	res := Run(context.Background(), make(dag, 1), []Task{{Name: "slow", Timeout: 50 * time.Millisecond, Retries: 1, Attempt: slow}}, Options{})
+	res := Schedule(context.Background(), make(dag, 1), []Task{{Name: "slow", Timeout: 50 * time.Millisecond, Retries: 1, Attempt: slow}}, Options{})
 	s := res.Steps[0]
 	if s.Status != StatusFailed || s.Attempts != 2 || !strings.HasPrefix(s.Error, "timed out after 50ms") {
 		t.Fatalf("%+v", s)
@@ -356,7 +358,7 @@ func TestInterrupt(t *testing.T) {
 		}
 	})
 	done := make(chan *Result)
-	go func() { done <- Run(ctx, dag{1: {0}, 4: {3}, 5: {1}}, tasks, Options{Events: sink}) }()
+	go func() { done <- Schedule(ctx, dag{1: {0}, 4: {3}, 5: {1}}, tasks, Options{Events: sink}) }()
 	<-started
 	<-waiting
 	cancel()
@@ -396,7 +398,7 @@ func TestInterrupt(t *testing.T) {
 func TestInterruptBeforeStart(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	res := Run(ctx, make(dag, 1), []Task{{Name: "a", Attempt: fail("must not run")}}, Options{})
+	res := Schedule(ctx, make(dag, 1), []Task{{Name: "a", Attempt: fail("must not run")}}, Options{})
 	if res.Status != RunInterrupted || res.Steps[0].Status != StatusSkipped || res.Steps[0].SkipReason != "not run: the run was interrupted" {
 		t.Fatalf("%s %+v", res.Status, res.Steps)
 	}
@@ -406,7 +408,7 @@ func TestInterruptBeforeStart(t *testing.T) {
 // run's outcome alone.
 func TestCancelAfterTheLastStep(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	res := Run(ctx, make(dag, 1), []Task{{Name: "a", Attempt: func(context.Context, int) (Outcome, error) {
+	res := Schedule(ctx, make(dag, 1), []Task{{Name: "a", Attempt: func(context.Context, int) (Outcome, error) {
 		cancel()
 		return Outcome{Message: "done"}, nil
 	}}}, Options{})
@@ -416,7 +418,7 @@ func TestCancelAfterTheLastStep(t *testing.T) {
 }
 
 func TestPanicIsAFailure(t *testing.T) {
-	res := Run(context.Background(), make(dag, 1), []Task{{Name: "p", Type: "job", Attempt: func(context.Context, int) (Outcome, error) { panic("nil map") }}}, Options{})
+	res := Schedule(context.Background(), make(dag, 1), []Task{{Name: "p", Type: "job", Attempt: func(context.Context, int) (Outcome, error) { panic("nil map") }}}, Options{})
 	if res.Steps[0].Status != StatusFailed || !strings.Contains(res.Steps[0].Error, "internal error in the job step: nil map") {
 		t.Fatalf("%+v", res.Steps[0])
 	}
@@ -446,7 +448,7 @@ func BenchmarkStartGap(b *testing.B) {
 				return Outcome{}, nil
 			}}
 		}
-		Run(context.Background(), g, tasks, Options{})
+		Schedule(context.Background(), g, tasks, Options{})
 		for j := 1; j < n; j++ {
 			total += starts[j].Sub(ends[j-1])
 		}

@@ -38,7 +38,7 @@ func TestTriggers(t *testing.T) {
 				}},
 				{Name: "after", Attempt: func(context.Context, int) (Outcome, error) { return Outcome{}, nil }},
 			}
-			res := Run(context.Background(), g, tasks, Options{})
+			res := Schedule(context.Background(), g, tasks, Options{})
 			r := res.Steps[2]
 			if r.Status != tt.want || ran != (tt.want == StatusOK) {
 				t.Fatalf("restart: %s (ran %v), want %s", r.Status, ran, tt.want)

@@ -63,7 +63,7 @@ type Request struct {
 	Notes func(release, text string)
 	// Run identifies the khook run the step belongs to; the zero Run is
 	// a run that knows nothing of other runs.
-	Run Run
+	Run RunInfo
 	// ForceCRDs lets destroy delete a CRD the spec created whose kind has
 	// custom resources the spec did not create (--force-crds).
 	ForceCRDs bool
@@ -91,12 +91,12 @@ func (r *Request) DriftPolicy(own *spec.Drift) (objects.Policy, error) {
 	return objects.NewPolicy(spec.MergeDrift(r.DriftDefaults, own))
 }
 
-// Run identifies one khook run (one command on one cluster), for what a
+// RunInfo identifies one khook run (one command on one cluster), for what a
 // step writes that another run must recognise: a helm release's revision
 // carries its ID as the label RunLabel, so a later run can tell a
 // revision left pending by a run that is gone from one a live run is
 // still working on.
-type Run struct {
+type RunInfo struct {
 	// ID is the run's id: the holder identity of its run lock when the
 	// spec has a state record, else an id of its own. Empty: unknown.
 	ID string
@@ -159,7 +159,7 @@ func (o *Operations) Enter(key string) (alone bool, leave func()) {
 const RunLabel = "khook.io/run"
 
 // IsAbandoned reports whether the run of id is known to be gone.
-func (r Run) IsAbandoned(id string) bool {
+func (r RunInfo) IsAbandoned(id string) bool {
 	return id != "" && r.Abandoned != nil && r.Abandoned(id)
 }
 

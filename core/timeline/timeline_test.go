@@ -65,7 +65,7 @@ func runChains(t *testing.T, g graph, durations map[string]time.Duration) *Run {
 			return fn(event.WithAttempt(ctx, c, name, "wait", n), n)
 		}
 	}
-	res := run.Run(context.Background(), g, tasks, run.Options{Events: c})
+	res := run.Schedule(context.Background(), g, tasks, run.Options{Events: c})
 	if res.Status != run.RunOK {
 		t.Fatalf("run %s", res.Status)
 	}

@@ -186,7 +186,7 @@ func TestHelmCLICompatibility(t *testing.T) {
 
 // withRun makes r a step of the khook run id.
 func withRun(r *run, id string) *run {
-	r.req.Run = step.Run{ID: id}
+	r.req.Run = step.RunInfo{ID: id}
 	return r
 }
 

@@ -20,16 +20,16 @@ func TestRunLabel(t *testing.T) {
 func TestRunOf(t *testing.T) {
 	tests := []struct {
 		name  string
-		run   step.Run
+		run   step.RunInfo
 		id    string
 		asked string
 		gone  bool
 	}{
 		{name: "zero", asked: "a"},
-		{name: "id", run: step.Run{ID: "me"}, id: "me", asked: "a"},
-		{name: "abandoned", run: step.Run{ID: "me", Abandoned: func(id string) bool { return id == "a" }}, id: "me", asked: "a", gone: true},
-		{name: "other", run: step.Run{ID: "me", Abandoned: func(id string) bool { return id == "a" }}, id: "me", asked: "b"},
-		{name: "empty id", run: step.Run{Abandoned: func(string) bool { return true }}, asked: ""},
+		{name: "id", run: step.RunInfo{ID: "me"}, id: "me", asked: "a"},
+		{name: "abandoned", run: step.RunInfo{ID: "me", Abandoned: func(id string) bool { return id == "a" }}, id: "me", asked: "a", gone: true},
+		{name: "other", run: step.RunInfo{ID: "me", Abandoned: func(id string) bool { return id == "a" }}, id: "me", asked: "b"},
+		{name: "empty id", run: step.RunInfo{Abandoned: func(string) bool { return true }}, asked: ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -231,7 +231,7 @@ func TestTestKindCannotLeak(t *testing.T) {
 			steps, err := ec.PreviewDestroy(ctx)
 			out["destroy plan"] = fmt.Sprintf("%+v %v", steps, err)
 
-			result, err := ec.Run(ctx, engine.CommandApply, engine.RunOptions{Parallelism: 1})
+			result, err := ec.Execute(ctx, engine.CommandApply, engine.RunOptions{Parallelism: 1})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -256,7 +256,7 @@ func TestTestKindCannotLeak(t *testing.T) {
 			}
 
 			if !fail {
-				destroyed, err := ec.Run(ctx, engine.CommandDestroy, engine.RunOptions{Parallelism: 1})
+				destroyed, err := ec.Execute(ctx, engine.CommandDestroy, engine.RunOptions{Parallelism: 1})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -361,7 +361,7 @@ blocked skipped "undone by destroy" ""`},
 	} {
 		time.Sleep(2 * time.Millisecond) // each run's entries have their own time
 		ec := newEchoClusterOn(t, spec, engine.SelectOptions{Steps: tc.steps}, typed)
-		if _, err := ec.Run(ctx, tc.command, engine.RunOptions{Parallelism: 1}); err != nil {
+		if _, err := ec.Execute(ctx, tc.command, engine.RunOptions{Parallelism: 1}); err != nil {
 			t.Fatal(err)
 		}
 		if got := entries(ec); got != tc.want {

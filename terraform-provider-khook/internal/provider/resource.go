@@ -194,7 +194,7 @@ func runOn(ctx context.Context, command engine.Command, c connection, doc *load.
 		steps[i] = tracing.StepInfo{Name: doc.Spec.Steps[i].Name, Target: doc.Spec.Steps[i].Summary()}
 	}
 	spans.Steps(steps)
-	return cl.Run(ctx, command, engine.RunOptions{Parallelism: parallelism, Progress: func(order []int) (event.Sink, func()) {
+	return cl.Execute(ctx, command, engine.RunOptions{Parallelism: parallelism, Progress: func(order []int) (event.Sink, func()) {
 		infos := make([]render.StepInfo, len(order))
 		for k, i := range order {
 			infos[k] = render.StepInfo{Name: doc.Spec.Steps[i].Name, Type: doc.Spec.Steps[i].Type()}
