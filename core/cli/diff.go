@@ -170,7 +170,9 @@ func (o *DiffOptions) diff(ctx context.Context, doc *load.Document, t engine.Tar
 	if err != nil {
 		return false, err
 	}
-	results, err := c.Diff(ctx, o.Parallelism)
+	d := engine.NewDiff(c)
+	d.Parallelism = o.Parallelism
+	results, err := d.Run(ctx)
 	if err != nil {
 		return false, err
 	}

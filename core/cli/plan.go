@@ -139,7 +139,7 @@ func (o *PlanOptions) plan(ctx context.Context, doc *load.Document, t engine.Tar
 		c, err := o.Clusters.engine().Connect(ctx, doc, t, engine.Options{Selection: sel, Spelling: flagOf})
 		switch {
 		case err == nil:
-			res, err := c.Plan(ctx)
+			res, err := engine.NewPlan(c).Run(ctx)
 			if err != nil {
 				return nil, err
 			}

@@ -105,7 +105,7 @@ func (o *StatusOptions) Run(ctx context.Context) error {
 }
 
 // status reads doc's record on t's cluster and compares it with the spec
-// (engine.Cluster.Status), the selection's steps only.
+// (engine.NewStatus), the selection's steps only.
 func (o *StatusOptions) status(ctx context.Context, doc *load.Document, t engine.Target) (*state.Status, error) {
 	sel, err := o.Select.resolve(doc, engine.CommandStatus, nil)
 	if err != nil {
@@ -122,7 +122,7 @@ func (o *StatusOptions) status(ctx context.Context, doc *load.Document, t engine
 	} else if c, err = e.Connect(ctx, doc, t, opts); err != nil {
 		return nil, err
 	}
-	return c.Status(ctx)
+	return engine.NewStatus(c).Run(ctx)
 }
 
 // print shows a status (nil: no record yet) in the output format.

@@ -58,13 +58,25 @@ const (
 // Categories are the diff summary's categories in order.
 var Categories = []string{CatChange, CatUnchanged, CatUnavailable, CatResumed, CatExcluded, CatNotSelected, CatNotTriggered, CatFailed}
 
-// Diff diffs every step of the cluster, at most parallelism at once (0: no
+// Diff diffs every step of one cluster, a command made from the session
+// (NewDiff) in helm's action style, at most Parallelism at once (0: no
 // bound), changing nothing: each step as its fate says (a step apply
 // skips is not diffed), a conditional step only when a trigger differs. A
 // note says when a run holds the record's lock. The result is by step
 // index; a step that could not be diffed has its Err (the error is the
 // diff's own: an unreadable record, a blocked --no-needs, Ctrl-C).
-func (c *Cluster) Diff(ctx context.Context, parallelism int) ([]*StepDiff, error) {
+type Diff struct {
+	c *Cluster
+	// Parallelism bounds how many steps are diffed at once (0: no bound).
+	Parallelism int
+}
+
+// NewDiff is the diff of c's cluster.
+func NewDiff(c *Cluster) *Diff { return &Diff{c: c} }
+
+// Run diffs: see Diff.
+func (df *Diff) Run(ctx context.Context) ([]*StepDiff, error) {
+	c, parallelism := df.c, df.Parallelism
 	c.noteLock(ctx)
 	r, err := c.dispose(ctx, CommandDiff)
 	if err != nil {

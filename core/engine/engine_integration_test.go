@@ -89,7 +89,7 @@ func TestPlanAgreesWithRun(t *testing.T) {
 	// fates is each step's plan fate and run fate, "name plan/run"
 	fates := func(cl *Cluster) (plan map[string]Fate, r *Run) {
 		t.Helper()
-		res, err := cl.Plan(ctx)
+		res, err := NewPlan(cl).Run(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}

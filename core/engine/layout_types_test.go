@@ -14,7 +14,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -28,7 +31,7 @@ func TestLayoutTypes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("type-checks the engine against its dependencies' export data")
 	}
-	pkgs := typeCheck(t, "./...")
+	pkgs := typedEngine(t)
 	if len(pkgs) < 2 {
 		t.Fatalf("type-checked %d packages, want the engine and its fleet", len(pkgs))
 	}
@@ -59,6 +62,82 @@ func TestLayoutTypes(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestSessionAndCommands: the Cluster is the session of one spec on one
+// cluster (its connection, registry, redactor, options); the commands are
+// values made from it, in helm's action style: Plan, Diff and Status each
+// with a Run, and apply's or destroy's Run from Begin. A command added as
+// a method of the session, or a session method that runs one besides
+// Begin and Execute (Begin, Execute and Release in one) and the destroy
+// preview, fails here.
+func TestSessionAndCommands(t *testing.T) {
+	var engine *typedPackage
+	for _, p := range typedEngine(t) {
+		if p.path == "khook.io/core/engine" {
+			engine = p
+		}
+	}
+	if engine == nil {
+		t.Fatal("khook.io/core/engine was not type-checked")
+	}
+	scope := engine.pkg.Scope()
+	methods := func(name string) []string {
+		obj := scope.Lookup(name)
+		if obj == nil {
+			t.Fatalf("engine.%s is gone", name)
+		}
+		set := types.NewMethodSet(types.NewPointer(obj.Type()))
+		var out []string
+		for i := range set.Len() {
+			if m := set.At(i).Obj(); m.Exported() {
+				out = append(out, m.Name())
+			}
+		}
+		return out
+	}
+	session := []string{"Begin", "Clients", "Doc", "Execute", "ID", "Name", "PreviewDestroy"}
+	if got := methods("Cluster"); fmt.Sprint(got) != fmt.Sprint(session) {
+		t.Errorf("the session's methods are %v, want %v: a command is a value made from the session (NewPlan(c).Run), not a method of it", got, session)
+	}
+	for _, command := range []string{"Plan", "Diff", "Status"} {
+		if got := methods(command); !slices.Contains(got, "Run") {
+			t.Errorf("engine.%s has methods %v: a command value runs with Run", command, got)
+		}
+		if scope.Lookup("New"+command) == nil {
+			t.Errorf("engine.New%s is gone: a command value is made from the session", command)
+		}
+	}
+	if got := methods("Run"); !slices.Contains(got, "Execute") || !slices.Contains(got, "Release") {
+		t.Errorf("engine.Run has methods %v: apply's and destroy's run executes and releases its lock", got)
+	}
+}
+
+var (
+	typedOnce sync.Once
+	typed     []*typedPackage
+	typedErr  string
+)
+
+// typedEngine type-checks the engine's packages once for the tests that
+// read them.
+func typedEngine(t *testing.T) []*typedPackage {
+	t.Helper()
+	typedOnce.Do(func() {
+		// in a goroutine of its own: a fatal ends it, not the test
+		ft := &fatalRecorder{}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			typed = typeCheck(ft, "./...")
+		}()
+		<-done
+		typedErr = ft.msg
+	})
+	if typedErr != "" {
+		t.Fatal(typedErr)
+	}
+	return typed
 }
 
 // writesSession says why assigning to x writes what a connected Cluster
@@ -243,6 +322,7 @@ func madeHere(t types.Type) bool {
 // typedPackage is one package of the engine, parsed and type-checked.
 type typedPackage struct {
 	path  string
+	pkg   *types.Package
 	fset  *token.FileSet
 	files []*ast.File
 	info  *types.Info
@@ -255,7 +335,7 @@ func newInfo() *types.Info {
 // typeCheck type-checks the packages pattern names (their non-test
 // files), their imports read from the export data `go list -export`
 // builds, as gopls and go vet read them.
-func typeCheck(t *testing.T, pattern string) []*typedPackage {
+func typeCheck(t fatalf, pattern string) []*typedPackage {
 	t.Helper()
 	args := []string{"list", "-e", "-export", "-deps", "-json=ImportPath,Dir,GoFiles,Export,DepOnly,ImportMap,Error"}
 	if raceEnabled {
@@ -319,10 +399,30 @@ func typeCheck(t *testing.T, pattern string) []*typedPackage {
 		}
 		info := newInfo()
 		conf := types.Config{Importer: importer.ForCompiler(fset, "gc", lookup)}
-		if _, err := conf.Check(p.ImportPath, fset, files, info); err != nil {
+		pkg, err := conf.Check(p.ImportPath, fset, files, info)
+		if err != nil {
 			t.Fatalf("type-check %s: %v", p.ImportPath, err)
 		}
-		pkgs = append(pkgs, &typedPackage{path: p.ImportPath, fset: fset, files: files, info: info})
+		pkgs = append(pkgs, &typedPackage{path: p.ImportPath, pkg: pkg, fset: fset, files: files, info: info})
 	}
 	return pkgs
 }
+
+// fatalf is what typeCheck needs of a test: a *testing.T, or a
+// fatalRecorder when it runs once for several tests.
+type fatalf interface {
+	Helper()
+	Fatalf(format string, args ...any)
+	Fatal(args ...any)
+}
+
+// fatalRecorder keeps the first fatal message and stops the goroutine, as
+// testing.T does.
+type fatalRecorder struct{ msg string }
+
+func (*fatalRecorder) Helper() {}
+func (r *fatalRecorder) Fatalf(format string, args ...any) {
+	r.msg = fmt.Sprintf(format, args...)
+	runtime.Goexit()
+}
+func (r *fatalRecorder) Fatal(args ...any) { r.Fatalf("%s", fmt.Sprint(args...)) }

@@ -77,7 +77,8 @@ func offlineActions(doc *load.Document) []step.Action {
 	return acts
 }
 
-// Plan is the live plan of the cluster: the state record is read
+// Plan is the live plan of one cluster, a command made from the session
+// (NewPlan) in helm's action style: the state record is read
 // (without writing it or taking the lock) and each step gets the fate
 // apply will give it; the executor of every step apply runs or may run
 // predicts its action, reading the cluster only, conditional steps
@@ -85,7 +86,14 @@ func offlineActions(doc *load.Document) []step.Action {
 // from the record, not selected) is planned from the record, as apply
 // skips it: no request (Fate.Predicted). A note says when a run holds the
 // record's lock.
-func (c *Cluster) Plan(ctx context.Context) (*PlanResult, error) {
+type Plan struct{ c *Cluster }
+
+// NewPlan is the live plan of c's cluster.
+func NewPlan(c *Cluster) *Plan { return &Plan{c: c} }
+
+// Run plans: see Plan.
+func (pl *Plan) Run(ctx context.Context) (*PlanResult, error) {
+	c := pl.c
 	c.noteLock(ctx)
 	r, err := c.dispose(ctx, CommandPlan)
 	if err != nil {

@@ -23,13 +23,21 @@ func NeedsState(doc *load.Document) error {
 // Dispose makes conditional: it runs if a trigger changes something.
 const NextConditional = "conditional"
 
-// Status reads the cluster's state record and compares it with the spec,
+// Status reads one cluster's state record and compares it with the spec (a
+// command made from the session, NewStatus, in helm's action style),
 // hashing each step's inputs as apply does: what the next apply does with
 // each step, as Dispose decides it (a step with triggeredBy the record
 // has done is conditional, as apply has it). With a selection, only the
 // selected steps. nil when there is no record yet. A note says when a run
 // holds the record's lock.
-func (c *Cluster) Status(ctx context.Context) (*state.Status, error) {
+type Status struct{ c *Cluster }
+
+// NewStatus is the status of c's cluster.
+func NewStatus(c *Cluster) *Status { return &Status{c: c} }
+
+// Run reads and compares: see Status.
+func (s *Status) Run(ctx context.Context) (*state.Status, error) {
+	c := s.c
 	if err := NeedsState(c.doc); err != nil {
 		return nil, err
 	}

@@ -76,7 +76,7 @@ steps:
 		t.Fatalf("apply's fates: %s, %s; want resume, conditional", applied[0].Fate, applied[1].Fate)
 	}
 
-	st, err := c.Status(ctx)
+	st, err := NewStatus(c).Run(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

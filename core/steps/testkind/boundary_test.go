@@ -136,7 +136,7 @@ func TestTestKindNewAction(t *testing.T) {
     echo: {text: again}
 `)
 	ctx := context.Background()
-	res, err := ec.Plan(ctx)
+	res, err := engine.NewPlan(ec.Cluster).Run(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +165,7 @@ func TestTestKindNewAction(t *testing.T) {
 		t.Errorf("plan -o json: %v\n%s", err, js.String())
 	}
 
-	diffs, err := ec.Diff(ctx, 1)
+	diffs, err := diffOne(ctx, ec.Cluster)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +203,7 @@ func TestTestKindCannotLeak(t *testing.T) {
 			ctx := context.Background()
 			out := map[string]string{}
 
-			res, err := ec.Plan(ctx)
+			res, err := engine.NewPlan(ec.Cluster).Run(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -222,7 +222,7 @@ func TestTestKindCannotLeak(t *testing.T) {
 				t.Errorf("plan lacks %q:\n%s", want, text.String())
 			}
 
-			diffs, err := ec.Diff(ctx, 1)
+			diffs, err := diffOne(ctx, ec.Cluster)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -368,4 +368,11 @@ blocked skipped "undone by destroy" ""`},
 			t.Errorf("%s %v: the record:\n%s\nwant:\n%s", tc.command, tc.steps, got, tc.want)
 		}
 	}
+}
+
+// diffOne diffs c's steps one at a time.
+func diffOne(ctx context.Context, c *engine.Cluster) ([]*engine.StepDiff, error) {
+	d := engine.NewDiff(c)
+	d.Parallelism = 1
+	return d.Run(ctx)
 }

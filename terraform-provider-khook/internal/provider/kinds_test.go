@@ -74,7 +74,8 @@ func TestTestKindActionPlanned(t *testing.T) {
 				t.Fatal(err)
 			}
 			e := &engine.Engine{Steps: reg, Redactor: red}
-			res, err := e.Attach(doc, &kube.Clients{}, engine.Target{}, engine.Options{}).Plan(context.Background())
+			cl := e.Attach(doc, &kube.Clients{}, engine.Target{}, engine.Options{})
+			res, err := engine.NewPlan(cl).Run(context.Background())
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -313,7 +313,7 @@ func planLive(ctx context.Context, c connection, doc *load.Document, red *redact
 	if err != nil {
 		return nil, err
 	}
-	return cl.Plan(ctx)
+	return engine.NewPlan(cl).Run(ctx)
 }
 
 // inputsChanged reports whether what khook's run depends on changed: the
