@@ -123,7 +123,10 @@ func (t *gateTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	parent := req.Context()
 	ctx, cancel := context.WithDeadlineCause(parent, until, errFenceDeadline)
 	expired := func(err error) error {
-		if err != nil && parent.Err() == nil && errors.Is(context.Cause(ctx), errFenceDeadline) {
+		// the fence's own deadline came first (had the caller's context
+		// ended first, the cause would be the caller's): abandoned at the
+		// lock's deadline, whatever the caller's context did after
+		if err != nil && errors.Is(context.Cause(ctx), errFenceDeadline) {
 			return &FenceExpiredError{Method: req.Method, URL: u.String(), Deadline: until}
 		}
 		return err
