@@ -319,7 +319,10 @@ func (l *LossyLink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			l.mu.Lock()
 			l.n.Dropped++
 			l.mu.Unlock()
-			return
+			// never answered: returning would have the server write an
+			// empty 200, which a client still reading would take for
+			// the answer ("0-length response with status code: 200")
+			panic(http.ErrAbortHandler)
 		}
 	}
 	out := r.Clone(r.Context())
