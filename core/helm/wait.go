@@ -114,7 +114,22 @@ func (w *readyWaiter) WatchUntilReady(resources helmkube.ResourceList, timeout t
 	if timeout <= 0 {
 		timeout = helmkube.DefaultStatusWatcherTimeout
 	}
-	return w.run(targets, timeout, "completion of the hook", event.PhaseHook, hookCheck)
+	return w.run(targets, timeout, "completion of the hook", event.PhaseHook, hookCheck, hookDeleted)
+}
+
+// hookDeleted judges a hook's Job or Pod that is gone (a Job's
+// ttlSecondsAfterFinished, as ingress-nginx's admission Jobs set to 0,
+// deletes it the moment it finishes): by its final state when the wait saw
+// it deleted, so that a Job deleted Failed fails the hook; done otherwise,
+// as Helm 3 ended a hook's wait on its delete event (Helm 4's status
+// watcher waits for a deleted hook until its timeout).
+func hookDeleted(last *unstructured.Unstructured) (bool, string, error) {
+	if last != nil {
+		if _, _, err := hookCheck(last); err != nil {
+			return false, "", err
+		}
+	}
+	return true, "deleted", nil
 }
 
 // finalDiagnosis bounds the diagnosis of a wait that timed out. It is
@@ -202,13 +217,13 @@ func (w *readyWaiter) wait(resources helmkube.ResourceList, timeout time.Duratio
 		}
 		targets = append(targets, waiter.Target{Mapping: info.Mapping, Namespace: info.Namespace, Name: info.Name})
 	}
-	return w.run(targets, timeout, "readiness", event.PhaseWait, waiter.KStatus)
+	return w.run(targets, timeout, "readiness", event.PhaseWait, waiter.KStatus, nil)
 }
 
 // run waits for targets by check, bounded by timeout and ctx; progress
 // goes to the operation's log (a stuck wait's cause included) and a
 // timeout's error says what was not ready and why.
-func (w *readyWaiter) run(targets []waiter.Target, timeout time.Duration, what, phase string, check waiter.CheckFunc) error {
+func (w *readyWaiter) run(targets []waiter.Target, timeout time.Duration, what, phase string, check, deleted waiter.CheckFunc) error {
 	if len(targets) == 0 {
 		return nil
 	}
@@ -232,7 +247,7 @@ func (w *readyWaiter) run(targets []waiter.Target, timeout time.Duration, what, 
 		defer cancel()
 	}
 	progress := func(line string) { w.log("%s", line) }
-	err := waiter.Wait(ctx, w.clients, waiter.Options{Targets: targets, Check: check, What: what, Phase: phase, Progress: progress, FinalDiagnosis: finalDiagnosis, Redact: w.red.String})
+	err := waiter.Wait(ctx, w.clients, waiter.Options{Targets: targets, Check: check, Deleted: deleted, What: what, Phase: phase, Progress: progress, FinalDiagnosis: finalDiagnosis, Redact: w.red.String})
 	if err != nil && ctx.Err() != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
 		err = fmt.Errorf("%w: %w", err, ctx.Err())
 	}

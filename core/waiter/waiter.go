@@ -124,6 +124,14 @@ type Options struct {
 	Targets []Target
 	// Check decides whether one object is ready. Unused with Gone.
 	Check CheckFunc
+	// Deleted, when set, decides a named target that no longer exists:
+	// by last, its final state (the delete event's object) when it was
+	// deleted while watched, or nil when the wait never saw it. A Job with
+	// ttlSecondsAfterFinished is deleted as soon as it finishes, often
+	// before a wait has looked at its last state. Unset: a target that
+	// does not exist is waited for (it may yet be created). Unused with
+	// Gone.
+	Deleted CheckFunc
 	// Gone waits for the targets to disappear instead: a named target
 	// until it is gone (or has another UID than Target.UID), a type target
 	// until nothing matches.
@@ -238,7 +246,7 @@ func startWaiting(ctx context.Context, c *kube.Clients, opts Options) (*waiting,
 	w := &waiting{ctx: ctx, c: c, opts: opts, changed: make(chan struct{}, 1), fatal: make(chan error, len(opts.Targets))}
 	w.conn = &connection{notify: w.notify}
 	var err error
-	w.watches, w.scopes, err = newWatches(c, opts.Targets, w.notify, w.fatal, w.conn)
+	w.watches, w.scopes, err = newWatches(c, opts.Targets, w.notify, w.fatal, w.conn, opts.Deleted != nil && !opts.Gone)
 	if err != nil {
 		return nil, err
 	}
@@ -420,6 +428,9 @@ func failed(ctx context.Context, d *diagnose.Diagnoser, err error, opts Options)
 	if !errors.As(err, &cf) {
 		return err
 	}
+	if cf.obj == nil {
+		return cf.err // the object is gone, with no state to diagnose
+	}
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opts.finalDiagnosis()) // the deadline may be near or past
 	defer cancel()
 	cause := d.Diagnose(dctx, []*unstructured.Unstructured{cf.obj}, opts.diagnosis())
@@ -541,7 +552,7 @@ func normalize(t Target) Target {
 // newWatches builds the watches of targets: one per target, except that
 // named targets of one type in one namespace (apply's waitFor on many
 // objects) share one watch of that namespace.
-func newWatches(c *kube.Clients, targets []Target, notify func(), fatal chan<- error, conn *connection) ([]*targetWatch, []*scopeWatch, error) {
+func newWatches(c *kube.Clients, targets []Target, notify func(), fatal chan<- error, conn *connection, keepGone bool) ([]*targetWatch, []*scopeWatch, error) {
 	type key struct {
 		gvr string
 		ns  string
@@ -570,7 +581,7 @@ func newWatches(c *kube.Clients, targets []Target, notify func(), fatal chan<- e
 		if k, ok := keyOf(t); ok && count[k] > 1 {
 			tw.byName = true
 			if tw.sw = shared[k]; tw.sw == nil {
-				sw, err := newScopeWatch(c, Target{Mapping: t.Mapping, Namespace: t.Namespace}, notify, fatal, conn)
+				sw, err := newScopeWatch(c, Target{Mapping: t.Mapping, Namespace: t.Namespace}, notify, fatal, conn, keepGone)
 				if err != nil {
 					return nil, nil, err
 				}
@@ -578,7 +589,7 @@ func newWatches(c *kube.Clients, targets []Target, notify func(), fatal chan<- e
 				scopes = append(scopes, sw)
 			}
 		} else {
-			sw, err := newScopeWatch(c, t, notify, fatal, conn)
+			sw, err := newScopeWatch(c, t, notify, fatal, conn, keepGone)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -797,6 +808,9 @@ type targetObjects struct {
 	subject string
 	objs    []*unstructured.Unstructured
 	lastErr error
+	// last is a named target's final state when it was deleted while
+	// watched (Options.Deleted).
+	last *unstructured.Unstructured
 }
 
 // snapshot reads every target's store.
@@ -804,11 +818,14 @@ func snapshot(watches []*targetWatch) []targetObjects {
 	out := make([]targetObjects, len(watches))
 	for i, w := range watches {
 		out[i] = targetObjects{t: w.t, subject: w.subject, lastErr: w.sw.lastErr.get()}
+		key := w.t.Name
+		if w.t.Namespace != "" {
+			key = w.t.Namespace + "/" + w.t.Name
+		}
+		if w.t.Name != "" {
+			out[i].last = w.sw.store.lastOf(key)
+		}
 		if w.byName {
-			key := w.t.Name
-			if w.t.Namespace != "" {
-				key = w.t.Namespace + "/" + w.t.Name
-			}
 			if o, ok, _ := w.sw.store.GetByKey(key); ok {
 				if u, ok := o.(*unstructured.Unstructured); ok {
 					out[i].objs = append(out[i].objs, u)
@@ -852,6 +869,17 @@ func evaluate(targets []targetObjects, opts Options) (evaluation, error) {
 			if !ok {
 				ev.pending = append(ev.pending, notReady{name: objectName(kind, u), current: cur, obj: u, state: stateOf(u)})
 			}
+		}
+		if matched == 0 && !opts.Gone && opts.Deleted != nil && to.t.Name != "" {
+			ok, cur, err := opts.Deleted(to.last)
+			if err != nil {
+				return ev, &checkFailure{err: err, obj: to.last}
+			}
+			ev.total++
+			if !ok {
+				ev.pending = append(ev.pending, notReady{name: to.subject, current: cur})
+			}
+			continue
 		}
 		if matched == 0 && !opts.Gone {
 			ev.total++

@@ -584,3 +584,92 @@ func BenchmarkAlreadyMet(b *testing.B) {
 		}
 	}
 }
+
+// A target deleted while waited for is judged by its final state, the one
+// its delete event carries, whether or not the wait looked at it before:
+// with one watch of its own or a namespace's watch shared with others.
+func TestDeletedTargetsJudgedByTheirFinalState(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		targets []string // the first fails, then is deleted; "never" is never created
+	}{
+		{"its own watch", []string{"fails"}},
+		{"a shared watch", []string{"fails", "quits", "never"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := clients(t)
+			ns := testcluster.Get(t).NewNamespace(t, "waiter-deleted")
+			var targets []waiter.Target
+			for _, n := range tc.targets {
+				if n != "never" {
+					steptest.Create(t, c, ns, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: "+n+"}\ndata: {state: running}")
+				}
+				targets = append(targets, named(t, c, "configmap", ns, n))
+			}
+			var mu sync.Mutex
+			judged := map[string]string{}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			done := make(chan error, 1)
+			go func() {
+				done <- waiter.Wait(ctx, c, waiter.Options{
+					Targets: targets,
+					What:    "completion",
+					Check: func(u *unstructured.Unstructured) (bool, string, error) {
+						s, _, _ := unstructured.NestedString(u.Object, "data", "state")
+						return s == "done", s, nil // never fails while it exists
+					},
+					Deleted: func(last *unstructured.Unstructured) (bool, string, error) {
+						mu.Lock()
+						defer mu.Unlock()
+						if last == nil {
+							judged["unseen"] = "nil"
+							return true, "", nil
+						}
+						s, _, _ := unstructured.NestedString(last.Object, "data", "state")
+						judged[last.GetName()] = s
+						if s == "failed" {
+							return false, "", errors.New(last.GetName() + " ended failed")
+						}
+						return true, "", nil
+					},
+				})
+			}()
+			expectPending(t, done, 300*time.Millisecond)
+			m, err := c.MappingForType(ctx, "configmap")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(tc.targets) > 1 {
+				if err := c.Resource(m, ns).Delete(ctx, "quits", metav1.DeleteOptions{}); err != nil {
+					t.Fatal(err)
+				}
+				expectPending(t, done, 300*time.Millisecond) // "fails" is still running
+			}
+			// its last change and its delete, in quick succession
+			mergePatch(t, c, "configmaps", ns, "fails", `{"data":{"state":"failed"}}`)
+			if err := c.Resource(m, ns).Delete(ctx, "fails", metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case err := <-done:
+				if err == nil || err.Error() != "fails ended failed" {
+					t.Fatalf("err = %v, want the failure of its final state", err)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("a deleted target did not end the wait")
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			want := map[string]string{"fails": "failed"}
+			if len(tc.targets) > 1 {
+				want["quits"], want["unseen"] = "running", "nil"
+			}
+			for k, v := range want {
+				if judged[k] != v {
+					t.Errorf("%s judged by %q, want %q (all: %v)", k, judged[k], v, judged)
+				}
+			}
+		})
+	}
+}

@@ -61,7 +61,7 @@ func (w *scopeWatch) hasSynced() bool {
 // to conn: a failure no retry can cure (forbidden, a type no longer
 // served) goes to fatal, any other is retried by retry and reported as
 // the API server being unreachable until a call succeeds again.
-func newScopeWatch(c *kube.Clients, t Target, notify func(), fatal chan<- error, conn *connection) (*scopeWatch, error) {
+func newScopeWatch(c *kube.Clients, t Target, notify func(), fatal chan<- error, conn *connection, keepGone bool) (*scopeWatch, error) {
 	sc, err := newScope(c, t)
 	if err != nil {
 		return nil, err
@@ -110,6 +110,9 @@ func newScopeWatch(c *kube.Clients, t Target, notify func(), fatal chan<- error,
 		},
 	}, c.Dynamic)
 	w.store = newNotifyingStore(notify)
+	if keepGone {
+		w.store.gone = map[string]*unstructured.Unstructured{}
+	}
 	quiet := logr.Discard() // see Wait
 	backoff := retry
 	w.reflector = cache.NewReflectorWithOptions(lw, &unstructured.Unstructured{}, w.store, cache.ReflectorOptions{
@@ -123,12 +126,18 @@ func newScopeWatch(c *kube.Clients, t Target, notify func(), fatal chan<- error,
 
 // notifyingStore is a thread-safe store that calls notify after every
 // change, drops managed fields (never read, often most of an object), and
-// closes synced at the first full list.
+// closes synced at the first full list. With gone not nil, it keeps the
+// last state of every object deleted while watched: the delete event's
+// object, or, when a relist no longer finds an object (a watch broke
+// meanwhile), the state last seen.
 type notifyingStore struct {
 	cache.Store
 	notify     func()
 	synced     chan struct{}
 	syncedOnce sync.Once
+
+	goneMu sync.Mutex
+	gone   map[string]*unstructured.Unstructured
 }
 
 func newNotifyingStore(notify func()) *notifyingStore {
@@ -143,31 +152,90 @@ func slim(obj any) any {
 }
 
 func (s *notifyingStore) Add(obj any) error {
+	s.forget(obj)
 	err := s.Store.Add(slim(obj))
 	s.notify()
 	return err
 }
 
 func (s *notifyingStore) Update(obj any) error {
+	s.forget(obj)
 	err := s.Store.Update(slim(obj))
 	s.notify()
 	return err
 }
 
 func (s *notifyingStore) Delete(obj any) error {
+	s.remember(slim(obj))
 	err := s.Store.Delete(obj)
 	s.notify()
 	return err
 }
 
 func (s *notifyingStore) Replace(list []any, rv string) error {
+	listed := make(map[string]bool, len(list))
 	for i := range list {
 		list[i] = slim(list[i])
+		if k, err := cache.MetaNamespaceKeyFunc(list[i]); err == nil {
+			listed[k] = true
+		}
+	}
+	if s.gone != nil {
+		for _, old := range s.Store.List() {
+			if k, err := cache.MetaNamespaceKeyFunc(old); err == nil && !listed[k] {
+				s.remember(old)
+			}
+		}
+		for k := range listed {
+			s.forgetKey(k)
+		}
 	}
 	err := s.Store.Replace(list, rv)
 	s.syncedOnce.Do(func() { close(s.synced) })
 	s.notify()
 	return err
+}
+
+// remember keeps obj's state as its last, when the store keeps the gone.
+func (s *notifyingStore) remember(obj any) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if s.gone == nil || !ok {
+		return
+	}
+	k, err := cache.MetaNamespaceKeyFunc(u)
+	if err != nil {
+		return
+	}
+	s.goneMu.Lock()
+	s.gone[k] = u
+	s.goneMu.Unlock()
+}
+
+// forget drops the last state of obj's key: it exists (again).
+func (s *notifyingStore) forget(obj any) {
+	if s.gone == nil {
+		return
+	}
+	if k, err := cache.MetaNamespaceKeyFunc(obj); err == nil {
+		s.forgetKey(k)
+	}
+}
+
+func (s *notifyingStore) forgetKey(k string) {
+	s.goneMu.Lock()
+	delete(s.gone, k)
+	s.goneMu.Unlock()
+}
+
+// lastOf is the last state of the object of key k, deleted while
+// watched; nil when it was not (or the store keeps no gone objects).
+func (s *notifyingStore) lastOf(k string) *unstructured.Unstructured {
+	if s.gone == nil {
+		return nil
+	}
+	s.goneMu.Lock()
+	defer s.goneMu.Unlock()
+	return s.gone[k]
 }
 
 // connection is whether the watches of one wait reach the API server:

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
 	"khook.io/core/diagnose"
 	"khook.io/core/kube"
 )
@@ -56,5 +58,49 @@ func TestUnreachableInProgressAndTimeout(t *testing.T) {
 	err = expired(ctx, nil, nil, last, true, conn, Options{What: "condition Ready"}, found)
 	if c := CauseOf(err); c != found || !strings.Contains(err.Error(), "; cause: Pod ns/a") {
 		t.Errorf("timeout while unreachable, after a diagnosis: %q (cause %+v), want the cause found before", err, c)
+	}
+}
+
+func TestStoreKeepsTheLastStateOfTheGone(t *testing.T) {
+	cm := func(name, state string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+			"metadata": map[string]any{"name": name, "namespace": "ns"}, "data": map[string]any{"state": state}}}
+		return u
+	}
+	state := func(u *unstructured.Unstructured) string {
+		if u == nil {
+			return "<nil>"
+		}
+		s, _, _ := unstructured.NestedString(u.Object, "data", "state")
+		return s
+	}
+	s := newNotifyingStore(func() {})
+	s.gone = map[string]*unstructured.Unstructured{}
+	_ = s.Replace([]any{cm("a", "running"), cm("b", "running"), cm("c", "running")}, "1")
+	_ = s.Update(cm("a", "failed"))
+	_ = s.Delete(cm("a", "failed")) // the delete event carries the final state
+	if got := state(s.lastOf("ns/a")); got != "failed" {
+		t.Errorf("deleted: last state %q, want failed", got)
+	}
+	// a relist that no longer finds b (the watch broke while it was
+	// deleted): the state last seen
+	_ = s.Replace([]any{cm("c", "done")}, "2")
+	if got := state(s.lastOf("ns/b")); got != "running" {
+		t.Errorf("gone at a relist: last state %q, want running", got)
+	}
+	if got := state(s.lastOf("ns/c")); got != "<nil>" {
+		t.Errorf("still there: last state %q, want none", got)
+	}
+	// re-created: it exists again, no last state
+	_ = s.Add(cm("a", "running"))
+	if got := state(s.lastOf("ns/a")); got != "<nil>" {
+		t.Errorf("re-created: last state %q, want none", got)
+	}
+	// a store that keeps none
+	plain := newNotifyingStore(func() {})
+	_ = plain.Add(cm("a", "x"))
+	_ = plain.Delete(cm("a", "x"))
+	if plain.lastOf("ns/a") != nil {
+		t.Error("a store without gone kept a deleted object")
 	}
 }

@@ -226,6 +226,7 @@ func (e *Executor) wait(ctx context.Context, req *step.Request, m *objects.Manag
 		Targets:  []waiter.Target{{Mapping: mapping, Namespace: r.ns, Name: r.name}},
 		What:     "completion",
 		Check:    check(created.UID),
+		Deleted:  deleted(r.subject, created.UID),
 		Progress: req.Progress,
 		Redact:   req.Redactor.String,
 	})
@@ -284,6 +285,23 @@ func check(uid types.UID) waiter.CheckFunc {
 			return false, "no pod running yet", nil
 		}
 		return false, fmt.Sprintf("%d active, %d succeeded, %d failed", active, j.Status.Succeeded, j.Status.Failed), nil
+	}
+}
+
+// deleted is the waiter's judgement of the Job gone while khook waited for
+// it (another writer deleted it, or a policy that cleans up Jobs): by its
+// final state when the delete was seen (complete is done, failed fails),
+// and an error otherwise, since nothing more will ever say how it ended.
+func deleted(subject string, uid types.UID) waiter.CheckFunc {
+	return func(last *unstructured.Unstructured) (bool, string, error) {
+		if last == nil {
+			return false, "", errors.New(subject + " was deleted while khook waited for it, before its outcome was seen")
+		}
+		ok, cur, err := check(uid)(last)
+		if ok || err != nil {
+			return ok, cur, err
+		}
+		return false, "", fmt.Errorf("%s was deleted while khook waited for it, unfinished (%s)", subject, cur)
 	}
 }
 

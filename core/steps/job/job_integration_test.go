@@ -10,7 +10,9 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -503,4 +505,45 @@ func TestJobFailedByKwok(t *testing.T) {
 	if !strings.HasSuffix(msg, "; last log line:\n    fatal: migration 42 failed") {
 		t.Errorf("err = %s\nwant the log line", msg)
 	}
+}
+
+// TestJobDeletedWhileWaitedFor: someone deletes the step's Job while khook
+// waits for it (a cleanup policy, a person): the step fails at once,
+// saying so, instead of waiting for a Job that is gone until its timeout.
+func TestJobDeletedWhileWaitedFor(t *testing.T) {
+	c, ns := steptest.Setup(t, "job-deleted")
+	// no pod can be created for it: it stays unfinished
+	req := request(t, c, "name: stuck\njob:\n  image: x\n  namespace: "+ns+"\n  serviceAccount: nobody", steptest.Options{Timeout: time.Minute})
+	var mu sync.Mutex
+	var lines []string
+	req.Log = func(format string, args ...any) {
+		mu.Lock()
+		lines = append(lines, fmt.Sprintf(format, args...))
+		mu.Unlock()
+	}
+	waiting := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.ContainsFunc(lines, func(s string) bool { return strings.Contains(s, "Job "+ns+"/stuck") })
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	deleted := make(chan error, 1)
+	go func() {
+		for ctx.Err() == nil && !waiting() {
+			time.Sleep(50 * time.Millisecond)
+		}
+		bg := metav1.DeletePropagationBackground
+		deleted <- c.Typed.BatchV1().Jobs(ns).Delete(ctx, "stuck", metav1.DeleteOptions{PropagationPolicy: &bg})
+	}()
+	began := time.Now()
+	_, err := run(t, req)
+	if derr := <-deleted; derr != nil {
+		t.Fatalf("delete the Job: %v", derr)
+	}
+	want := "Job " + ns + "/stuck was deleted while khook waited for it, unfinished (no pod running yet)"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("err = %v\nwant it to contain %q", err, want)
+	}
+	t.Logf("failed after %s: %v", time.Since(began).Round(100*time.Millisecond), err)
 }

@@ -1,0 +1,85 @@
+//go:build integration
+
+package helm_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"khook.io/core/testing/steptest"
+)
+
+// hookJob is a hook Job of the chart: name, its hook annotations, and the
+// lines its spec and its pod's spec add.
+func hookJob(name, hooks, weight, jobExtra, podExtra string) string {
+	return "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: " + name + "\n  annotations:\n    helm.sh/hook: " + hooks +
+		"\n    helm.sh/hook-weight: \"" + weight + "\"\n    helm.sh/hook-delete-policy: before-hook-creation\nspec:\n  backoffLimit: 0\n" + jobExtra +
+		"  template:\n    spec:\n      restartPolicy: Never\n" + podExtra +
+		"      containers:\n      - name: run\n        image: registry.invalid/run:1\n"
+}
+
+// TestHookDeletedWhileWaitedFor: a hook Job that is deleted while Helm
+// waits for it ends that wait, as Helm 3 ended it on the delete event
+// (Helm 4's status watcher waits for it until its timeout). The Jobs of
+// ingress-nginx's admission webhook set ttlSecondsAfterFinished: 0, so
+// the TTL controller deletes them the moment they complete, often before
+// a wait has seen them complete. A Job deleted Failed still fails the
+// hook, by the final state its delete event carries.
+func TestHookDeletedWhileWaitedFor(t *testing.T) {
+	f := newFixture(t)
+	ttl := "  ttlSecondsAfterFinished: 0\n"
+	{ // completed and deleted at once
+		ns := f.cluster.NewNamespace(t, "hook-ttl")
+		var jobs []string
+		for i := range 4 {
+			jobs = append(jobs, hookJob(fmt.Sprintf("ttl-%d", i), "post-install,post-upgrade", fmt.Sprint(i), ttl, ""))
+		}
+		dir := localChart(t, "ttl", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\ndata: {v: \"{{ .Values.v }}\"}\n---\n"+strings.Join(jobs, "---\n"), "")
+		for _, v := range []string{"1", "2"} { // an install, then an upgrade
+			r := f.request(driftStep("ttl", dir, ns)+"\n  values: {v: \""+v+"\"}", steptest.Options{Timeout: 60 * time.Second})
+			f.apply(r)
+		}
+		if st := f.status(ns, "ttl"); st == nil || st.Status != "deployed" || st.Revision != 2 {
+			t.Errorf("release: %+v, want revision 2 deployed", st)
+		}
+	}
+	{ // deleted before it could run
+		ns := f.cluster.NewNamespace(t, "hook-gone")
+		// no pod can be created for it: its wait would last to the timeout
+		dir := localChart(t, "gone", hookJob("stuck", "post-install", "0", "", "      serviceAccountName: no-such-account\n"), "")
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		r := f.request(driftStep("gone", dir, ns), steptest.Options{Timeout: 60 * time.Second})
+		deleted := make(chan error, 1)
+		go func() {
+			// once the wait for it shows, so that the wait sees it deleted
+			for ctx.Err() == nil && !strings.Contains(r.logs(), "waiting for completion of the hook on Job "+ns+"/stuck") {
+				time.Sleep(50 * time.Millisecond)
+			}
+			bg := metav1.DeletePropagationBackground
+			deleted <- f.clients.Typed.BatchV1().Jobs(ns).Delete(ctx, "stuck", metav1.DeleteOptions{PropagationPolicy: &bg})
+		}()
+		began := time.Now()
+		f.apply(r)
+		if err := <-deleted; err != nil {
+			t.Fatalf("delete the hook Job: %v", err)
+		}
+		t.Logf("the install took %s, the hook Job deleted while it waited", time.Since(began).Round(100*time.Millisecond))
+	}
+	{ // failed and deleted at once
+		ns := f.cluster.NewNamespace(t, "hook-ttl-fail")
+		fails := "      containers:\n      - name: run\n        image: registry.invalid/run:1\n        env: [{name: KHOOK_TEST_EXIT_CODE, value: \"3\"}]\n"
+		job := strings.SplitAfter(hookJob("migrate", "post-install", "0", ttl, ""), "      containers:\n")[0]
+		job = strings.TrimSuffix(job, "      containers:\n") + fails
+		dir := localChart(t, "fails", job, "")
+		err := f.applyErr(f.request(driftStep("fails", dir, ns), steptest.Options{Timeout: 60 * time.Second}))
+		if want := "Job " + ns + "/migrate failed: BackoffLimitExceeded"; !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+}
