@@ -103,6 +103,7 @@ func TestHelmCLICompatibility(t *testing.T) {
 	demo := chartrepo.ChartDir("demo")
 
 	t.Run("helm 3 installs, khook upgrades and uninstalls", func(t *testing.T) {
+		f := f.on(t)
 		ns := f.cluster.NewNamespace(t, "helm-cli-3k")
 		helm3.run(t, "install", "old", demo, "-n", ns, "--set", "color=red", "--wait")
 		out := f.apply(withRun(f.request(fmt.Sprintf("name: old\nhelm:\n  chart: %s\n  namespace: %s\n  wait: true\n  values: {color: green}", demo, ns), steptest.Options{}), "k1"))
@@ -131,6 +132,7 @@ func TestHelmCLICompatibility(t *testing.T) {
 
 	for _, h := range []*helmCmd{helm3, helm4} {
 		t.Run("khook installs, "+h.name+" lists, upgrades and rolls back", func(t *testing.T) {
+			f := f.on(t)
 			ns := f.cluster.NewNamespace(t, "helm-cli-k"+strings.TrimPrefix(h.name, "helm "))
 			spec := fmt.Sprintf("name: app\nhelm:\n  chart: %s\n  namespace: %s\n  wait: true\n  values: {color: %%s}", demo, ns)
 			f.apply(withRun(f.request(fmt.Sprintf(spec, "blue"), steptest.Options{}), "k1"))

@@ -293,3 +293,12 @@ func assertAbsent(t *testing.T, secret string, texts map[string]string) {
 		}
 	}
 }
+
+// on is the fixture for subtest t: its helpers fail t, not the test that
+// made the fixture (a parent's FailNow from a subtest panics and hides
+// the subtest's own failure).
+func (f *fixture) on(t *testing.T) *fixture {
+	g := *f
+	g.t = t
+	return &g
+}

@@ -136,6 +136,7 @@ func TestAsHelm4(t *testing.T) {
 	}
 
 	t.Run("installs server-side as manager helm, unknown fields refused", func(t *testing.T) {
+		f := f.on(t)
 		chart := cmpChart(t, nil)
 		nsH, nsK := f.cluster.NewNamespace(t, "as4-ssa-h"), f.cluster.NewNamespace(t, "as4-ssa-k")
 		helm4.run(t, "install", "app", chart, "-n", nsH)
@@ -172,6 +173,7 @@ func TestAsHelm4(t *testing.T) {
 	})
 
 	t.Run("each upgrades the other's release without a conflict", func(t *testing.T) {
+		f := f.on(t)
 		chart := cmpChart(t, nil)
 		ns := f.cluster.NewNamespace(t, "as4-turns")
 		helm4.run(t, "install", "byhelm", chart, "-n", ns, "--set", "tag=one")
@@ -192,6 +194,7 @@ func TestAsHelm4(t *testing.T) {
 	})
 
 	t.Run("a release installed client-side is upgraded client-side", func(t *testing.T) {
+		f := f.on(t)
 		// how khook installed releases before: helm 4 --server-side=false
 		chart := cmpChart(t, nil)
 		nsH, nsK := f.cluster.NewNamespace(t, "as4-csa-h"), f.cluster.NewNamespace(t, "as4-csa-k")
@@ -211,6 +214,7 @@ func TestAsHelm4(t *testing.T) {
 	})
 
 	t.Run("createNamespace: after rendering and the schema, labelled as helm", func(t *testing.T) {
+		f := f.on(t)
 		chart := cmpChart(t, nil)
 		broken := cmpChart(t, map[string]string{"cmp/templates/fail.yaml": `{{ fail "refused by the chart" }}`})
 		for _, c := range []struct{ name, chart, set, values, want string }{
@@ -248,6 +252,7 @@ func TestAsHelm4(t *testing.T) {
 	})
 
 	t.Run("values: integers as --set renders them", func(t *testing.T) {
+		f := f.on(t)
 		chart := cmpChart(t, nil)
 		nsH, nsK := f.cluster.NewNamespace(t, "as4-int-h"), f.cluster.NewNamespace(t, "as4-int-k")
 		helm4.run(t, "install", "v", chart, "-n", nsH, "--set", "tag=20240101,replicas=3,nested.n=1234567,list={20240101}")
@@ -270,6 +275,7 @@ func TestAsHelm4(t *testing.T) {
 	})
 
 	t.Run("field manager: every write", func(t *testing.T) {
+		f := f.on(t)
 		chart := cmpChart(t, nil)
 		ns := f.cluster.NewNamespace(t, "as4-fm")
 		r := f.request(step("fm", chart, ns, "  createNamespace: true"), steptest.Options{})
@@ -290,6 +296,7 @@ func TestAsHelm4(t *testing.T) {
 	})
 
 	t.Run("warnings, NOTES and the rendered-document error", func(t *testing.T) {
+		f := f.on(t)
 		chart := cmpChart(t, map[string]string{"cmp/Chart.yaml": "apiVersion: v2\nname: cmp\nversion: 0.1.0\ndeprecated: true\n"})
 		nsH, nsK := f.cluster.NewNamespace(t, "as4-warn-h"), f.cluster.NewNamespace(t, "as4-warn-k")
 		stdout, stderr, err := helm4.runOut(t, "install", "w", chart, "-n", nsH)
@@ -324,6 +331,7 @@ func TestAsHelm4(t *testing.T) {
 	})
 
 	t.Run("a dependency missing from charts/: helm refuses, khook says it resolves it", func(t *testing.T) {
+		f := f.on(t)
 		dir := writeFiles(t, map[string]string{
 			"parent/Chart.yaml":        "apiVersion: v2\nname: parent\nversion: 0.1.0\ndependencies:\n- name: child\n  version: 0.1.0\n  repository: file://../child\n",
 			"parent/templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-parent\n",

@@ -95,6 +95,7 @@ func TestChartSources(t *testing.T) {
 		{"local-abs", "chart: " + chartrepo.ChartDir("demo"), "", "0.1.0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			f := f.on(t)
 			r := f.request(fmt.Sprintf("name: %s\nhelm:\n  %s\n  namespace: %s", tc.name, tc.helm, ns), steptest.Options{BaseDir: tc.base})
 			out := f.apply(r)
 			if got := f.configMap(ns, tc.name)["chartVersion"]; got != tc.want {
@@ -115,6 +116,7 @@ func TestMissingVersion(t *testing.T) {
 		{"oci-version", "chart: " + f.reg.Ref("charts/demo") + "\n  version: 0.3.0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			f := f.on(t)
 			r := f.request(fmt.Sprintf("name: %s\nhelm:\n  %s\n  namespace: %s", tc.name, tc.helm, ns), steptest.Options{})
 			err := f.applyErr(r)
 			if !strings.Contains(err.Error(), "no version 0.3.0") || !strings.Contains(err.Error(), "nearest available versions: 0.1.0, 0.2.0, 1.0.0 (latest 1.0.0)") {
@@ -148,6 +150,7 @@ func TestAuth(t *testing.T) {
 			"chart: " + f.authReg.RefWithUserinfo("charts/demo", user, wrong) + ":0.2.0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			f := f.on(t)
 			texts := map[string]string{}
 			r := f.request(fmt.Sprintf("name: %s\nhelm:\n  %s\n  namespace: %s", tc.name, tc.helm, ns), steptest.Options{})
 			p := f.plan(r)
@@ -493,6 +496,7 @@ func TestSecretValue(t *testing.T) {
 		{"invalid-manifest", "labelValue: \"${TOKEN}\"", "Invalid value: \"***\"", "upgrade"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			f := f.on(t)
 			// On a new release (install) and on the existing one (upgrade,
 			// whose plan renders).
 			for _, release := range []string{tc.name, "sec"} {

@@ -47,6 +47,7 @@ func TestRealChartsRerunUnchanged(t *testing.T) {
 	f := newFixture(t)
 	for _, c := range realCharts {
 		t.Run(c.name, func(t *testing.T) {
+			f := f.on(t)
 			ns := f.cluster.NewNamespace(t, "real-"+c.name[:4])
 			yaml := fmt.Sprintf("name: rel\nhelm:\n  chart: %s\n  release: %s\n  namespace: %s\n  values: %s", chartrepo.ChartDir(c.name), ns, ns, strings.ReplaceAll(c.values, "NS", ns))
 			f.uninstallLater(t, yaml)
