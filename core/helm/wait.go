@@ -10,6 +10,7 @@ import (
 
 	helmkube "helm.sh/helm/v4/pkg/kube"
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
@@ -108,13 +109,13 @@ func (w *readyWaiter) WatchUntilReady(resources helmkube.ResourceList, timeout t
 	var targets []waiter.Target
 	for _, info := range resources {
 		if hookKinds[info.Mapping.GroupVersionKind.GroupKind().String()] {
-			targets = append(targets, waiter.Target{Mapping: info.Mapping, Namespace: info.Namespace, Name: info.Name})
+			targets = append(targets, waiter.Target{Mapping: info.Mapping, Namespace: info.Namespace, Name: info.Name, Deleted: hookDeleted})
 		}
 	}
 	if timeout <= 0 {
 		timeout = helmkube.DefaultStatusWatcherTimeout
 	}
-	return w.run(targets, timeout, "completion of the hook", event.PhaseHook, hookCheck, hookDeleted)
+	return w.run(targets, timeout, "completion of the hook", event.PhaseHook, hookCheck)
 }
 
 // hookDeleted judges a hook's Job or Pod that is gone (a Job's
@@ -126,6 +127,33 @@ func (w *readyWaiter) WatchUntilReady(resources helmkube.ResourceList, timeout t
 func hookDeleted(last *unstructured.Unstructured) (bool, string, error) {
 	if last != nil {
 		if _, _, err := hookCheck(last); err != nil {
+			return false, "", err
+		}
+	}
+	return true, "deleted", nil
+}
+
+// finishedAreDeleted reports whether obj is a Job the TTL controller
+// deletes once it finishes (spec.ttlSecondsAfterFinished set).
+func finishedAreDeleted(obj runtime.Object) bool {
+	var ttl bool
+	switch j := obj.(type) {
+	case *batchv1.Job:
+		ttl = j.Spec.TTLSecondsAfterFinished != nil
+	case *unstructured.Unstructured:
+		_, ttl, _ = unstructured.NestedFieldNoCopy(j.Object, "spec", "ttlSecondsAfterFinished")
+		ttl = ttl && j.GetKind() == "Job"
+	}
+	return ttl
+}
+
+// ttlJobDeleted judges a release's Job that the TTL controller deleted
+// (it deletes only finished Jobs) while the release was waited for: by
+// its final state when the wait saw it deleted (Failed fails the wait, as
+// when it is seen Failed), done otherwise.
+func ttlJobDeleted(last *unstructured.Unstructured) (bool, string, error) {
+	if last != nil {
+		if _, _, err := waiter.KStatus(last); err != nil {
 			return false, "", err
 		}
 	}
@@ -215,15 +243,19 @@ func (w *readyWaiter) wait(resources helmkube.ResourceList, timeout time.Duratio
 		if paused(info.Object) || alwaysReady[info.Mapping.GroupVersionKind.GroupKind().String()] {
 			continue
 		}
-		targets = append(targets, waiter.Target{Mapping: info.Mapping, Namespace: info.Namespace, Name: info.Name})
+		t := waiter.Target{Mapping: info.Mapping, Namespace: info.Namespace, Name: info.Name}
+		if finishedAreDeleted(info.Object) {
+			t.Deleted = ttlJobDeleted
+		}
+		targets = append(targets, t)
 	}
-	return w.run(targets, timeout, "readiness", event.PhaseWait, waiter.KStatus, nil)
+	return w.run(targets, timeout, "readiness", event.PhaseWait, waiter.KStatus)
 }
 
 // run waits for targets by check, bounded by timeout and ctx; progress
 // goes to the operation's log (a stuck wait's cause included) and a
 // timeout's error says what was not ready and why.
-func (w *readyWaiter) run(targets []waiter.Target, timeout time.Duration, what, phase string, check, deleted waiter.CheckFunc) error {
+func (w *readyWaiter) run(targets []waiter.Target, timeout time.Duration, what, phase string, check waiter.CheckFunc) error {
 	if len(targets) == 0 {
 		return nil
 	}
@@ -247,7 +279,7 @@ func (w *readyWaiter) run(targets []waiter.Target, timeout time.Duration, what, 
 		defer cancel()
 	}
 	progress := func(line string) { w.log("%s", line) }
-	err := waiter.Wait(ctx, w.clients, waiter.Options{Targets: targets, Check: check, Deleted: deleted, What: what, Phase: phase, Progress: progress, FinalDiagnosis: finalDiagnosis, Redact: w.red.String})
+	err := waiter.Wait(ctx, w.clients, waiter.Options{Targets: targets, Check: check, What: what, Phase: phase, Progress: progress, FinalDiagnosis: finalDiagnosis, Redact: w.red.String})
 	if err != nil && ctx.Err() != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
 		err = fmt.Errorf("%w: %w", err, ctx.Err())
 	}

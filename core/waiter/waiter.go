@@ -88,6 +88,14 @@ type Target struct {
 	// UID, when set with Name and a delete condition, treats an object of
 	// the same name but another UID as gone (it was re-created).
 	UID types.UID
+	// Deleted, when set on a named target, decides it once it no longer
+	// exists: by last, its final state (the delete event's object) when
+	// it was deleted while watched, or nil when the wait never saw it. A
+	// Job with ttlSecondsAfterFinished is deleted as soon as it finishes,
+	// often before a wait has looked at its last state. Unset: a target
+	// that does not exist is waited for (it may yet be created). Unused
+	// with Options.Gone.
+	Deleted CheckFunc
 }
 
 // Until blocks until every target meets cond, ctx ends, or an API error
@@ -124,14 +132,6 @@ type Options struct {
 	Targets []Target
 	// Check decides whether one object is ready. Unused with Gone.
 	Check CheckFunc
-	// Deleted, when set, decides a named target that no longer exists:
-	// by last, its final state (the delete event's object) when it was
-	// deleted while watched, or nil when the wait never saw it. A Job with
-	// ttlSecondsAfterFinished is deleted as soon as it finishes, often
-	// before a wait has looked at its last state. Unset: a target that
-	// does not exist is waited for (it may yet be created). Unused with
-	// Gone.
-	Deleted CheckFunc
 	// Gone waits for the targets to disappear instead: a named target
 	// until it is gone (or has another UID than Target.UID), a type target
 	// until nothing matches.
@@ -246,7 +246,11 @@ func startWaiting(ctx context.Context, c *kube.Clients, opts Options) (*waiting,
 	w := &waiting{ctx: ctx, c: c, opts: opts, changed: make(chan struct{}, 1), fatal: make(chan error, len(opts.Targets))}
 	w.conn = &connection{notify: w.notify}
 	var err error
-	w.watches, w.scopes, err = newWatches(c, opts.Targets, w.notify, w.fatal, w.conn, opts.Deleted != nil && !opts.Gone)
+	keepGone := false
+	for _, t := range opts.Targets {
+		keepGone = keepGone || t.Deleted != nil && !opts.Gone
+	}
+	w.watches, w.scopes, err = newWatches(c, opts.Targets, w.notify, w.fatal, w.conn, keepGone)
 	if err != nil {
 		return nil, err
 	}
@@ -809,7 +813,7 @@ type targetObjects struct {
 	objs    []*unstructured.Unstructured
 	lastErr error
 	// last is a named target's final state when it was deleted while
-	// watched (Options.Deleted).
+	// watched (Target.Deleted).
 	last *unstructured.Unstructured
 }
 
@@ -870,8 +874,8 @@ func evaluate(targets []targetObjects, opts Options) (evaluation, error) {
 				ev.pending = append(ev.pending, notReady{name: objectName(kind, u), current: cur, obj: u, state: stateOf(u)})
 			}
 		}
-		if matched == 0 && !opts.Gone && opts.Deleted != nil && to.t.Name != "" {
-			ok, cur, err := opts.Deleted(to.last)
+		if matched == 0 && !opts.Gone && to.t.Deleted != nil && to.t.Name != "" {
+			ok, cur, err := to.t.Deleted(to.last)
 			if err != nil {
 				return ev, &checkFailure{err: err, obj: to.last}
 			}

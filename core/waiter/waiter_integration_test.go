@@ -599,15 +599,31 @@ func TestDeletedTargetsJudgedByTheirFinalState(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := clients(t)
 			ns := testcluster.Get(t).NewNamespace(t, "waiter-deleted")
+			var mu sync.Mutex
+			judged := map[string]string{}
+			deleted := func(last *unstructured.Unstructured) (bool, string, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				if last == nil {
+					judged["unseen"] = "nil"
+					return true, "", nil
+				}
+				s, _, _ := unstructured.NestedString(last.Object, "data", "state")
+				judged[last.GetName()] = s
+				if s == "failed" {
+					return false, "", errors.New(last.GetName() + " ended failed")
+				}
+				return true, "", nil
+			}
 			var targets []waiter.Target
 			for _, n := range tc.targets {
 				if n != "never" {
 					steptest.Create(t, c, ns, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: "+n+"}\ndata: {state: running}")
 				}
-				targets = append(targets, named(t, c, "configmap", ns, n))
+				tg := named(t, c, "configmap", ns, n)
+				tg.Deleted = deleted
+				targets = append(targets, tg)
 			}
-			var mu sync.Mutex
-			judged := map[string]string{}
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			done := make(chan error, 1)
@@ -618,20 +634,6 @@ func TestDeletedTargetsJudgedByTheirFinalState(t *testing.T) {
 					Check: func(u *unstructured.Unstructured) (bool, string, error) {
 						s, _, _ := unstructured.NestedString(u.Object, "data", "state")
 						return s == "done", s, nil // never fails while it exists
-					},
-					Deleted: func(last *unstructured.Unstructured) (bool, string, error) {
-						mu.Lock()
-						defer mu.Unlock()
-						if last == nil {
-							judged["unseen"] = "nil"
-							return true, "", nil
-						}
-						s, _, _ := unstructured.NestedString(last.Object, "data", "state")
-						judged[last.GetName()] = s
-						if s == "failed" {
-							return false, "", errors.New(last.GetName() + " ended failed")
-						}
-						return true, "", nil
 					},
 				})
 			}()

@@ -82,4 +82,30 @@ func TestHookDeletedWhileWaitedFor(t *testing.T) {
 			t.Errorf("error %q lacks %q", err, want)
 		}
 	}
+	{ // a release's own Job with a TTL, under wait: true
+		ns := f.cluster.NewNamespace(t, "job-ttl")
+		// it completes, and is deleted at once
+		done := strings.Replace(hookJob("done", "x", "0", ttl, ""), "    helm.sh/hook: x\n", "", 1)
+		// suspended, it never starts (kstatus: "Job not started", not
+		// ready), and is deleted while waited for: the TTL controller
+		// deletes only finished Jobs, so a Job with a TTL that is gone is
+		// taken as finished
+		stuck := strings.Replace(hookJob("stuck", "x", "0", ttl+"  suspend: true\n", ""), "    helm.sh/hook: x\n", "", 1)
+		dir := localChart(t, "jobttl", done+"---\n"+stuck, "")
+		r := f.request(driftStep("jobttl", dir, ns)+"\n  wait: true", steptest.Options{Timeout: 60 * time.Second})
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		deleted := make(chan error, 1)
+		go func() {
+			for ctx.Err() == nil && !strings.Contains(r.logs(), "Job "+ns+"/stuck") {
+				time.Sleep(50 * time.Millisecond)
+			}
+			bg := metav1.DeletePropagationBackground
+			deleted <- f.clients.Typed.BatchV1().Jobs(ns).Delete(ctx, "stuck", metav1.DeleteOptions{PropagationPolicy: &bg})
+		}()
+		f.apply(r)
+		if err := <-deleted; err != nil {
+			t.Fatalf("delete the Job: %v", err)
+		}
+	}
 }

@@ -223,10 +223,9 @@ func (e *Executor) wait(ctx context.Context, req *step.Request, m *objects.Manag
 		return err
 	}
 	err = waiter.Wait(ctx, req.Kube, waiter.Options{
-		Targets:  []waiter.Target{{Mapping: mapping, Namespace: r.ns, Name: r.name}},
+		Targets:  []waiter.Target{{Mapping: mapping, Namespace: r.ns, Name: r.name, Deleted: deleted(r.subject, created.UID)}},
 		What:     "completion",
 		Check:    check(created.UID),
-		Deleted:  deleted(r.subject, created.UID),
 		Progress: req.Progress,
 		Redact:   req.Redactor.String,
 	})
