@@ -537,3 +537,19 @@ func TestValidationRules(t *testing.T) {
 		})
 	}
 }
+
+// TestSuggestionOfATie: of step names equally near a misspelled need, the
+// suggestion is the first in the spec, on every run (it was whichever a
+// map gave first).
+func TestSuggestionOfATie(t *testing.T) {
+	src := "apiVersion: khook.io/v1\nkind: Khook\nmetadata: {name: t}\nsteps:\n" +
+		"  - name: b\n    wait: {for: delete, on: pods/x}\n" +
+		"  - name: a\n    wait: {for: delete, on: pods/x}\n" +
+		"  - name: d\n    needs: [c]\n    wait: {for: delete, on: pods/x}\n"
+	for range 30 {
+		_, err := parseSpec(t, src)
+		if got := problems(t, err); len(got) != 1 || !strings.HasSuffix(got[0], `no step named "c" (did you mean "b"?)`) {
+			t.Fatalf("problems %q, want the one suggesting b, the first step", got)
+		}
+	}
+}

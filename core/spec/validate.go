@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"regexp"
 	"strconv"
+	"slices"
 	"strings"
 
 	"khook.io/core/manifest/kubeyaml"
@@ -223,11 +224,15 @@ func (v *validator) misspelledAction(p string) bool {
 	return false
 }
 
+// didYouMean suggests the step name (names: each step's index) nearest
+// to s; of names equally near, the first in the spec, so that the
+// message is the same on every run.
 func didYouMean(s string, names map[string]int) string {
 	cands := make([]string, 0, len(names))
 	for n := range names {
 		cands = append(cands, n)
 	}
+	slices.SortFunc(cands, func(a, b string) int { return names[a] - names[b] })
 	if c := closest(s, cands); c != "" {
 		return fmt.Sprintf(" (did you mean %q?)", c)
 	}
