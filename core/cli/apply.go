@@ -293,23 +293,7 @@ func (o *RunOptions) finish(c *engine.Cluster, res *run.Result, stateErr error) 
 	if res.Status != run.RunOK {
 		return &ExitError{Code: ExitFailed, Silent: true}
 	}
-	return driftExit(o.DetailedExitCode, runDrift(res))
-}
-
-// runDrift names the steps of results that found drift and left it.
-func runDrift(results ...*run.Result) []string {
-	var out []string
-	for _, res := range results {
-		if res == nil {
-			continue
-		}
-		for _, s := range res.Steps {
-			if len(s.Drift) > 0 {
-				out = append(out, s.Name)
-			}
-		}
-	}
-	return out
+	return driftExit(o.DetailedExitCode, res.Drifted())
 }
 
 // AddFieldManagerFlag registers --field-manager, kubectl's flag.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -196,13 +197,7 @@ func (o *DiffOptions) print(ctx context.Context, doc *load.Document, results []*
 	if res.Differences {
 		return true, &ExitError{Code: ExitFailed, Silent: true}
 	}
-	var drifted []string
-	for k, i := range order {
-		if len(inOrder[k].Drift) > 0 {
-			drifted = append(drifted, doc.Spec.Steps[i].Name)
-		}
-	}
-	return false, driftExit(o.DetailedExitCode, drifted)
+	return false, driftExit(o.DetailedExitCode, slices.ContainsFunc(inOrder, func(d *engine.StepDiff) bool { return len(d.Drift) > 0 }))
 }
 
 // programEnv is the external program's environment: khook's, without the

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"io"
+	"slices"
 
 	"khook.io/core/engine"
 	"khook.io/core/engine/fleet"
@@ -36,7 +37,7 @@ func (o *PlanOptions) runFleet(ctx context.Context) error {
 	if err := fleetError(members, outs, ExitFailed); err != nil {
 		return err
 	}
-	return driftExit(o.DetailedExitCode, planDrift(plans...))
+	return driftExit(o.DetailedExitCode, slices.ContainsFunc(plans, (*plan.Plan).Drifted))
 }
 
 // runFleet diffs every cluster of the fleet; the exit code is the worst

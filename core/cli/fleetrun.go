@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"time"
 
@@ -169,9 +170,5 @@ func (o *RunOptions) fleetReport(name string, runs []render.ClusterRun, results 
 		}
 		return &ExitError{Code: code, Silent: true}
 	}
-	res := make([]*run.Result, len(runs))
-	for i, r := range runs {
-		res[i] = r.Result
-	}
-	return driftExit(o.DetailedExitCode, runDrift(res...))
+	return driftExit(o.DetailedExitCode, slices.ContainsFunc(runs, func(r render.ClusterRun) bool { return r.Result.Drifted() }))
 }

@@ -97,23 +97,7 @@ func (o *PlanOptions) Run(ctx context.Context) error {
 	if err := o.print(o.Streams.Out, p); err != nil {
 		return err
 	}
-	return driftExit(o.DetailedExitCode, planDrift(p))
-}
-
-// planDrift names the steps of p that found drift they leave as it is.
-func planDrift(ps ...*plan.Plan) []string {
-	var out []string
-	for _, p := range ps {
-		if p == nil {
-			continue
-		}
-		for _, s := range p.Steps {
-			if len(s.Drift) > 0 {
-				out = append(out, s.Name)
-			}
-		}
-	}
-	return out
+	return driftExit(o.DetailedExitCode, p.Drifted())
 }
 
 // print writes v, a plan (or a fleet's, structured), in the output

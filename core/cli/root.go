@@ -106,10 +106,10 @@ func DetailedExitCodeFlag(cmd *cobra.Command, v *bool) {
 }
 
 // driftExit is the error of a command that succeeded and found drift
-// left as it is in steps (their names), under --detailed-exitcode; nil
-// without the flag or the drift.
-func driftExit(detailed bool, steps []string) error {
-	if !detailed || len(steps) == 0 {
+// left as it is, under --detailed-exitcode; nil without the flag or the
+// drift.
+func driftExit(detailed, drifted bool) error {
+	if !detailed || !drifted {
 		return nil
 	}
 	return &ExitError{Code: ExitDrift, Silent: true}

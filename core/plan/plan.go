@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"slices"
 	"time"
 
 	"khook.io/core/spec"
@@ -38,6 +39,12 @@ type Plan struct {
 	Mode   string `json:"mode"`
 	Levels int    `json:"levels"`
 	Steps  []Step `json:"steps"`
+}
+
+// Drifted reports whether a step of p found drift it leaves as it is (its
+// drift policy's warn mode); false for nil.
+func (p *Plan) Drifted() bool {
+	return p != nil && slices.ContainsFunc(p.Steps, func(s Step) bool { return len(s.Drift) > 0 })
 }
 
 // Step is one planned step.

@@ -2,6 +2,7 @@ package run
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"khook.io/core/event"
@@ -102,6 +103,12 @@ type Result struct {
 	Status   string
 	Steps    []StepResult // in task order
 	Duration time.Duration
+}
+
+// Drifted reports whether a step of r found drift it left as it is (its
+// drift policy's warn mode); false for nil.
+func (r *Result) Drifted() bool {
+	return r != nil && slices.ContainsFunc(r.Steps, func(s StepResult) bool { return len(s.Drift) > 0 })
 }
 
 // Counts are how many steps ended each way.
