@@ -173,7 +173,7 @@ func (w *workload) status(ctx context.Context, req *step.Request) (step.Outcome,
 	// the waiter says why the rollout is stuck (the Pods' causes) when it
 	// times out or the Deployment passes its progress deadline
 	err = waiter.Wait(ctx, req.Kube, waiter.Options{
-		Targets:  []waiter.Target{{Mapping: w.mapping, Namespace: w.ns, Name: w.name}},
+		Targets:  []waiter.Target{{Mapping: w.mapping, Namespace: w.ns, Name: w.name, Deleted: w.deleted(viewer)}},
 		What:     "rollout",
 		Check:    w.check(viewer),
 		Progress: req.Progress,
@@ -197,6 +197,21 @@ func (w *workload) check(viewer polymorphichelpers.StatusViewer) waiter.CheckFun
 			return false, "", fmt.Errorf("%s: %w", w.subject, err)
 		}
 		return done, strings.TrimSpace(msg), nil
+	}
+}
+
+// deleted ends the wait of a workload deleted while its rollout was
+// waited for, as kubectl rollout status does ("object has been deleted"):
+// done only when its final state had rolled out, an error otherwise (it
+// is never waited for again, since one re-created would be another).
+func (w *workload) deleted(viewer polymorphichelpers.StatusViewer) waiter.CheckFunc {
+	return func(last *unstructured.Unstructured) (bool, string, error) {
+		if last != nil {
+			if _, done, err := viewer.Status(last, 0); err == nil && done {
+				return true, "rolled out", nil
+			}
+		}
+		return false, "", errors.New(w.subject + " was deleted while its rollout was waited for")
 	}
 }
 

@@ -5,8 +5,10 @@ package rollout_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -274,4 +276,44 @@ func unschedulable(t *testing.T, c *kube.Clients, ns string) {
 	if err != nil {
 		t.Fatalf("no pod of %s was found unschedulable: %v", ns, err)
 	}
+}
+
+// TestStatusOfADeletedWorkload: the workload is deleted while its rollout
+// is waited for: the step fails at once, as kubectl rollout status does
+// ("object has been deleted"), instead of waiting to its timeout.
+func TestStatusOfADeletedWorkload(t *testing.T) {
+	c, ns := steptest.Setup(t, "rollout-deleted")
+	steptest.Create(t, c, ns, workload("Deployment", "gone", "", `nodeSelector: {khook.io/none: "true"}`))
+	req := request(t, c, "name: s\nrollout:\n  status: deployment/gone\n  namespace: "+ns, time.Minute)
+	var mu sync.Mutex
+	waiting := false
+	req.Log = func(format string, args ...any) {
+		mu.Lock()
+		waiting = waiting || strings.Contains(fmt.Sprintf(format, args...), "waiting for rollout on Deployment "+ns+"/gone")
+		mu.Unlock()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	deleted := make(chan error, 1)
+	go func() {
+		for ctx.Err() == nil {
+			mu.Lock()
+			w := waiting
+			mu.Unlock()
+			if w {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		deleted <- c.Typed.AppsV1().Deployments(ns).Delete(ctx, "gone", metav1.DeleteOptions{})
+	}()
+	began := time.Now()
+	_, err := run(t, req)
+	if derr := <-deleted; derr != nil {
+		t.Fatalf("delete: %v", derr)
+	}
+	if want := "Deployment " + ns + "/gone was deleted while its rollout was waited for"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("err = %v\nwant %q", err, want)
+	}
+	t.Logf("failed after %s: %v", time.Since(began).Round(100*time.Millisecond), err)
 }
