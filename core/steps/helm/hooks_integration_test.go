@@ -52,18 +52,9 @@ func TestHookDeletedWhileWaitedFor(t *testing.T) {
 		ns := f.cluster.NewNamespace(t, "hook-gone")
 		// no pod can be created for it: its wait would last to the timeout
 		dir := localChart(t, "gone", hookJob("stuck", "post-install", "0", "", "      serviceAccountName: no-such-account\n"), "")
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		defer cancel()
 		r := f.request(driftStep("gone", dir, ns), steptest.Options{Timeout: 60 * time.Second})
-		deleted := make(chan error, 1)
-		go func() {
-			// once the wait for it shows, so that the wait sees it deleted
-			for ctx.Err() == nil && !strings.Contains(r.logs(), "waiting for completion of the hook on Job "+ns+"/stuck") {
-				time.Sleep(50 * time.Millisecond)
-			}
-			bg := metav1.DeletePropagationBackground
-			deleted <- f.clients.Typed.BatchV1().Jobs(ns).Delete(ctx, "stuck", metav1.DeleteOptions{PropagationPolicy: &bg})
-		}()
+		// once the wait for it shows, so that the wait sees it deleted
+		deleted := f.deleteJobOnce(r, ns, "stuck", "waiting for completion of the hook on Job "+ns+"/stuck")
 		began := time.Now()
 		f.apply(r)
 		if err := <-deleted; err != nil {
@@ -93,19 +84,26 @@ func TestHookDeletedWhileWaitedFor(t *testing.T) {
 		stuck := strings.Replace(hookJob("stuck", "x", "0", ttl+"  suspend: true\n", ""), "    helm.sh/hook: x\n", "", 1)
 		dir := localChart(t, "jobttl", done+"---\n"+stuck, "")
 		r := f.request(driftStep("jobttl", dir, ns)+"\n  wait: true", steptest.Options{Timeout: 60 * time.Second})
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		defer cancel()
-		deleted := make(chan error, 1)
-		go func() {
-			for ctx.Err() == nil && !strings.Contains(r.logs(), "Job "+ns+"/stuck") {
-				time.Sleep(50 * time.Millisecond)
-			}
-			bg := metav1.DeletePropagationBackground
-			deleted <- f.clients.Typed.BatchV1().Jobs(ns).Delete(ctx, "stuck", metav1.DeleteOptions{PropagationPolicy: &bg})
-		}()
+		deleted := f.deleteJobOnce(r, ns, "stuck", "Job "+ns+"/stuck")
 		f.apply(r)
 		if err := <-deleted; err != nil {
 			t.Fatalf("delete the Job: %v", err)
 		}
 	}
+}
+
+// deleteJobOnce deletes Job ns/name once r's progress shows line (within
+// a minute), and sends the delete's error.
+func (f *fixture) deleteJobOnce(r *run, ns, name, line string) <-chan error {
+	deleted := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		for ctx.Err() == nil && !strings.Contains(r.logs(), line) {
+			time.Sleep(50 * time.Millisecond)
+		}
+		bg := metav1.DeletePropagationBackground
+		deleted <- f.clients.Typed.BatchV1().Jobs(ns).Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: &bg})
+	}()
+	return deleted
 }
