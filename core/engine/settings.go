@@ -17,6 +17,9 @@ const (
 	SettingReplace Setting = "replace"
 	// SettingLockTimeout is how long a run waits for the run lock.
 	SettingLockTimeout Setting = "lock-timeout"
+	// SettingForceCRDs lets destroy delete a CRD whose kind has custom
+	// resources the spec did not create.
+	SettingForceCRDs Setting = "force-crds"
 )
 
 // Spelling spells a setting in a caller's words; nil spells it neutrally

@@ -75,6 +75,9 @@ type UndoOptions struct {
 	// ForceCRDs deletes a CRD the spec created even when its kind has
 	// custom resources the spec did not create (--force-crds).
 	ForceCRDs bool
+	// ForceCRDsSetting is how the caller spells that setting in a
+	// refusal's reason ("": "the force-crds setting").
+	ForceCRDsSetting string
 	// Progress receives a line per object and wait; nil drops them.
 	Progress func(string)
 }
@@ -194,8 +197,12 @@ func (m *Manager) refuseForeignCRD(ctx context.Context, it UndoItem, opts UndoOp
 	}
 	if n > 0 {
 		it.Action = UndoRefuse
-		it.Reason = fmt.Sprintf("its kind has %s this spec did not create (%s): deleting the CRD deletes them; --force-crds deletes it anyway",
-			english.CountNoun(n, "custom resource"), where)
+		force := opts.ForceCRDsSetting
+		if force == "" {
+			force = "the force-crds setting"
+		}
+		it.Reason = fmt.Sprintf("its kind has %s this spec did not create (%s): deleting the CRD deletes them; %s deletes it anyway",
+			english.CountNoun(n, "custom resource"), where, force)
 	}
 	return it, nil
 }

@@ -140,10 +140,11 @@ func TestUndoCRDWithForeignResources(t *testing.T) {
 			t.Fatal(err)
 		}
 		crdName := plural + "s.undo.khook.test"
-		_, err := m.Undo(ctx(t), spec, objects.UndoOptions{Namespace: ns, ForceCRDs: force})
+		// the caller spells the setting that forces it (the CLI: its flag)
+		_, err := m.Undo(ctx(t), spec, objects.UndoOptions{Namespace: ns, ForceCRDs: force, ForceCRDsSetting: "--force-crds"})
 		var refused *objects.RefusedError
 		if !force {
-			if !errors.As(err, &refused) || !strings.Contains(err.Error(), "1 custom resource") || !strings.Contains(err.Error(), ns+"/theirs") || !strings.Contains(err.Error(), "--force-crds") {
+			if !errors.As(err, &refused) || !strings.Contains(err.Error(), "1 custom resource") || !strings.Contains(err.Error(), ns+"/theirs") || !strings.HasSuffix(err.Error(), "; --force-crds deletes it anyway") {
 				t.Fatalf("undo: %v, want a refusal naming 1 custom resource in %s and --force-crds", err, ns)
 			}
 			// refused before any write: the spec's own resource is still there

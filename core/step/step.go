@@ -67,6 +67,9 @@ type Request struct {
 	// ForceCRDs lets destroy delete a CRD the spec created whose kind has
 	// custom resources the spec did not create (--force-crds).
 	ForceCRDs bool
+	// ForceCRDsSetting is how the caller spells that setting, for the
+	// reason of a refusal ("--force-crds"; "": neutrally).
+	ForceCRDsSetting string
 	// Replace: --replace names the step, so it runs even where it would
 	// find nothing to do (Terraform's -replace): a helm release deployed
 	// with the same chart, values and objects is upgraded all the same (a

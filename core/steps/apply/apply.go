@@ -322,7 +322,7 @@ func existing(ctx context.Context, m *objects.Manager, objs []*unstructured.Unst
 // --force-crds. Objects already gone count as success.
 func (e *Executor) Destroy(ctx context.Context, req *step.Request) (result step.Outcome, err error) {
 	a := spec.BlockOf[Apply](req.Step)
-	opts := objects.UndoOptions{ForceCRDs: req.ForceCRDs, Progress: req.Progress}
+	opts := objects.UndoOptions{ForceCRDs: req.ForceCRDs, ForceCRDsSetting: req.ForceCRDsSetting, Progress: req.Progress}
 	var items []objects.UndoItem
 	if planned, ok := plannedItems(req); ok {
 		// the plan shown and confirmed: carried out as it was read
@@ -387,7 +387,7 @@ func (e *Executor) PlanDestroy(ctx context.Context, req *step.Request) (p step.D
 	if err != nil {
 		return p, err
 	}
-	items, err := req.Objects().PlanUndo(ctx, objs, objects.UndoOptions{Namespace: ns, ForceCRDs: req.ForceCRDs})
+	items, err := req.Objects().PlanUndo(ctx, objs, objects.UndoOptions{Namespace: ns, ForceCRDs: req.ForceCRDs, ForceCRDsSetting: req.ForceCRDsSetting})
 	p.Carry = items
 	for _, it := range items {
 		di := step.DestroyItem{Object: it.Ref, Action: undoAction(it.Action), Reason: it.Reason}
