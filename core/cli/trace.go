@@ -37,9 +37,9 @@ func (f *TraceFlags) AddFlags(cmd *cobra.Command) {
 // check refuses a --timeline with --contexts: a picture is one cluster's
 // run (status --timeline --contexts draws each).
 func (f *TraceFlags) check(fleet bool) error {
-	for flag, v := range map[string]string{"--trace-file": f.File, "--timeline": f.Timeline} {
-		if v != "" && strings.TrimSpace(v) == "" {
-			return invalid(fmt.Errorf("%s needs a file name", flag))
+	for _, fl := range [...]struct{ name, value string }{{"--trace-file", f.File}, {"--timeline", f.Timeline}} {
+		if fl.value != "" && strings.TrimSpace(fl.value) == "" {
+			return invalid(fmt.Errorf("%s needs a file name", fl.name))
 		}
 	}
 	if fleet && f.Timeline != "" {
