@@ -173,14 +173,16 @@ func (s *notifyingStore) Delete(obj any) error {
 }
 
 func (s *notifyingStore) Replace(list []any, rv string) error {
-	listed := make(map[string]bool, len(list))
 	for i := range list {
 		list[i] = slim(list[i])
-		if k, err := cache.MetaNamespaceKeyFunc(list[i]); err == nil {
-			listed[k] = true
-		}
 	}
 	if s.gone != nil {
+		listed := make(map[string]bool, len(list))
+		for _, o := range list {
+			if k, err := cache.MetaNamespaceKeyFunc(o); err == nil {
+				listed[k] = true
+			}
+		}
 		for _, old := range s.Store.List() {
 			if k, err := cache.MetaNamespaceKeyFunc(old); err == nil && !listed[k] {
 				s.remember(old)
