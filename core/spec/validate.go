@@ -9,8 +9,8 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
-	"strconv"
 	"slices"
+	"strconv"
 	"strings"
 
 	"khook.io/core/manifest/kubeyaml"
