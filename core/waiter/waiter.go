@@ -239,11 +239,14 @@ type waiting struct {
 	lastKey, lastProgress string
 	wasDown               bool
 	synced                bool // every watch has listed its objects
+	// absent: by watch index, the named targets the API server itself
+	// said do not exist (confirmAbsent)
+	absent map[int]bool
 }
 
 // startWaiting starts the watches of opts's targets and the stall timer.
 func startWaiting(ctx context.Context, c *kube.Clients, opts Options) (*waiting, error) {
-	w := &waiting{ctx: ctx, c: c, opts: opts, changed: make(chan struct{}, 1), fatal: make(chan error, len(opts.Targets))}
+	w := &waiting{ctx: ctx, c: c, opts: opts, changed: make(chan struct{}, 1), fatal: make(chan error, len(opts.Targets)), absent: map[int]bool{}}
 	w.conn = &connection{notify: w.notify}
 	var err error
 	keepGone := false
@@ -352,7 +355,9 @@ func (w *waiting) allSynced() bool {
 // never be (its error). Otherwise it says what is pending when that
 // changes, and restarts the stall timer when the objects progress.
 func (w *waiting) look() (done bool, err error) {
-	ev, err := evaluate(snapshot(w.watches), w.opts)
+	found := snapshot(w.watches)
+	w.confirmAbsent(found)
+	ev, err := evaluate(found, w.opts)
 	if err != nil {
 		return true, failed(w.ctx, w.d, err, w.opts)
 	}
@@ -378,6 +383,33 @@ func (w *waiting) look() (done bool, err error) {
 		}
 	}
 	return false, nil
+}
+
+// confirmAbsent reads from the API server a named target that its
+// gone-judgement (Target.Deleted) would take as never there: a watch's
+// first list may come from the API server's watch cache, a moment behind
+// a create that has just returned (a hook Job Helm created), which must
+// not read as a Job already finished and deleted. Read, it is judged as
+// found; not found, it is gone (and not read again); unreadable (the
+// server is down), it is waited for, until a relist looks again.
+func (w *waiting) confirmAbsent(found []targetObjects) {
+	for i := range found {
+		to := &found[i]
+		if w.opts.Gone || to.t.Deleted == nil || to.t.Name == "" || len(to.objs) > 0 || to.last != nil || w.absent[i] {
+			continue
+		}
+		// without the clients' retries: an outage is said by the watches
+		u, err := w.c.Resource(to.t.Mapping, to.t.Namespace).Get(kube.WithoutRetries(w.ctx), to.t.Name, metav1.GetOptions{})
+		switch {
+		case err == nil:
+			u.SetManagedFields(nil)
+			to.objs = []*unstructured.Unstructured{u}
+		case apierrors.IsNotFound(err):
+			w.absent[i] = true
+		default:
+			to.unconfirmed = true
+		}
+	}
 }
 
 // stalled starts a diagnosis of the objects that made no progress.
@@ -815,6 +847,9 @@ type targetObjects struct {
 	// last is a named target's final state when it was deleted while
 	// watched (Target.Deleted).
 	last *unstructured.Unstructured
+	// unconfirmed: the target is in no store and the API server could
+	// not say whether it exists (confirmAbsent): it is waited for.
+	unconfirmed bool
 }
 
 // snapshot reads every target's store.
@@ -874,7 +909,7 @@ func evaluate(targets []targetObjects, opts Options) (evaluation, error) {
 				ev.pending = append(ev.pending, notReady{name: objectName(kind, u), current: cur, obj: u, state: stateOf(u)})
 			}
 		}
-		if matched == 0 && !opts.Gone && to.t.Deleted != nil && to.t.Name != "" {
+		if matched == 0 && !opts.Gone && to.t.Deleted != nil && to.t.Name != "" && !to.unconfirmed {
 			ok, cur, err := to.t.Deleted(to.last)
 			if err != nil {
 				return ev, &checkFailure{err: err, obj: to.last}
